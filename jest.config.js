@@ -1,0 +1,14 @@
+/** Jest: SWC transform (no type-check here; `npm run build` type-checks). */
+module.exports = {
+  testEnvironment: 'node',
+  roots: ['<rootDir>/apps', '<rootDir>/libs', '<rootDir>/test'],
+  testRegex: '.*\\.(spec|e2e-spec)\\.ts$',
+  transform: {
+    '^.+\\.ts$': ['@swc/jest', { jsc: { parser: { syntax: 'typescript', decorators: true }, transform: { legacyDecorator: true, decoratorMetadata: true }, target: 'es2022' }, module: { type: 'commonjs' } }],
+  },
+  moduleNameMapper: {
+    '^@svc/(eventstore|messaging|read-store|security|http|clock|testing)$': '<rootDir>/libs/$1/src',
+  },
+  testTimeout: 60000,
+  maxWorkers: 2,
+};

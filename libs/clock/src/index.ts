@@ -1,0 +1,59 @@
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+
+/** The one clock (architecture rule 6). Nothing else in the service reads Date.now(). */
+export interface Clock {
+  now(): Date;
+  /** Called after the clock jumps (dev clock); timers use it to fire at once. */
+  onAdvance(listener: (now: Date) => void): () => void;
+}
+
+export const CLOCK = Symbol('CLOCK');
+
+export class SystemClock implements Clock {
+  now(): Date {
+    return new Date(Date.now());
+  }
+  onAdvance(): () => void {
+    return () => undefined;
+  }
+}
+
+/**
+ * The dev clock of decisions section 2: real time plus an offset that only moves forward.
+ * The offset is kept in a file in the data dir so a restart keeps the time it had reached.
+ */
+export class DevClock implements Clock {
+  private offsetMs = 0;
+  private readonly listeners = new Set<(now: Date) => void>();
+
+  constructor(private readonly file?: string) {
+    if (file && existsSync(file)) {
+      const saved = JSON.parse(readFileSync(file, 'utf8')) as { offsetMs: number };
+      this.offsetMs = Number(saved.offsetMs) || 0;
+    }
+  }
+
+  now(): Date {
+    return new Date(Date.now() + this.offsetMs);
+  }
+
+  advance(seconds: number): Date {
+    if (!Number.isInteger(seconds) || seconds < 0) throw new RangeError('advanceSeconds must be an integer >= 0');
+    this.offsetMs += seconds * 1000;
+    if (this.file) {
+      mkdirSync(dirname(this.file), { recursive: true });
+      const tmp = `${this.file}.tmp`;
+      writeFileSync(tmp, JSON.stringify({ offsetMs: this.offsetMs }));
+      renameSync(tmp, this.file);
+    }
+    const now = this.now();
+    for (const l of this.listeners) l(now);
+    return now;
+  }
+
+  onAdvance(listener: (now: Date) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+}

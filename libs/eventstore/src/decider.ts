@@ -1,0 +1,111 @@
+import { randomUUID } from 'node:crypto';
+import { EventMetadata, EventStore, ExpectedRevision, RecordedEvent, WrongExpectedRevisionError } from './types';
+
+/**
+ * A pure decider (architecture rule 1): no I/O, time passed in.
+ * `decide` returns the new events, or throws a DomainError that the edge turns into its 4xx.
+ */
+export interface Decider<Command, Event extends { type: string }, State> {
+  initialState(): State;
+  evolve(state: State, event: Event): State;
+  decide(command: Command, state: State, now: Date): Event[];
+}
+
+/** A domain refusal: carries the HTTP status and the error code of decisions section 11. */
+export class DomainError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details?: unknown,
+  ) {
+    super(message);
+    this.name = 'DomainError';
+  }
+}
+
+export interface CommandContext {
+  correlationId?: string;
+  causationId?: string | null;
+  organizationId?: string | null;
+  environmentId?: string | null;
+  actor: string;
+}
+
+export interface HandleResult<Event, State> {
+  /** Events appended by this command ([] when the decider decided nothing). */
+  newEvents: Event[];
+  /** State after the new events. */
+  state: State;
+  /** Global position of the last appended event, or of nothing (0) when none was appended. */
+  position: number;
+  /** Revision of the stream after the command (-1 = no stream). */
+  revision: number;
+}
+
+export interface CommandHandlerOptions {
+  /** How many times a concurrency conflict is retried (re-read, re-decide). */
+  maxRetries?: number;
+}
+
+/**
+ * The one command-handler path: read the stream, fold, decide, append with the revision that
+ * was read (or `no_stream`), retry a bounded number of times on a concurrency conflict.
+ */
+export class CommandHandler<Command, Event extends { type: string }, State> {
+  constructor(
+    private readonly store: EventStore,
+    private readonly decider: Decider<Command, Event, State>,
+    private readonly now: () => Date,
+    private readonly options: CommandHandlerOptions = {},
+  ) {}
+
+  async load(streamId: string): Promise<{ state: State; revision: number; events: RecordedEvent[] }> {
+    const events = await this.store.readStream(streamId);
+    let state = this.decider.initialState();
+    for (const e of events) state = this.decider.evolve(state, { type: e.type, ...(e.data as object) } as unknown as Event);
+    return { state, revision: events.length ? events[events.length - 1].revision : -1, events };
+  }
+
+  async handle(streamId: string, command: Command, ctx: CommandContext): Promise<HandleResult<Event, State>> {
+    const maxRetries = this.options.maxRetries ?? 20;
+    for (let attempt = 0; ; attempt++) {
+      const { state, revision } = await this.load(streamId);
+      const now = this.now();
+      const newEvents = this.decider.decide(command, state, now);
+      if (newEvents.length === 0) return { newEvents, state, position: 0, revision };
+      let next = state;
+      for (const e of newEvents) next = this.decider.evolve(next, e);
+      const expected: ExpectedRevision = revision < 0 ? 'no_stream' : revision;
+      const correlationId = ctx.correlationId ?? randomUUID();
+      const toAppend = newEvents.map((e) => {
+        const { type, ...data } = e as { type: string } & Record<string, unknown>;
+        const metadata: EventMetadata = {
+          eventId: randomUUID(),
+          correlationId,
+          causationId: ctx.causationId ?? null,
+          organizationId: ctx.organizationId ?? null,
+          environmentId: ctx.environmentId ?? null,
+          actor: ctx.actor,
+          recordedAt: now.toISOString(),
+        };
+        return { type, data, metadata };
+      });
+      try {
+        const r = await this.store.append(streamId, toAppend, expected);
+        return { newEvents, state: next, position: r.position, revision: r.nextExpectedRevision };
+      } catch (err) {
+        if (err instanceof WrongExpectedRevisionError && attempt < maxRetries) {
+          await new Promise((res) => setImmediate(res));
+          continue;
+        }
+        throw err;
+      }
+    }
+  }
+}
+
+/** Event as stored (type + data) turned back into the decider's event union member. */
+export function toDomainEvent<Event>(e: RecordedEvent): Event {
+  return { type: e.type, ...(e.data as object) } as unknown as Event;
+}

@@ -1,0 +1,42 @@
+/**
+ * Every bus topic and message pattern, in one place. Commands are request/reply patterns;
+ * integration events are fire-and-forget patterns (Kafka topics in distributed mode).
+ */
+export const Patterns = {
+  /** Command to the case-ledger: open a clinical case. Reply: { caseId, reference, priority }. */
+  openClinicalCase: 'case-ledger.command.open-clinical-case',
+  /** Command to the gateway: resolve tenant facts (BAA state etc.). */
+  tenantInfo: 'gateway.query.tenant-info',
+} as const;
+
+export const Topics = {
+  /** Integration events of the gateway (organization.created, baa.signed, ...). */
+  gatewayEvents: 'svc.gateway.events',
+  /** Integration events of the patient-pathway (check-in sent, ...). */
+  pathwayEvents: 'svc.patient-pathway.events',
+  /** Integration events of the case-ledger (clinical_case.*). */
+  caseEvents: 'svc.case-ledger.events',
+  /** Integration events of the conversation service. */
+  conversationEvents: 'svc.conversation.events',
+  /** Integration events of the workflow-engine. */
+  workflowEvents: 'svc.workflow-engine.events',
+  /** Integration events of the webhook dispatcher (delivery succeeded, ...). */
+  dispatcherEvents: 'svc.webhook-dispatcher.events',
+} as const;
+
+/** What goes over the bus for an integration event: the event and its metadata, as JSON. */
+export interface IntegrationMessage<T = unknown> {
+  type: string;
+  data: T;
+  metadata: {
+    eventId: string;
+    correlationId: string;
+    causationId: string | null;
+    organizationId: string | null;
+    environmentId: string | null;
+    actor: string;
+    recordedAt: string;
+  };
+  streamId: string;
+  position: number;
+}

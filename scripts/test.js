@@ -1,0 +1,34 @@
+#!/usr/bin/env node
+/**
+ * The test command (`npm test`): builds if needed (some end-to-end tests start the built
+ * standalone process, to kill and restart it), runs Jest, and ends with one line
+ * `tests: N passed, N failed`.
+ */
+const { spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const root = path.resolve(__dirname, '..');
+const build = spawnSync(process.execPath, [path.join(root, 'scripts', 'build.js'), '--if-needed'], { cwd: root, stdio: 'inherit' });
+if (build.status !== 0) {
+  console.log('tests: 0 passed, 1 failed');
+  process.exit(1);
+}
+const results = path.join(root, '.test-results.json');
+fs.rmSync(results, { force: true });
+const jest = spawnSync(
+  process.execPath,
+  [path.join(root, 'node_modules', 'jest', 'bin', 'jest.js'), '--json', `--outputFile=${results}`, ...process.argv.slice(2)],
+  { cwd: root, stdio: 'inherit', env: { ...process.env, SVC_LOG_LEVEL: process.env.SVC_LOG_LEVEL ?? 'silent' } },
+);
+let passed = 0;
+let failed = 0;
+if (fs.existsSync(results)) {
+  const r = JSON.parse(fs.readFileSync(results, 'utf8'));
+  passed = r.numPassedTests;
+  failed = r.numFailedTests + (r.numRuntimeErrorTestSuites || 0);
+} else {
+  failed = 1;
+}
+console.log(`tests: ${passed} passed, ${failed} failed`);
+process.exit(jest.status === 0 && failed === 0 ? 0 : 1);
