@@ -1,0 +1,114 @@
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import {
+  AppendResult,
+  EventStore,
+  ExpectedRevision,
+  NewEvent,
+  RecordedEvent,
+  SubscribeOptions,
+  Subscription,
+} from './types';
+
+/** The stored form of an encrypted event's data (all fields base64). */
+export interface EncryptedData {
+  enc: 'v1';
+  iv: string;
+  tag: string;
+  ct: string;
+}
+
+/** Key id used when an event carries no `metadata.environmentId`. */
+export const GLOBAL_KEY_ID = 'global';
+
+export function isEncryptedData(data: unknown): data is EncryptedData {
+  if (!data || typeof data !== 'object') return false;
+  const d = data as Record<string, unknown>;
+  return d.enc === 'v1' && typeof d.iv === 'string' && typeof d.tag === 'string' && typeof d.ct === 'string';
+}
+
+/**
+ * Encryption at rest of event data (decisions section 12): a decorator over any EventStore that
+ * seals each event's `data` with AES-256-GCM under the key of its environment
+ * (`keyFor(metadata.environmentId)`, or `keyFor('global')` when the event has none) and opens it
+ * again on every read and subscription path. Metadata (ids, tenant, actor, time) stays in clear so
+ * the key can be found and the log routed; it must never hold PHI.
+ *
+ * The additional authenticated data binds the ciphertext to its stream, event type and key id,
+ * so a sealed payload cannot be replayed into another stream or environment.
+ * Data that is not in the sealed form (written before encryption was enabled) is passed through.
+ */
+export class EncryptingEventStore implements EventStore {
+  constructor(
+    private readonly inner: EventStore,
+    private readonly keyFor: (environmentId: string) => Buffer,
+  ) {}
+
+  append(streamId: string, events: NewEvent[], expectedRevision: ExpectedRevision): Promise<AppendResult> {
+    let sealed: NewEvent[];
+    try {
+      sealed = events.map((e) => ({ ...e, data: this.seal(streamId, e) }));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.inner.append(streamId, sealed, expectedRevision);
+  }
+
+  async readStream(streamId: string, fromRevision?: number): Promise<RecordedEvent[]> {
+    return (await this.inner.readStream(streamId, fromRevision)).map((e) => this.open(e));
+  }
+
+  async readAll(fromPosition: number, limit: number): Promise<RecordedEvent[]> {
+    return (await this.inner.readAll(fromPosition, limit)).map((e) => this.open(e));
+  }
+
+  subscribeToAll(options: SubscribeOptions, handler: (event: RecordedEvent) => Promise<void>): Subscription {
+    // A decryption failure throws inside the handler path, so the store retries the event
+    // rather than skipping it.
+    return this.inner.subscribeToAll(options, (e) => handler(this.open(e)));
+  }
+
+  headPosition(): Promise<number> {
+    return this.inner.headPosition();
+  }
+
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+
+  private key(keyId: string): Buffer {
+    const key = this.keyFor(keyId);
+    if (!Buffer.isBuffer(key) || key.length !== 32) {
+      throw new Error(`encryption key for "${keyId}" must be a 32-byte Buffer`);
+    }
+    return key;
+  }
+
+  private seal(streamId: string, e: NewEvent): EncryptedData {
+    const keyId = e.metadata?.environmentId || GLOBAL_KEY_ID;
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', this.key(keyId), iv);
+    cipher.setAAD(aad(streamId, e.type, keyId));
+    const ct = Buffer.concat([cipher.update(JSON.stringify(e.data ?? null), 'utf8'), cipher.final()]);
+    return { enc: 'v1', iv: iv.toString('base64'), tag: cipher.getAuthTag().toString('base64'), ct: ct.toString('base64') };
+  }
+
+  private open(e: RecordedEvent): RecordedEvent {
+    if (!isEncryptedData(e.data)) return e;
+    const keyId = e.metadata?.environmentId || GLOBAL_KEY_ID;
+    const decipher = createDecipheriv('aes-256-gcm', this.key(keyId), Buffer.from(e.data.iv, 'base64'));
+    decipher.setAAD(aad(e.streamId, e.type, keyId));
+    decipher.setAuthTag(Buffer.from(e.data.tag, 'base64'));
+    let plain: string;
+    try {
+      plain = Buffer.concat([decipher.update(Buffer.from(e.data.ct, 'base64')), decipher.final()]).toString('utf8');
+    } catch {
+      // No detail: the message must not echo anything of the payload.
+      throw new Error(`event data of ${e.streamId}@${e.revision} failed authentication`);
+    }
+    return { ...e, data: JSON.parse(plain) };
+  }
+}
+
+function aad(streamId: string, type: string, keyId: string): Buffer {
+  return Buffer.from(`eventstore:v1\n${keyId}\n${streamId}\n${type}`, 'utf8');
+}

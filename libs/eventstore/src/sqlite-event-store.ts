@@ -1,0 +1,283 @@
+import Database from 'better-sqlite3';
+import { randomUUID } from 'node:crypto';
+import { EventStoreLogger, PollingSubscription } from './subscription-loop';
+import {
+  AppendResult,
+  EventStore,
+  ExpectedRevision,
+  NewEvent,
+  RecordedEvent,
+  SubscribeOptions,
+  Subscription,
+  WrongExpectedRevisionError,
+} from './types';
+
+export interface SqliteEventStoreOptions {
+  /** How often a live subscription polls for appends made by other processes (default 250 ms). */
+  pollIntervalMs?: number;
+  /** Page size of catch-up reads (default 500). */
+  pageSize?: number;
+  /** First retry delay after a subscription handler failure (default 50 ms, doubling to 2 s). */
+  retryDelayMs?: number;
+  /** How long a writer waits for another process's write lock (default 5000 ms). */
+  busyTimeoutMs?: number;
+  logger?: EventStoreLogger;
+}
+
+interface PendingAppend {
+  streamId: string;
+  expected: ExpectedRevision;
+  rows: { eventId: string; type: string; data: string; metadata: string }[];
+  resolve(result: AppendResult): void;
+  reject(err: unknown): void;
+}
+
+interface EventRow {
+  position: number;
+  stream_id: string;
+  revision: number;
+  type: string;
+  data: string;
+  metadata: string;
+}
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS events (
+  position  INTEGER PRIMARY KEY AUTOINCREMENT,
+  event_id  TEXT    NOT NULL UNIQUE,
+  stream_id TEXT    NOT NULL,
+  revision  INTEGER NOT NULL,
+  type      TEXT    NOT NULL,
+  data      TEXT    NOT NULL,
+  metadata  TEXT    NOT NULL,
+  UNIQUE (stream_id, revision)
+);
+`;
+
+/**
+ * The embedded event store of standalone mode: one SQLite file (WAL, synchronous=FULL).
+ *
+ * Group commit: every append made in the same tick is queued and written by ONE transaction
+ * (one fsync) on setImmediate. Each append's expected revision is checked inside that
+ * transaction against the stream as it stands, including earlier appends of the same batch; an
+ * append that fails its check (or a constraint) is rejected alone while the others commit. Every
+ * caller's promise settles only after the transaction has committed, so a resolved append is
+ * durable.
+ */
+export class SqliteEventStore implements EventStore {
+  private readonly db: Database.Database;
+  private queue: PendingAppend[] = [];
+  private flushScheduled = false;
+  private closed = false;
+  private readonly subscriptions = new Set<PollingSubscription>();
+
+  private readonly stmt: {
+    begin: Database.Statement;
+    commit: Database.Statement;
+    rollback: Database.Statement;
+    savepoint: Database.Statement;
+    release: Database.Statement;
+    rollbackTo: Database.Statement;
+    last: Database.Statement<[string], { revision: number; position: number }>;
+    insert: Database.Statement<[string, string, number, string, string, string]>;
+    readStream: Database.Statement<[string, number], EventRow>;
+    readAll: Database.Statement<[number, number], EventRow>;
+    head: Database.Statement<[], { head: number | null }>;
+  };
+
+  constructor(
+    readonly filename: string,
+    private readonly options: SqliteEventStoreOptions = {},
+  ) {
+    this.db = new Database(filename);
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = FULL');
+    this.db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000))}`);
+    this.db.exec(SCHEMA);
+    this.stmt = {
+      begin: this.db.prepare('BEGIN IMMEDIATE'),
+      commit: this.db.prepare('COMMIT'),
+      rollback: this.db.prepare('ROLLBACK'),
+      savepoint: this.db.prepare('SAVEPOINT append_one'),
+      release: this.db.prepare('RELEASE append_one'),
+      rollbackTo: this.db.prepare('ROLLBACK TO append_one'),
+      last: this.db.prepare('SELECT revision, position FROM events WHERE stream_id = ? ORDER BY revision DESC LIMIT 1'),
+      insert: this.db.prepare(
+        'INSERT INTO events (event_id, stream_id, revision, type, data, metadata) VALUES (?, ?, ?, ?, ?, ?)',
+      ),
+      readStream: this.db.prepare(
+        'SELECT position, stream_id, revision, type, data, metadata FROM events WHERE stream_id = ? AND revision >= ? ORDER BY revision',
+      ),
+      readAll: this.db.prepare(
+        'SELECT position, stream_id, revision, type, data, metadata FROM events WHERE position > ? ORDER BY position LIMIT ?',
+      ),
+      head: this.db.prepare('SELECT MAX(position) AS head FROM events'),
+    };
+  }
+
+  append(streamId: string, events: NewEvent[], expectedRevision: ExpectedRevision): Promise<AppendResult> {
+    if (this.closed) return Promise.reject(new Error('event store is closed'));
+    let rows: PendingAppend['rows'];
+    try {
+      checkExpected(expectedRevision);
+      rows = events.map((e) => ({
+        eventId: e.metadata?.eventId ?? randomUUID(),
+        type: e.type,
+        data: JSON.stringify(e.data ?? null),
+        metadata: JSON.stringify(e.metadata ?? {}),
+      }));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return new Promise<AppendResult>((resolve, reject) => {
+      this.queue.push({ streamId, expected: expectedRevision, rows, resolve, reject });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(() => this.flush());
+      }
+    });
+  }
+
+  /** Writes every queued append in one transaction, then answers each caller. */
+  private flush(): void {
+    this.flushScheduled = false;
+    const batch = this.queue;
+    this.queue = [];
+    if (batch.length === 0) return;
+    const outcomes: (AppendResult | { error: unknown })[] = new Array(batch.length);
+    const { stmt } = this;
+    try {
+      stmt.begin.run();
+      try {
+        // Stream state as of this transaction, including earlier appends of the same batch.
+        const streams = new Map<string, { revision: number; position: number }>();
+        for (let i = 0; i < batch.length; i++) {
+          const p = batch[i];
+          let current = streams.get(p.streamId);
+          if (!current) {
+            current = stmt.last.get(p.streamId) ?? { revision: -1, position: 0 };
+            streams.set(p.streamId, current);
+          }
+          const e = p.expected;
+          const ok = e === 'any' || (e === 'no_stream' ? current.revision === -1 : current.revision === e);
+          if (!ok) {
+            outcomes[i] = {
+              error: new WrongExpectedRevisionError(p.streamId, e, current.revision < 0 ? 'no_stream' : current.revision),
+            };
+            continue;
+          }
+          if (p.rows.length === 0) {
+            outcomes[i] = { nextExpectedRevision: current.revision, position: current.position };
+            continue;
+          }
+          // A single INSERT that fails is undone by SQLite on its own; several need a savepoint.
+          const multi = p.rows.length > 1;
+          if (multi) stmt.savepoint.run();
+          try {
+            let revision = current.revision;
+            let position = 0;
+            for (const r of p.rows) {
+              revision++;
+              position = Number(stmt.insert.run(r.eventId, p.streamId, revision, r.type, r.data, r.metadata).lastInsertRowid);
+            }
+            if (multi) stmt.release.run();
+            current = { revision, position };
+            streams.set(p.streamId, current);
+            outcomes[i] = { nextExpectedRevision: revision, position };
+          } catch (err) {
+            if (multi) {
+              stmt.rollbackTo.run();
+              stmt.release.run();
+            }
+            outcomes[i] = { error: err };
+          }
+        }
+        stmt.commit.run();
+      } catch (err) {
+        if (this.db.inTransaction) stmt.rollback.run();
+        throw err;
+      }
+    } catch (err) {
+      // The transaction itself failed (lock timeout, I/O): nothing of the batch was written.
+      for (const p of batch) p.reject(err);
+      return;
+    }
+    for (let i = 0; i < batch.length; i++) {
+      const o = outcomes[i];
+      if ('error' in o) batch[i].reject(o.error);
+      else batch[i].resolve(o);
+    }
+    for (const s of this.subscriptions) s.notify();
+  }
+
+  async readStream(streamId: string, fromRevision = 0): Promise<RecordedEvent[]> {
+    this.assertOpen();
+    return this.stmt.readStream.all(streamId, fromRevision).map(toRecorded);
+  }
+
+  async readAll(fromPosition: number, limit: number): Promise<RecordedEvent[]> {
+    this.assertOpen();
+    return this.readAllSync(fromPosition, limit);
+  }
+
+  private readAllSync(fromPosition: number, limit: number): RecordedEvent[] {
+    return this.stmt.readAll.all(fromPosition, Math.max(0, Math.floor(limit))).map(toRecorded);
+  }
+
+  async headPosition(): Promise<number> {
+    this.assertOpen();
+    return this.stmt.head.get()?.head ?? 0;
+  }
+
+  subscribeToAll(options: SubscribeOptions, handler: (event: RecordedEvent) => Promise<void>): Subscription {
+    this.assertOpen();
+    const sub = new PollingSubscription(
+      options,
+      handler,
+      {
+        readPage: async (position, limit) => {
+          if (this.closed) return [];
+          return this.readAllSync(position, limit);
+        },
+        pageSize: this.options.pageSize,
+        pollIntervalMs: this.options.pollIntervalMs ?? 250,
+        retryDelayMs: this.options.retryDelayMs,
+        logger: this.options.logger,
+      },
+      (s) => this.subscriptions.delete(s),
+    );
+    this.subscriptions.add(sub);
+    return sub;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    await Promise.all([...this.subscriptions].map((s) => s.close()));
+    // Appends already accepted are written (and answered) before the file is closed.
+    if (this.queue.length) this.flush();
+    this.closed = true;
+    this.db.close();
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new Error('event store is closed');
+  }
+}
+
+function checkExpected(e: ExpectedRevision): void {
+  if (e === 'any' || e === 'no_stream') return;
+  if (typeof e !== 'number' || !Number.isSafeInteger(e) || e < 0) {
+    throw new RangeError(`invalid expected revision: ${String(e)} (use 'any', 'no_stream' or a revision >= 0)`);
+  }
+}
+
+function toRecorded(row: EventRow): RecordedEvent {
+  return {
+    streamId: row.stream_id,
+    revision: row.revision,
+    position: row.position,
+    type: row.type,
+    data: JSON.parse(row.data),
+    metadata: JSON.parse(row.metadata),
+  };
+}
