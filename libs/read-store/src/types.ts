@@ -1,25 +1,112 @@
+import type { RecordedEvent } from '@svc/eventstore';
+
 /**
  * Read-model port. Documents live in collections, keyed; a document may belong to a
  * `partition` (for listing, e.g. all cases of one environment) and carry a numeric `score`
  * (for ordered range reads, e.g. timers by due time). Projections write through `commit`,
  * which applies their writes and their checkpoint atomically.
+ *
+ * Conventions every adapter keeps (the conformance suite checks them):
+ * - a key is unique within its collection (across partitions); putting a document with another
+ *   partition moves it, putting it without a partition takes it out of every partition;
+ * - a missing score is 0; scores must be finite numbers; ties are ordered by key (byte order);
+ * - collection names must not contain ':' (they are part of Redis key names);
+ * - `commit` is a no-op when the stored checkpoint of that projection is already >= `position`
+ *   (the checkpoint never goes backwards, and a stale runner cannot overwrite newer state).
  */
 export type WriteOp =
   | { op: 'put'; collection: string; key: string; doc: unknown; partition?: string; score?: number }
   | { op: 'delete'; collection: string; key: string };
 
+/** A document with where it sits (for merging pending writes into a listing). */
+export interface ReadEntry<T = unknown> {
+  key: string;
+  partition: string;
+  score: number;
+  doc: T;
+}
+
 export interface ReadStore {
   get<T>(collection: string, key: string): Promise<T | null>;
   /** Documents of one partition, ordered by score then key. */
   list<T>(collection: string, partition: string, options?: { limit?: number }): Promise<T[]>;
-  /** Documents of one partition with score <= maxScore, ordered by score. */
+  /** Documents of one partition with score <= maxScore, ordered by score (then key). */
   range<T>(collection: string, partition: string, maxScore: number, limit: number): Promise<T[]>;
+  /**
+   * Like `list` (or `range` when `maxScore` is given) with each document's key and score.
+   * Optional so older implementations still fit the port; both shipped adapters have it.
+   */
+  entries?<T>(collection: string, partition: string, options?: { limit?: number; maxScore?: number }): Promise<ReadEntry<T>[]>;
   /** Writes outside a projection (e.g. small operational state). */
   write(ops: WriteOp[]): Promise<void>;
+  /** The projection's stored checkpoint; 0 when it has none. */
   getCheckpoint(projection: string): Promise<number>;
-  /** Apply `ops` and set the projection's checkpoint to `position`, atomically. */
+  /**
+   * Apply `ops` and set the projection's checkpoint to `position`, atomically. When the stored
+   * checkpoint is already >= `position` nothing is written (two runners racing cannot move it back).
+   */
   commit(projection: string, position: number, ops: WriteOp[]): Promise<void>;
   close(): Promise<void>;
 }
 
 export const READ_STORE = Symbol('READ_STORE');
+
+export interface PutOptions {
+  partition?: string;
+  score?: number;
+}
+
+/**
+ * What a projection's `apply` writes through. Reads see the writes of the batch being applied
+ * (this event's and the earlier uncommitted events') before the store's content.
+ */
+export interface ProjectionTx {
+  get<T>(collection: string, key: string): Promise<T | null>;
+  list<T>(collection: string, partition: string, options?: { limit?: number }): Promise<T[]>;
+  put(collection: string, key: string, doc: unknown, options?: PutOptions): void;
+  delete(collection: string, key: string): void;
+}
+
+export interface Projection {
+  /** Unique name; the checkpoint is stored under it. Changing it rebuilds the read model. */
+  name: string;
+  /** Only events of streams starting with one of these are applied (all when absent). */
+  streamPrefixes?: string[];
+  /** Must be deterministic given the event and what `tx` reads (it is re-run after a crash). */
+  apply(event: RecordedEvent, tx: ProjectionTx): Promise<void> | void;
+}
+
+/** Pino-compatible subset: `logger.warn({ ...meta }, 'message')`. Metadata only, never event data. */
+export interface ReadStoreLogger {
+  warn(meta: Record<string, unknown>, msg: string): void;
+}
+
+export const defaultReadStoreLogger: ReadStoreLogger = {
+  warn(meta, msg) {
+    console.warn(JSON.stringify({ level: 'warn', msg, ...meta }));
+  },
+};
+
+/** Error name only: messages may quote data (architecture rule 7). */
+export function errorName(err: unknown): string {
+  return err instanceof Error ? err.name : typeof err;
+}
+
+/** Checks shared by the adapters. */
+export function validateOps(ops: WriteOp[]): void {
+  for (const op of ops) {
+    validateCollection(op.collection);
+    if (typeof op.key !== 'string' || op.key.length === 0) throw new TypeError('read-store key must be a non-empty string');
+    if (op.op === 'put') {
+      if (op.score !== undefined && !Number.isFinite(op.score)) throw new TypeError('read-store score must be a finite number');
+      if (op.partition !== undefined && typeof op.partition !== 'string') throw new TypeError('read-store partition must be a string');
+      if (op.doc === undefined) throw new TypeError('read-store doc must not be undefined');
+    }
+  }
+}
+
+export function validateCollection(collection: string): void {
+  if (typeof collection !== 'string' || collection.length === 0 || collection.includes(':')) {
+    throw new TypeError('read-store collection must be a non-empty string without ":"');
+  }
+}

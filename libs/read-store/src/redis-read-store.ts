@@ -1,0 +1,185 @@
+import Redis from 'ioredis';
+import { ReadEntry, ReadStore, WriteOp, validateCollection, validateOps } from './types';
+
+/**
+ * Applies ops and (optionally) a checkpoint atomically. A Lua script runs as one unit on the
+ * server, like MULTI/EXEC, and can also read: it compares the stored checkpoint first (so the
+ * checkpoint never goes backwards when two runners race, and the stale runner's ops are dropped
+ * with it) and follows each document's reverse pointer to take it out of its old partition index.
+ *
+ * KEYS[1] checkpoint hash; then per op: doc key, pointer key, new index key ('' when none)
+ * ARGV[1] projection ('' = plain write), ARGV[2] position, ARGV[3] index key prefix
+ *   (`${prefix}:idx:`), then per op: kind ('p'|'d'), collection, key, [doc, hasPartition, partition, score]
+ */
+const COMMIT_LUA = `
+local projection = ARGV[1]
+if projection ~= '' then
+  local current = redis.call('HGET', KEYS[1], projection)
+  if current and tonumber(current) >= tonumber(ARGV[2]) then return 0 end
+end
+local idxPrefix = ARGV[3]
+local k = 2
+local a = 4
+while a <= #ARGV do
+  local docKey, ptrKey, idxKey = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+  local kind, collection, key = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+  local old = redis.call('GET', ptrKey)
+  if kind == 'd' then
+    if old then redis.call('ZREM', idxPrefix .. collection .. ':' .. old, key) end
+    redis.call('DEL', docKey, ptrKey)
+    a = a + 3
+  else
+    local doc, hasPartition, partition, score = ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
+    if old and (hasPartition == '0' or old ~= partition) then
+      redis.call('ZREM', idxPrefix .. collection .. ':' .. old, key)
+    end
+    redis.call('SET', docKey, doc)
+    if hasPartition == '1' then
+      redis.call('ZADD', idxKey, score, key)
+      redis.call('SET', ptrKey, partition)
+    else
+      redis.call('DEL', ptrKey)
+    end
+    a = a + 7
+  end
+  k = k + 3
+end
+if projection ~= '' then redis.call('HSET', KEYS[1], projection, ARGV[2]) end
+return 1
+`;
+
+/**
+ * Reads one partition in score order (then member order, which Redis keeps byte-wise) with the
+ * documents, as one consistent snapshot. KEYS[1] index key; ARGV: doc key prefix, max score, limit.
+ */
+const ENTRIES_LUA = `
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
+local out = {}
+for i = 1, #ids, 2 do
+  local doc = redis.call('GET', ARGV[1] .. ids[i])
+  if doc then
+    out[#out + 1] = ids[i]
+    out[#out + 1] = ids[i + 1]
+    out[#out + 1] = doc
+  end
+end
+return out
+`;
+
+interface ScriptedRedis extends Redis {
+  readStoreCommitV1(numKeys: number, ...args: (string | number)[]): Promise<number>;
+  readStoreEntriesV1(numKeys: number, ...args: (string | number)[]): Promise<string[]>;
+}
+
+/**
+ * Read store on Redis:
+ * - document: string `${prefix}:doc:${collection}:${key}` (JSON)
+ * - partition index: sorted set `${prefix}:idx:${collection}:${partition}` (member key, score)
+ * - reverse pointer: string `${prefix}:ptr:${collection}:${key}` = partition, so a document that
+ *   moves partition (or loses it, or is deleted) leaves its old index
+ * - checkpoints: hash `${prefix}:checkpoint` (field = projection)
+ * Single-node Redis (the old index key is derived inside the script, which Cluster forbids).
+ */
+export class RedisReadStore implements ReadStore {
+  private readonly redis: ScriptedRedis;
+  private readonly ownsClient: boolean;
+
+  constructor(redisUrlOrClient: string | Redis, private readonly keyPrefix: string) {
+    if (!keyPrefix) throw new TypeError('RedisReadStore needs a key prefix');
+    if (typeof redisUrlOrClient === 'string') {
+      this.redis = new Redis(redisUrlOrClient, { maxRetriesPerRequest: 3 }) as ScriptedRedis;
+      this.ownsClient = true;
+    } else {
+      this.redis = redisUrlOrClient as ScriptedRedis;
+      this.ownsClient = false;
+    }
+    // defineCommand sends EVALSHA and falls back to EVAL when the server lacks the script.
+    if (typeof this.redis.readStoreCommitV1 !== 'function') {
+      this.redis.defineCommand('readStoreCommitV1', { lua: COMMIT_LUA });
+      this.redis.defineCommand('readStoreEntriesV1', { lua: ENTRIES_LUA });
+    }
+  }
+
+  private docKey(collection: string, key: string): string {
+    return `${this.keyPrefix}:doc:${collection}:${key}`;
+  }
+  private ptrKey(collection: string, key: string): string {
+    return `${this.keyPrefix}:ptr:${collection}:${key}`;
+  }
+  private idxKey(collection: string, partition: string): string {
+    return `${this.keyPrefix}:idx:${collection}:${partition}`;
+  }
+  private get checkpointKey(): string {
+    return `${this.keyPrefix}:checkpoint`;
+  }
+
+  async get<T>(collection: string, key: string): Promise<T | null> {
+    validateCollection(collection);
+    const raw = await this.redis.get(this.docKey(collection, key));
+    return raw === null ? null : (JSON.parse(raw) as T);
+  }
+
+  async list<T>(collection: string, partition: string, options?: { limit?: number }): Promise<T[]> {
+    return (await this.entries<T>(collection, partition, options)).map((e) => e.doc);
+  }
+
+  async range<T>(collection: string, partition: string, maxScore: number, limit: number): Promise<T[]> {
+    return (await this.entries<T>(collection, partition, { maxScore, limit })).map((e) => e.doc);
+  }
+
+  async entries<T>(collection: string, partition: string, options?: { limit?: number; maxScore?: number }): Promise<ReadEntry<T>[]> {
+    validateCollection(collection);
+    const max = options?.maxScore;
+    const maxArg = max === undefined || max === Infinity ? '+inf' : max === -Infinity ? '-inf' : String(max);
+    const flat = await this.redis.readStoreEntriesV1(
+      1,
+      this.idxKey(collection, partition),
+      `${this.keyPrefix}:doc:${collection}:`,
+      maxArg,
+      options?.limit ?? -1,
+    );
+    const out: ReadEntry<T>[] = [];
+    for (let i = 0; i < flat.length; i += 3) {
+      out.push({ key: flat[i], partition, score: Number(flat[i + 1]), doc: JSON.parse(flat[i + 2]) as T });
+    }
+    return out;
+  }
+
+  async write(ops: WriteOp[]): Promise<void> {
+    await this.run('', 0, ops);
+  }
+
+  async getCheckpoint(projection: string): Promise<number> {
+    const raw = await this.redis.hget(this.checkpointKey, projection);
+    return raw === null ? 0 : Number(raw);
+  }
+
+  async commit(projection: string, position: number, ops: WriteOp[]): Promise<void> {
+    if (!projection) throw new TypeError('projection name must not be empty');
+    if (!Number.isSafeInteger(position) || position < 0) throw new RangeError('checkpoint position must be an integer >= 0');
+    await this.run(projection, position, ops);
+  }
+
+  private async run(projection: string, position: number, ops: WriteOp[]): Promise<void> {
+    validateOps(ops);
+    if (!projection && ops.length === 0) return;
+    const keys: string[] = [this.checkpointKey];
+    const args: (string | number)[] = [projection, position, `${this.keyPrefix}:idx:`];
+    for (const op of ops) {
+      keys.push(this.docKey(op.collection, op.key), this.ptrKey(op.collection, op.key));
+      if (op.op === 'delete') {
+        keys.push(this.docKey(op.collection, op.key)); // placeholder, unused by 'd'
+        args.push('d', op.collection, op.key);
+      } else {
+        const hasPartition = op.partition !== undefined;
+        keys.push(hasPartition ? this.idxKey(op.collection, op.partition as string) : this.docKey(op.collection, op.key));
+        args.push('p', op.collection, op.key, JSON.stringify(op.doc), hasPartition ? '1' : '0', op.partition ?? '', String(op.score ?? 0));
+      }
+    }
+    await this.redis.readStoreCommitV1(keys.length, ...keys, ...args);
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsClient && this.redis.status !== 'end') await this.redis.quit();
+  }
+}

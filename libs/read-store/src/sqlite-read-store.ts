@@ -1,0 +1,137 @@
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { ReadEntry, ReadStore, WriteOp, validateOps } from './types';
+
+interface DocRow {
+  key: string;
+  partition: string;
+  score: number;
+  doc: string;
+}
+
+/**
+ * Read store on one SQLite file (better-sqlite3, synchronous under the async port).
+ *
+ * Durability: WAL with synchronous=NORMAL. A power loss may lose the last few commits, but never
+ * tears one: the documents a projection writes and its checkpoint go into the same transaction,
+ * so after a crash either both are there or neither is, and the projection simply re-applies the
+ * lost events from its (older) checkpoint. Read models are rebuildable from the event store, so
+ * the fsync per commit that synchronous=FULL would buy is not worth its cost here.
+ */
+export class SqliteReadStore implements ReadStore {
+  private readonly db: Database.Database;
+  private readonly stmts: {
+    get: Database.Statement;
+    put: Database.Statement;
+    del: Database.Statement;
+    list: Database.Statement;
+    listLimit: Database.Statement;
+    range: Database.Statement;
+    getCheckpoint: Database.Statement;
+    setCheckpoint: Database.Statement;
+  };
+  private readonly commitTx: (projection: string | null, position: number, ops: WriteOp[]) => void;
+
+  constructor(readonly path: string) {
+    if (path !== ':memory:' && !path.startsWith('file:')) mkdirSync(dirname(path), { recursive: true });
+    this.db = new Database(path);
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = NORMAL');
+    this.db.pragma('busy_timeout = 5000');
+    this.db.exec(`
+      CREATE TABLE IF NOT EXISTS docs (
+        collection TEXT NOT NULL,
+        key        TEXT NOT NULL,
+        partition  TEXT,
+        score      REAL NOT NULL DEFAULT 0,
+        doc        TEXT NOT NULL,
+        PRIMARY KEY (collection, key)
+      ) WITHOUT ROWID;
+      CREATE INDEX IF NOT EXISTS docs_by_partition ON docs (collection, partition, score, key);
+      CREATE TABLE IF NOT EXISTS checkpoints (
+        projection TEXT PRIMARY KEY,
+        position   INTEGER NOT NULL
+      ) WITHOUT ROWID;
+    `);
+    const cols = 'key, partition, score, doc';
+    this.stmts = {
+      get: this.db.prepare('SELECT doc FROM docs WHERE collection = ? AND key = ?'),
+      put: this.db.prepare(
+        `INSERT INTO docs (collection, key, partition, score, doc) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (collection, key) DO UPDATE SET partition = excluded.partition, score = excluded.score, doc = excluded.doc`,
+      ),
+      del: this.db.prepare('DELETE FROM docs WHERE collection = ? AND key = ?'),
+      list: this.db.prepare(`SELECT ${cols} FROM docs WHERE collection = ? AND partition = ? ORDER BY score, key`),
+      listLimit: this.db.prepare(`SELECT ${cols} FROM docs WHERE collection = ? AND partition = ? ORDER BY score, key LIMIT ?`),
+      range: this.db.prepare(
+        `SELECT ${cols} FROM docs WHERE collection = ? AND partition = ? AND score <= ? ORDER BY score, key LIMIT ?`,
+      ),
+      getCheckpoint: this.db.prepare('SELECT position FROM checkpoints WHERE projection = ?'),
+      setCheckpoint: this.db.prepare(
+        'INSERT INTO checkpoints (projection, position) VALUES (?, ?) ON CONFLICT (projection) DO UPDATE SET position = excluded.position',
+      ),
+    };
+    this.commitTx = this.db.transaction((projection: string | null, position: number, ops: WriteOp[]) => {
+      if (projection !== null) {
+        const row = this.stmts.getCheckpoint.get(projection) as { position: number } | undefined;
+        // Never backwards: a runner behind the stored checkpoint must not overwrite newer state.
+        if (row && row.position >= position) return;
+        this.stmts.setCheckpoint.run(projection, position);
+      }
+      for (const op of ops) {
+        if (op.op === 'put') {
+          this.stmts.put.run(op.collection, op.key, op.partition ?? null, op.score ?? 0, JSON.stringify(op.doc));
+        } else {
+          this.stmts.del.run(op.collection, op.key);
+        }
+      }
+    });
+  }
+
+  async get<T>(collection: string, key: string): Promise<T | null> {
+    const row = this.stmts.get.get(collection, key) as { doc: string } | undefined;
+    return row ? (JSON.parse(row.doc) as T) : null;
+  }
+
+  async list<T>(collection: string, partition: string, options?: { limit?: number }): Promise<T[]> {
+    return (await this.entries<T>(collection, partition, options)).map((e) => e.doc);
+  }
+
+  async range<T>(collection: string, partition: string, maxScore: number, limit: number): Promise<T[]> {
+    return (await this.entries<T>(collection, partition, { maxScore, limit })).map((e) => e.doc);
+  }
+
+  async entries<T>(collection: string, partition: string, options?: { limit?: number; maxScore?: number }): Promise<ReadEntry<T>[]> {
+    const limit = options?.limit;
+    let rows: DocRow[];
+    if (options?.maxScore !== undefined) {
+      rows = this.stmts.range.all(collection, partition, options.maxScore, limit ?? -1) as DocRow[];
+    } else if (limit !== undefined) {
+      rows = this.stmts.listLimit.all(collection, partition, limit) as DocRow[];
+    } else {
+      rows = this.stmts.list.all(collection, partition) as DocRow[];
+    }
+    return rows.map((r) => ({ key: r.key, partition: r.partition, score: r.score, doc: JSON.parse(r.doc) as T }));
+  }
+
+  async write(ops: WriteOp[]): Promise<void> {
+    validateOps(ops);
+    this.commitTx(null, 0, ops);
+  }
+
+  async getCheckpoint(projection: string): Promise<number> {
+    const row = this.stmts.getCheckpoint.get(projection) as { position: number } | undefined;
+    return row ? row.position : 0;
+  }
+
+  async commit(projection: string, position: number, ops: WriteOp[]): Promise<void> {
+    if (!Number.isSafeInteger(position) || position < 0) throw new RangeError('checkpoint position must be an integer >= 0');
+    validateOps(ops);
+    this.commitTx(projection, position, ops);
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+}

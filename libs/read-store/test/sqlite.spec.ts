@@ -1,0 +1,45 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SqliteReadStore } from '../src/sqlite-read-store';
+import { describeReadStoreConformance } from './conformance';
+
+let dir: string;
+let file: string;
+let n = 0;
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'read-store-sqlite-'));
+});
+afterAll(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describeReadStoreConformance('sqlite', {
+  async create() {
+    file = join(dir, `rs-${++n}.db`);
+    return new SqliteReadStore(file);
+  },
+  async reopen() {
+    return new SqliteReadStore(file);
+  },
+});
+
+describe('SqliteReadStore', () => {
+  it('uses WAL with synchronous=NORMAL', async () => {
+    const path = join(dir, 'pragmas.db');
+    const store = new SqliteReadStore(path);
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const db = (store as any).db;
+    expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(db.pragma('synchronous', { simple: true })).toBe(1); // NORMAL
+    await store.close();
+  });
+
+  it('creates the parent folder of the file', async () => {
+    const store = new SqliteReadStore(join(dir, 'nested', 'deeper', 'rs.db'));
+    await store.write([{ op: 'put', collection: 'c', key: 'k', doc: { ok: true } }]);
+    expect(await store.get('c', 'k')).toEqual({ ok: true });
+    await store.close();
+  });
+});
