@@ -1,0 +1,156 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  CommandHandler,
+  Decider,
+  DomainError,
+  EventStore,
+  SqliteEventStore,
+  WrongExpectedRevisionError,
+} from '@svc/eventstore';
+import { deciderSpec } from '../src/testing';
+
+// A tiny counter aggregate: increments up to a limit, idempotent by request id.
+type CounterCommand = { type: 'Increment'; by: number; requestId: string } | { type: 'Touch' };
+type CounterEvent = { type: 'Incremented'; by: number; requestId: string; at: string };
+type CounterState = { value: number; requests: string[] };
+
+const LIMIT = 1000;
+
+const counter: Decider<CounterCommand, CounterEvent, CounterState> = {
+  initialState: () => ({ value: 0, requests: [] }),
+  evolve: (state, event) => {
+    switch (event.type) {
+      case 'Incremented':
+        return { value: state.value + event.by, requests: [...state.requests, event.requestId] };
+      default: {
+        const never: never = event.type;
+        return never;
+      }
+    }
+  },
+  decide: (command, state, now) => {
+    switch (command.type) {
+      case 'Increment':
+        if (state.requests.includes(command.requestId)) return [];
+        if (state.value + command.by > LIMIT) throw new DomainError(409, 'LIMIT_REACHED', 'counter limit reached');
+        return [{ type: 'Incremented', by: command.by, requestId: command.requestId, at: now.toISOString() }];
+      case 'Touch':
+        return [];
+      default: {
+        const never: never = command;
+        return never;
+      }
+    }
+  },
+};
+
+describe('deciderSpec (counter)', () => {
+  const at = '2026-01-01T00:00:00.000Z';
+  it('given no events, Increment emits Incremented with the clock time', () => {
+    deciderSpec(counter)
+      .given([])
+      .when({ type: 'Increment', by: 2, requestId: 'r1' }, new Date(at))
+      .then([{ type: 'Incremented', by: 2, requestId: 'r1', at }]);
+  });
+  it('a repeated request id decides nothing', () => {
+    deciderSpec(counter)
+      .given([{ type: 'Incremented', by: 2, requestId: 'r1', at }])
+      .when({ type: 'Increment', by: 2, requestId: 'r1' })
+      .then([]);
+  });
+  it('going over the limit is a domain error', () => {
+    deciderSpec(counter)
+      .given([{ type: 'Incremented', by: LIMIT, requestId: 'r1', at }])
+      .when({ type: 'Increment', by: 1, requestId: 'r2' })
+      .thenThrows('LIMIT_REACHED');
+  });
+});
+
+describe('CommandHandler over SQLite', () => {
+  let dir: string;
+  let store: EventStore;
+  const clock = () => new Date('2026-02-03T04:05:06.000Z');
+  const ctx = { actor: 'staff:u1', organizationId: 'org_1', environmentId: 'env_1', correlationId: 'corr-1' };
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'eventstore-handler-'));
+    store = new SqliteEventStore(join(dir, 'events.db'));
+  });
+  afterEach(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('appends with no_stream first, then with the revision it read, with full metadata', async () => {
+    const handler = new CommandHandler(store, counter, clock);
+    const append = jest.spyOn(store, 'append');
+    const r1 = await handler.handle('counter-1', { type: 'Increment', by: 1, requestId: 'a' }, ctx);
+    const r2 = await handler.handle('counter-1', { type: 'Increment', by: 5, requestId: 'b' }, ctx);
+    expect(append.mock.calls.map((c) => c[2])).toEqual(['no_stream', 0]);
+    expect(r1).toMatchObject({ revision: 0, state: { value: 1 } });
+    expect(r2).toMatchObject({ revision: 1, state: { value: 6 }, newEvents: [{ type: 'Incremented', by: 5 }] });
+    expect(r2.position).toBeGreaterThan(r1.position);
+
+    const events = await store.readStream('counter-1');
+    expect(events.map((e) => e.data)).toEqual([
+      { by: 1, requestId: 'a', at: '2026-02-03T04:05:06.000Z' },
+      { by: 5, requestId: 'b', at: '2026-02-03T04:05:06.000Z' },
+    ]);
+    expect(events[1].metadata).toMatchObject({
+      correlationId: 'corr-1',
+      causationId: null,
+      organizationId: 'org_1',
+      environmentId: 'env_1',
+      actor: 'staff:u1',
+      recordedAt: '2026-02-03T04:05:06.000Z',
+    });
+    expect(events[0].metadata.eventId).not.toBe(events[1].metadata.eventId);
+    expect((await handler.load('counter-1')).state.value).toBe(6);
+  });
+
+  it('retries concurrency conflicts: 30 concurrent increments all land, revision 29', async () => {
+    const handler = new CommandHandler(store, counter, clock, { maxRetries: 50 });
+    const results = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => handler.handle('counter-2', { type: 'Increment', by: 1, requestId: `r${i}` }, ctx)),
+    );
+    expect(new Set(results.map((r) => r.revision)).size).toBe(30);
+    const { state, revision } = await handler.load('counter-2');
+    expect(revision).toBe(29);
+    expect(state.value).toBe(30);
+    expect([...state.requests].sort()).toEqual(Array.from({ length: 30 }, (_, i) => `r${i}`).sort());
+  });
+
+  it('gives up with WrongExpectedRevisionError after maxRetries', async () => {
+    const handler = new CommandHandler(store, counter, clock, { maxRetries: 0 });
+    const results = await Promise.allSettled(
+      Array.from({ length: 5 }, (_, i) => handler.handle('counter-3', { type: 'Increment', by: 1, requestId: `r${i}` }, ctx)),
+    );
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    for (const r of results.filter((x) => x.status === 'rejected') as PromiseRejectedResult[]) {
+      expect(r.reason).toBeInstanceOf(WrongExpectedRevisionError);
+    }
+  });
+
+  it('propagates domain errors and writes nothing', async () => {
+    const handler = new CommandHandler(store, counter, clock);
+    await handler.handle('counter-4', { type: 'Increment', by: LIMIT, requestId: 'a' }, ctx);
+    const err = await handler.handle('counter-4', { type: 'Increment', by: 1, requestId: 'b' }, ctx).catch((e) => e);
+    expect(err).toBeInstanceOf(DomainError);
+    expect(err).toMatchObject({ status: 409, code: 'LIMIT_REACHED' });
+    expect(await store.readStream('counter-4')).toHaveLength(1);
+  });
+
+  it('does not append when decide returns []', async () => {
+    const handler = new CommandHandler(store, counter, clock);
+    await handler.handle('counter-5', { type: 'Increment', by: 1, requestId: 'a' }, ctx);
+    const append = jest.spyOn(store, 'append');
+    const again = await handler.handle('counter-5', { type: 'Increment', by: 1, requestId: 'a' }, ctx);
+    const touch = await handler.handle('counter-6', { type: 'Touch' }, ctx);
+    expect(append).not.toHaveBeenCalled();
+    expect(again).toMatchObject({ newEvents: [], position: 0, revision: 0, state: { value: 1 } });
+    expect(touch).toMatchObject({ newEvents: [], position: 0, revision: -1 });
+    expect(await store.readStream('counter-6')).toEqual([]);
+  });
+});

@@ -1,0 +1,126 @@
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { EncryptingEventStore, isEncryptedData, SqliteEventStore } from '@svc/eventstore';
+import { describeEventStoreConformance, ev } from './conformance';
+
+/** Test keys: a distinct 32-byte key per environment id. */
+function keyFor(environmentId: string): Buffer {
+  return createHash('sha256').update(`test-key:${environmentId}`).digest();
+}
+
+function tempDir(): string {
+  return mkdtempSync(join(tmpdir(), 'eventstore-enc-'));
+}
+
+describeEventStoreConformance('EncryptingEventStore over SQLite', async () => {
+  const dir = tempDir();
+  const file = join(dir, 'events.db');
+  const store = new EncryptingEventStore(new SqliteEventStore(file, { pollIntervalMs: 50 }), keyFor);
+  return {
+    store,
+    ordered: true,
+    reopen: async () => new EncryptingEventStore(new SqliteEventStore(file), keyFor),
+    cleanup: async () => {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+});
+
+describe('EncryptingEventStore at rest', () => {
+  let dir: string;
+  let file: string;
+  beforeEach(() => {
+    dir = tempDir();
+    file = join(dir, 'events.db');
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  const CANARY = 'CANARY-PHI-3f9c1e7a-Jane-Roe-1970-01-01';
+
+  it('never writes a planted canary in clear to any file under the data dir', async () => {
+    const keysAsked: string[] = [];
+    const store = new EncryptingEventStore(new SqliteEventStore(file), (id) => {
+      keysAsked.push(id);
+      return keyFor(id);
+    });
+    await store.append('conv-1', [ev('MessageReceived', { body: `hello ${CANARY}` }, { environmentId: 'env_a' })], 'no_stream');
+    await store.append('conv-2', [ev('MessageReceived', { body: CANARY, nested: [CANARY] }, { environmentId: null })], 'no_stream');
+    expect(keysAsked).toEqual(expect.arrayContaining(['env_a', 'global']));
+
+    // While the store is open (data still in the WAL) and after close (checkpointed into the db).
+    const scan = () => {
+      for (const name of readdirSync(dir)) {
+        const bytes = readFileSync(join(dir, name));
+        expect({ name, found: bytes.includes(Buffer.from(CANARY, 'utf8')) }).toEqual({ name, found: false });
+        expect(bytes.includes(Buffer.from('Jane-Roe', 'utf8'))).toBe(false);
+      }
+    };
+    scan();
+    expect((await store.readStream('conv-1'))[0].data).toEqual({ body: `hello ${CANARY}` });
+    await store.close();
+    scan();
+
+    // What is stored is the sealed form, with metadata in clear.
+    const db = new Database(file, { readonly: true });
+    const rows = db.prepare('SELECT data, metadata FROM events ORDER BY position').all() as { data: string; metadata: string }[];
+    db.close();
+    expect(rows).toHaveLength(2);
+    for (const r of rows) {
+      const data = JSON.parse(r.data);
+      expect(isEncryptedData(data)).toBe(true);
+      expect(Object.keys(data).sort()).toEqual(['ct', 'enc', 'iv', 'tag']);
+      expect(Buffer.from(data.iv, 'base64')).toHaveLength(12);
+      expect(Buffer.from(data.tag, 'base64')).toHaveLength(16);
+    }
+    expect(JSON.parse(rows[0].metadata).environmentId).toBe('env_a');
+  });
+
+  it('decrypts on readStream, readAll and subscriptions', async () => {
+    const store = new EncryptingEventStore(new SqliteEventStore(file, { pollIntervalMs: 50 }), keyFor);
+    await store.append('c-1', [ev('Noted', { text: CANARY }, { environmentId: 'env_b' })], 'no_stream');
+    expect((await store.readStream('c-1'))[0].data).toEqual({ text: CANARY });
+    expect((await store.readAll(0, 10))[0].data).toEqual({ text: CANARY });
+    const got = await new Promise<unknown>((resolve) => {
+      const sub = store.subscribeToAll({ fromPosition: 0 }, async (e) => {
+        resolve(e.data);
+        void sub.close();
+      });
+    });
+    expect(got).toEqual({ text: CANARY });
+    await store.close();
+  });
+
+  it('uses the key of the event environment: another key cannot open it', async () => {
+    const writer = new EncryptingEventStore(new SqliteEventStore(file), keyFor);
+    await writer.append('c-1', [ev('Noted', { text: CANARY }, { environmentId: 'env_c' })], 'no_stream');
+    await writer.close();
+    const wrongKeys = new EncryptingEventStore(new SqliteEventStore(file), (id) => keyFor(`other-${id}`));
+    const err = await wrongKeys.readStream('c-1').then(
+      () => null,
+      (e: Error) => e,
+    );
+    expect(err).toBeInstanceOf(Error);
+    expect(String(err?.message)).not.toContain(CANARY);
+    await wrongKeys.close();
+  });
+
+  it('detects a sealed payload moved to another stream', async () => {
+    const raw = new SqliteEventStore(file);
+    const store = new EncryptingEventStore(raw, keyFor);
+    await store.append('c-1', [ev('Noted', { text: CANARY }, { environmentId: 'env_d' })], 'no_stream');
+    const [sealed] = await raw.readStream('c-1');
+    await raw.append('c-2', [{ type: 'Noted', data: sealed.data, metadata: { ...sealed.metadata, eventId: 'copy-1' } }], 'no_stream');
+    await expect(store.readStream('c-2')).rejects.toThrow('failed authentication');
+    await store.close();
+  });
+
+  it('refuses a key that is not 32 bytes', async () => {
+    const store = new EncryptingEventStore(new SqliteEventStore(file), () => Buffer.alloc(16));
+    await expect(store.append('c-1', [ev('E', { a: 1 })], 'no_stream')).rejects.toThrow('32-byte');
+    await store.close();
+  });
+});
