@@ -1,0 +1,5 @@
+export * from './types';
+export * from './sqlite-read-store';
+export * from './redis-read-store';
+export * from './projection-runner';
+export * from './timers';

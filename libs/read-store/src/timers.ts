@@ -1,0 +1,134 @@
+import type { Clock } from '@svc/clock';
+import { ProjectionTx, ReadStore, ReadStoreLogger, defaultReadStoreLogger, errorName, validateCollection } from './types';
+
+/**
+ * Durable timers are stored with the state (architecture rule 6): a service's projection puts a
+ * timer document when an event schedules it and deletes it when an event completes or cancels
+ * it. Collection and partition are the service's choice (put tenancy in the partition or the id);
+ * the score is the due time in ms, so `range(collection, partition, now)` yields the due ones.
+ */
+export interface TimerDoc {
+  /** Unique within the collection (it is the document key). */
+  id: string;
+  /** Due time: epoch ms or an ISO 8601 string. */
+  dueAt: number | string;
+  [field: string]: unknown;
+}
+
+export function timerDueMs(dueAt: number | string): number {
+  const ms = typeof dueAt === 'number' ? dueAt : Date.parse(dueAt);
+  if (!Number.isFinite(ms)) throw new TypeError('timer dueAt must be epoch ms or an ISO 8601 time');
+  return ms;
+}
+
+/** For projections: store (or move) a timer. */
+export function scheduleTimer(tx: Pick<ProjectionTx, 'put'>, collection: string, partition: string, timer: TimerDoc): void {
+  tx.put(collection, timer.id, timer, { partition, score: timerDueMs(timer.dueAt) });
+}
+
+/** For projections: the event that completes or cancels a timer removes it. */
+export function cancelTimer(tx: Pick<ProjectionTx, 'delete'>, collection: string, id: string): void {
+  tx.delete(collection, id);
+}
+
+export interface TimerSchedulerOptions<T extends TimerDoc = TimerDoc> {
+  readStore: ReadStore;
+  clock: Clock;
+  collection: string;
+  partition: string;
+  /** Issues the (idempotent) command that fires the timer. A rejection keeps the timer for the next tick. */
+  handler: (timer: T) => Promise<void>;
+  /** Poll interval in ms (default 1000); a clock advance also ticks at once. */
+  pollMs?: number;
+  /** Most timers read per tick (default 100). */
+  batchSize?: number;
+  /**
+   * After a handler succeeded, the same timer (same id and dueAt) is not fired again for this
+   * long (clock ms, default 10 000) while its document waits for the resulting event to be
+   * projected. Set 0 to fire on every tick until the document is gone.
+   */
+  refireAfterMs?: number;
+  logger?: ReadStoreLogger;
+}
+
+/**
+ * Fires due timers from the clock: every `pollMs` and at once on `clock.onAdvance`. At least
+ * once: a timer fires again on a later tick if its handler failed (or, after `refireAfterMs`,
+ * if its document is still there); the command's idempotency makes that once. A timer whose
+ * handler is still running is never fired a second time in parallel.
+ */
+export class TimerScheduler<T extends TimerDoc = TimerDoc> {
+  private readonly inFlight = new Map<string, Promise<void>>();
+  /** `${id}\0${dueAt}` -> clock ms until which a succeeded timer is not fired again. */
+  private readonly fired = new Map<string, number>();
+  private interval: NodeJS.Timeout | null = null;
+  private unsubscribe: (() => void) | null = null;
+  private readonly logger: ReadStoreLogger;
+
+  constructor(private readonly options: TimerSchedulerOptions<T>) {
+    validateCollection(options.collection);
+    this.logger = options.logger ?? defaultReadStoreLogger;
+  }
+
+  start(): void {
+    if (this.interval) return;
+    const trigger = () => {
+      this.tick().catch((err) =>
+        this.logger.warn({ collection: this.options.collection, error: errorName(err) }, 'timer tick failed'),
+      );
+    };
+    this.interval = setInterval(trigger, this.options.pollMs ?? 1000);
+    this.interval.unref?.();
+    this.unsubscribe = this.options.clock.onAdvance(trigger);
+    trigger();
+  }
+
+  /** Stops ticking and waits for handlers already running. */
+  async stop(): Promise<void> {
+    if (this.interval) clearInterval(this.interval);
+    this.interval = null;
+    this.unsubscribe?.();
+    this.unsubscribe = null;
+    await Promise.allSettled([...this.inFlight.values()]);
+  }
+
+  /** Number of handlers running now. */
+  get inFlightCount(): number {
+    return this.inFlight.size;
+  }
+
+  /**
+   * Reads the due timers and starts the handler of each one not already running; resolves when
+   * the handlers started by this tick have settled. Rejects only if the store read fails.
+   */
+  async tick(): Promise<void> {
+    const { readStore, clock, collection, partition } = this.options;
+    const now = clock.now().getTime();
+    const due = await readStore.range<T>(collection, partition, now, this.options.batchSize ?? 100);
+    for (const [k, until] of this.fired) if (until <= now) this.fired.delete(k);
+    const started: Promise<void>[] = [];
+    for (const timer of due) {
+      if (!timer || typeof timer.id !== 'string') continue;
+      if (this.inFlight.has(timer.id)) continue;
+      const firedKey = `${timer.id}\u0000${String(timer.dueAt)}`;
+      if (this.fired.has(firedKey)) continue;
+      const run = this.fire(timer, firedKey);
+      this.inFlight.set(timer.id, run);
+      started.push(run);
+    }
+    await Promise.all(started);
+  }
+
+  private async fire(timer: T, firedKey: string): Promise<void> {
+    try {
+      await this.options.handler(timer);
+      const refire = this.options.refireAfterMs ?? 10_000;
+      if (refire > 0) this.fired.set(firedKey, this.options.clock.now().getTime() + refire);
+    } catch (err) {
+      // Kept: the document is still there, the next tick fires it again. No timer content in logs.
+      this.logger.warn({ collection: this.options.collection, error: errorName(err) }, 'timer handler failed; will retry');
+    } finally {
+      this.inFlight.delete(timer.id);
+    }
+  }
+}
