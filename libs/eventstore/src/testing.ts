@@ -1,3 +1,5 @@
+/// <reference types="jest" />
+// (testing.ts is compiled by the build too, whose tsconfig only loads Node types.)
 import { Decider, DomainError } from './decider';
 
 /**
