@@ -1,0 +1,5 @@
+import { Module } from '@nestjs/common';
+
+/** The case-ledger bounded context. */
+@Module({})
+export class CaseLedgerModule {}

@@ -1,0 +1,35 @@
+import { IsArray, IsBoolean, IsEmail, IsIn, IsInt, IsOptional, IsString, Length, MaxLength, Min } from 'class-validator';
+
+export class CreateOrganizationDto {
+  @IsString() @Length(1, 200) name!: string;
+}
+
+export class AddMemberDto {
+  @IsString() @Length(1, 200) sub!: string;
+  @IsEmail() @MaxLength(254) email!: string;
+  @IsIn(['admin', 'member']) role!: 'admin' | 'member';
+}
+
+export class SignBaaDto {
+  @IsString() @Length(1, 200) signerName!: string;
+  @IsString() @Length(1, 200) signerTitle!: string;
+}
+
+export class CreateApiKeyDto {
+  @IsString() @Length(1, 120) name!: string;
+}
+
+export class RotateSecretDto {
+  @IsIn(['widget_signing', 'identity_token']) kind!: 'widget_signing' | 'identity_token';
+}
+
+export class StaffTokenDto {
+  @IsString() @Length(1, 200) sub!: string;
+  @IsEmail() @MaxLength(254) email!: string;
+  @IsOptional() @IsArray() @IsString({ each: true }) @MaxLength(100, { each: true }) permissions?: string[];
+  @IsOptional() @IsBoolean() mfa?: boolean;
+}
+
+export class AdvanceClockDto {
+  @IsInt() @Min(0) advanceSeconds!: number;
+}

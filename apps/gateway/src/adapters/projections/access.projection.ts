@@ -1,0 +1,92 @@
+import { RecordedEvent } from '@svc/eventstore';
+import { ACCESS_PROJECTION, AccessCollections, ApiKeyDoc, EnvironmentDoc, OrganizationDoc } from '@svc/http';
+import { Projection, ProjectionTx } from '@svc/read-store';
+import { Keyring } from '@svc/security';
+import { ApiKeyEvent } from '../../domain/api-key';
+import { EnvironmentEvent } from '../../domain/environment';
+import { OrganizationEvent } from '../../domain/organization';
+
+type GatewayEvent = OrganizationEvent | ApiKeyEvent | EnvironmentEvent;
+
+/** Organizations, environments (secrets re-encrypted), and API keys by hash, for the guards. */
+export function accessProjection(keyring: Keyring): Projection {
+  return {
+    name: ACCESS_PROJECTION,
+    streamPrefixes: ['gateway-'],
+    async apply(recorded: RecordedEvent, tx: ProjectionTx) {
+      const event = { type: recorded.type, ...(recorded.data as object) } as GatewayEvent;
+      switch (event.type) {
+        case 'OrganizationCreated': {
+          const doc: OrganizationDoc = {
+            id: event.organizationId,
+            name: event.name,
+            baaSignedAt: null,
+            environments: event.environments,
+            members: { [event.owner.sub]: { role: 'owner', email: event.owner.email } },
+            createdAt: event.createdAt,
+          };
+          tx.put(AccessCollections.organizations, event.organizationId, doc);
+          return;
+        }
+        case 'MemberAdded': {
+          const orgId = recorded.metadata.organizationId!;
+          const doc = await tx.get<OrganizationDoc>(AccessCollections.organizations, orgId);
+          if (!doc) return;
+          tx.put(AccessCollections.organizations, orgId, { ...doc, members: { ...doc.members, [event.sub]: { role: event.role, email: event.email } } });
+          return;
+        }
+        case 'BaaSigned': {
+          const orgId = recorded.metadata.organizationId!;
+          const doc = await tx.get<OrganizationDoc>(AccessCollections.organizations, orgId);
+          if (!doc || doc.baaSignedAt) return;
+          tx.put(AccessCollections.organizations, orgId, { ...doc, baaSignedAt: event.baaSignedAt });
+          return;
+        }
+        case 'EnvironmentProvisioned': {
+          const doc: EnvironmentDoc = {
+            id: event.environmentId,
+            organizationId: event.organizationId,
+            kind: event.kind,
+            secrets: {
+              widget_signing: keyring.encrypt(event.environmentId, event.secrets.widget_signing),
+              identity_token: keyring.encrypt(event.environmentId, event.secrets.identity_token),
+            },
+          };
+          tx.put(AccessCollections.environments, event.environmentId, doc);
+          return;
+        }
+        case 'SecretRotated': {
+          const doc = await tx.get<EnvironmentDoc>(AccessCollections.environments, event.environmentId);
+          if (!doc) return;
+          tx.put(AccessCollections.environments, event.environmentId, { ...doc, secrets: { ...doc.secrets, [event.kind]: keyring.encrypt(event.environmentId, event.secret) } });
+          return;
+        }
+        case 'ApiKeyCreated': {
+          const doc: ApiKeyDoc = {
+            id: event.keyId,
+            organizationId: event.organizationId,
+            environmentId: event.environmentId,
+            environmentKind: event.environmentKind,
+            name: event.name,
+            prefix: event.prefix,
+            createdAt: event.createdAt,
+            revokedAt: null,
+          };
+          tx.put(AccessCollections.apiKeysByHash, event.keyHash, doc);
+          tx.put(AccessCollections.apiKeys, event.keyId, { ...doc, keyHash: event.keyHash }, { partition: event.environmentId, score: Date.parse(event.createdAt) });
+          return;
+        }
+        case 'ApiKeyRevoked': {
+          const doc = await tx.get<ApiKeyDoc & { keyHash: string }>(AccessCollections.apiKeys, event.keyId);
+          if (!doc) return;
+          const { keyHash, ...rest } = doc;
+          tx.delete(AccessCollections.apiKeysByHash, keyHash);
+          tx.put(AccessCollections.apiKeys, event.keyId, { ...doc, revokedAt: event.revokedAt }, { partition: rest.environmentId, score: Date.parse(rest.createdAt) });
+          return;
+        }
+        default:
+          return;
+      }
+    },
+  };
+}

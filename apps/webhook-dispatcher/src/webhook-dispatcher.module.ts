@@ -1,0 +1,5 @@
+import { Module } from '@nestjs/common';
+
+/** The webhook-dispatcher bounded context. */
+@Module({})
+export class WebhookDispatcherModule {}

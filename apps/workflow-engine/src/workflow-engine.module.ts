@@ -1,0 +1,5 @@
+import { Module } from '@nestjs/common';
+
+/** The workflow-engine bounded context. */
+@Module({})
+export class WorkflowEngineModule {}

@@ -1,0 +1,125 @@
+import { CanActivate, ExecutionContext, Inject, Injectable, SetMetadata, createParamDecorator } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import type { FastifyRequest } from 'fastify';
+import { CLOCK, Clock } from '@svc/clock';
+import { STAFF_TOKEN_VERIFIER, StaffPrincipal, StaffTokenVerifier, hashApiKey, looksLikeApiKey } from '@svc/security';
+import { ApiError } from './errors';
+import { EnvironmentKind, OrganizationDoc, TenantDirectory } from './tenants';
+
+/** Who an API key speaks for. */
+export interface ApiTenant {
+  organizationId: string;
+  environmentId: string;
+  environmentKind: EnvironmentKind;
+  keyId: string;
+}
+
+export interface StaffContext {
+  principal: StaffPrincipal;
+  organization?: OrganizationDoc;
+  environment?: { id: string; kind: EnvironmentKind };
+}
+
+type AuthedRequest = FastifyRequest & { apiTenant?: ApiTenant; staff?: StaffContext };
+
+function bearer(req: FastifyRequest): string | null {
+  const h = req.headers.authorization;
+  if (typeof h !== 'string') return null;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
+  return m ? m[1] : null;
+}
+
+/**
+ * API-key authentication for the caller-facing endpoints: 401 `INVALID_API_CREDENTIAL` for a
+ * missing, unknown or revoked key; 403 `BAA_REQUIRED` until the organization signs its BAA.
+ */
+@Injectable()
+export class ApiKeyGuard implements CanActivate {
+  constructor(private readonly tenants: TenantDirectory) {}
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    const req = context.switchToHttp().getRequest<AuthedRequest>();
+    const token = bearer(req);
+    if (!token || !looksLikeApiKey(token)) throw new ApiError(401, 'INVALID_API_CREDENTIAL', 'A valid API key is required');
+    const key = await this.tenants.apiKeyByHash(hashApiKey(token));
+    if (!key || key.revokedAt) throw new ApiError(401, 'INVALID_API_CREDENTIAL', 'A valid API key is required');
+    const org = await this.tenants.organization(key.organizationId);
+    if (!org) throw new ApiError(401, 'INVALID_API_CREDENTIAL', 'A valid API key is required');
+    if (!org.baaSignedAt) throw new ApiError(403, 'BAA_REQUIRED', 'The organization has not signed its business associate agreement');
+    req.apiTenant = { organizationId: key.organizationId, environmentId: key.environmentId, environmentKind: key.environmentKind, keyId: key.id };
+    return true;
+  }
+}
+
+export const STAFF_PERMISSION = 'svc:staff-permission';
+/** Marks a staff route as managing integrations (needs `integrations.manage`). */
+export const RequiresPermission = (permission: string) => SetMetadata(STAFF_PERMISSION, permission);
+
+export const MFA_MAX_AGE_S = Symbol('MFA_MAX_AGE_S');
+
+/**
+ * Staff ID-token authentication (decisions section 3): 401 `STAFF_AUTH_REQUIRED` without a
+ * valid token (API keys are refused); 404 for an organization the caller is not a member of or
+ * an environment outside it; 403 `PERMISSION_REQUIRED`; writes need a recent MFA sign-in
+ * (403 `MFA_REQUIRED`).
+ */
+@Injectable()
+export class StaffGuard implements CanActivate {
+  constructor(
+    @Inject(STAFF_TOKEN_VERIFIER) private readonly verifier: StaffTokenVerifier,
+    private readonly tenants: TenantDirectory,
+    private readonly reflector: Reflector,
+    @Inject(CLOCK) private readonly clock: Clock,
+    @Inject(MFA_MAX_AGE_S) private readonly mfaMaxAgeS: number,
+  ) {}
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    const req = context.switchToHttp().getRequest<AuthedRequest>();
+    const token = bearer(req);
+    if (!token || looksLikeApiKey(token)) throw new ApiError(401, 'STAFF_AUTH_REQUIRED', 'A staff ID token is required');
+    let principal: StaffPrincipal;
+    try {
+      principal = await this.verifier.verify(token);
+    } catch {
+      throw new ApiError(401, 'STAFF_AUTH_REQUIRED', 'A valid staff ID token is required');
+    }
+    const staff: StaffContext = { principal };
+    const params = (req.params ?? {}) as Record<string, string>;
+    const orgId = params.orgId ?? params.organizationId;
+    if (orgId !== undefined) {
+      const org = await this.tenants.organization(orgId);
+      if (!org || !org.members[principal.sub]) throw ApiError.notFound('Organization');
+      staff.organization = org;
+      const envId = params.envId ?? params.environmentId;
+      if (envId !== undefined) {
+        const env = org.environments.find((e) => e.id === envId);
+        if (!env) throw ApiError.notFound('Environment');
+        staff.environment = env;
+      }
+    }
+    const permission = this.reflector.getAllAndOverride<string | undefined>(STAFF_PERMISSION, [context.getHandler(), context.getClass()]);
+    if (permission && !principal.permissions.includes(permission)) {
+      throw new ApiError(403, 'PERMISSION_REQUIRED', `The permission ${permission} is required`);
+    }
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      const nowS = Math.floor(this.clock.now().getTime() / 1000);
+      if (!principal.mfa || principal.authTime === null || nowS - principal.authTime > this.mfaMaxAgeS) {
+        throw new ApiError(403, 'MFA_REQUIRED', 'A recent multi-factor sign-in is required for changes');
+      }
+    }
+    req.staff = staff;
+    return true;
+  }
+}
+
+export const Tenant = createParamDecorator((_: unknown, ctx: ExecutionContext): ApiTenant => {
+  const t = ctx.switchToHttp().getRequest<AuthedRequest>().apiTenant;
+  if (!t) throw new ApiError(401, 'INVALID_API_CREDENTIAL', 'A valid API key is required');
+  return t;
+});
+
+export const Staff = createParamDecorator((_: unknown, ctx: ExecutionContext): StaffContext => {
+  const s = ctx.switchToHttp().getRequest<AuthedRequest>().staff;
+  if (!s) throw new ApiError(401, 'STAFF_AUTH_REQUIRED', 'A staff ID token is required');
+  return s;
+});

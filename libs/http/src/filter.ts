@@ -1,0 +1,74 @@
+import { ArgumentsHost, Catch, ExceptionFilter, HttpException } from '@nestjs/common';
+import type { FastifyReply } from 'fastify';
+import { DomainError } from '@svc/eventstore';
+import { ApiError } from './errors';
+import { getLogger } from './logger';
+
+const STATUS_CODES: Record<number, string> = {
+  400: 'VALIDATION_FAILED',
+  401: 'STAFF_AUTH_REQUIRED',
+  403: 'PERMISSION_REQUIRED',
+  404: 'NOT_FOUND',
+  405: 'NOT_FOUND',
+  409: 'CONFLICT',
+  413: 'PAYLOAD_TOO_LARGE',
+  415: 'UNSUPPORTED_MEDIA_TYPE',
+  429: 'RATE_LIMITED',
+};
+
+export interface ErrorBody {
+  code: string;
+  message: string;
+  details?: { path: string; message: string }[];
+}
+
+/** Any thrown value → status and `{ code, message }` (decisions section 11). Never leaks internals. */
+export function toErrorResponse(err: unknown): { status: number; body: ErrorBody; headers?: Record<string, string> } {
+  if (err instanceof ApiError) {
+    return { status: err.status, body: { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) }, headers: err.headers };
+  }
+  if (err instanceof DomainError) {
+    const details = Array.isArray(err.details) ? (err.details as ErrorBody['details']) : undefined;
+    return { status: err.status, body: { code: err.code, message: err.message, ...(details ? { details } : {}) } };
+  }
+  const e = err as { code?: string; statusCode?: number; status?: number; message?: string };
+  // Fastify's own errors (body parsing, content type, size).
+  switch (e?.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return { status: 415, body: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'Content-Type must be application/json' } };
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return { status: 413, body: { code: 'PAYLOAD_TOO_LARGE', message: 'The request body is larger than 1 MiB' } };
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return { status: 400, body: { code: 'VALIDATION_FAILED', message: 'The request body is not valid JSON', details: [{ path: '', message: 'malformed JSON' }] } };
+  }
+  if (err instanceof SyntaxError || e?.statusCode === 400) {
+    return { status: 400, body: { code: 'VALIDATION_FAILED', message: 'The request body is not valid JSON', details: [{ path: '', message: 'malformed JSON' }] } };
+  }
+  if (err instanceof HttpException) {
+    const status = err.getStatus();
+    return { status, body: { code: STATUS_CODES[status] ?? (status >= 500 ? 'INTERNAL_ERROR' : 'BAD_REQUEST'), message: status === 404 ? 'Route not found' : err.message } };
+  }
+  const status = e?.statusCode ?? e?.status;
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    return { status, body: { code: STATUS_CODES[status] ?? 'BAD_REQUEST', message: 'The request was refused' } };
+  }
+  return { status: 500, body: { code: 'INTERNAL_ERROR', message: 'Internal error' } };
+}
+
+@Catch()
+export class ErrorFilter implements ExceptionFilter {
+  catch(exception: unknown, host: ArgumentsHost): void {
+    if (host.getType() !== 'http') throw exception;
+    const reply = host.switchToHttp().getResponse<FastifyReply>();
+    const { status, body, headers } = toErrorResponse(exception);
+    if (status >= 500) {
+      const err = exception as Error;
+      // Name and stack only: messages of lower layers may quote data.
+      getLogger().error({ err: { name: err?.name, stack: err?.stack?.split('\n').slice(1, 6).join('\n') } }, 'unhandled error');
+    }
+    if (headers) for (const [k, v] of Object.entries(headers)) reply.header(k, v);
+    void reply.status(status).send(body);
+  }
+}

@@ -1,0 +1,6 @@
+export * from './errors';
+export * from './validation';
+export * from './filter';
+export * from './logger';
+export * from './tenants';
+export * from './auth';

@@ -1,0 +1,74 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { READ_STORE, ReadStore } from '@svc/read-store';
+import { KEYRING, Keyring } from '@svc/security';
+
+/**
+ * The gateway's access read model, shared by every app's guards (in distributed mode it is
+ * read from the same Redis). Collection names and document shapes are owned by the gateway's
+ * access projection (apps/gateway/src/adapters/projections/access.projection.ts).
+ */
+export const AccessCollections = {
+  organizations: 'access.organizations',
+  environments: 'access.environments',
+  apiKeysByHash: 'access.api-keys-by-hash',
+  apiKeys: 'access.api-keys',
+} as const;
+
+export const ACCESS_PROJECTION = 'gateway-access';
+
+export type EnvironmentKind = 'sandbox' | 'production';
+
+export interface OrganizationDoc {
+  id: string;
+  name: string;
+  baaSignedAt: string | null;
+  environments: { id: string; kind: EnvironmentKind }[];
+  members: Record<string, { role: 'owner' | 'admin' | 'member'; email: string }>;
+  createdAt: string;
+}
+
+export interface EnvironmentDoc {
+  id: string;
+  organizationId: string;
+  kind: EnvironmentKind;
+  /** Secrets encrypted with the environment's key (AES-256-GCM envelopes). */
+  secrets: Record<'widget_signing' | 'identity_token', string>;
+}
+
+export interface ApiKeyDoc {
+  id: string;
+  organizationId: string;
+  environmentId: string;
+  environmentKind: EnvironmentKind;
+  name: string;
+  prefix: string;
+  createdAt: string;
+  revokedAt: string | null;
+}
+
+@Injectable()
+export class TenantDirectory {
+  constructor(
+    @Inject(READ_STORE) private readonly readStore: ReadStore,
+    @Inject(KEYRING) private readonly keyring: Keyring,
+  ) {}
+
+  organization(id: string): Promise<OrganizationDoc | null> {
+    return this.readStore.get<OrganizationDoc>(AccessCollections.organizations, id);
+  }
+
+  environment(id: string): Promise<EnvironmentDoc | null> {
+    return this.readStore.get<EnvironmentDoc>(AccessCollections.environments, id);
+  }
+
+  apiKeyByHash(hash: string): Promise<ApiKeyDoc | null> {
+    return this.readStore.get<ApiKeyDoc>(AccessCollections.apiKeysByHash, hash);
+  }
+
+  /** A secret of an environment, decrypted (for signing Destination calls or verifying identity tokens). */
+  async secret(environmentId: string, kind: 'widget_signing' | 'identity_token'): Promise<string | null> {
+    const env = await this.environment(environmentId);
+    if (!env) return null;
+    return this.keyring.decrypt(environmentId, env.secrets[kind]);
+  }
+}

@@ -1,0 +1,76 @@
+import { randomUUID } from 'node:crypto';
+import { INestApplication } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
+import { ErrorFilter, createValidationPipe, getLogger } from '@svc/http';
+import { BusExceptionFilter, busServerStrategy } from '@svc/messaging';
+import { DynamicModule } from '@nestjs/common';
+import { ServiceConfig, loadConfig } from './config';
+import { IN_PROCESS_BROKER, PlatformModule } from './platform.module';
+
+export const BODY_LIMIT = 1024 * 1024;
+
+/**
+ * Builds the HTTP app for a root module: Fastify, the `/api` prefix, the error filter and
+ * validation pipe, JSON only, and request logging with metadata only (no URL query, no bodies,
+ * no headers).
+ */
+export async function createHttpApp(rootModule: unknown, config: ServiceConfig): Promise<NestFastifyApplication> {
+  const adapter = new FastifyAdapter({ bodyLimit: BODY_LIMIT, genReqId: () => randomUUID(), logger: false, return503OnClosing: false });
+  const app = await NestFactory.create<NestFastifyApplication>(rootModule as never, adapter, { logger: false, abortOnError: false });
+  app.setGlobalPrefix('api');
+  app.useGlobalFilters(new ErrorFilter());
+  app.useGlobalPipes(createValidationPipe());
+  app.enableShutdownHooks();
+
+  const fastify = app.getHttpAdapter().getInstance();
+  // JSON only: any other body is 415 UNSUPPORTED_MEDIA_TYPE (decisions section 11).
+  fastify.removeContentTypeParser(['text/plain']);
+  const log = getLogger();
+  fastify.addHook('onResponse', (req, reply, done) => {
+    log.info(
+      {
+        reqId: req.id,
+        method: req.method,
+        route: req.routeOptions?.url ?? 'unmatched',
+        statusCode: reply.statusCode,
+        durationMs: Math.round(reply.elapsedTime * 10) / 10,
+      },
+      'request',
+    );
+    done();
+  });
+  void config;
+  return app;
+}
+
+export async function listen(app: INestApplication, config: ServiceConfig): Promise<string> {
+  await app.listen(config.port, config.host);
+  const address = app.getHttpServer().address() as { port: number };
+  return `http://localhost:${address.port}/api`;
+}
+
+/** Connects the app's message handlers to the bus (in-process broker or Kafka) and starts them. */
+export async function connectBus(app: INestApplication, serviceName: string, config: ServiceConfig): Promise<void> {
+  const broker = app.get(IN_PROCESS_BROKER);
+  const ms = app.connectMicroservice(busServerStrategy(serviceName, { kind: config.bus, broker, brokers: config.kafkaBrokers }) as never, { inheritAppConfig: false });
+  ms.useGlobalFilters(new BusExceptionFilter());
+  await app.startAllMicroservices();
+}
+
+/** Distributed mode: one app in its own process (`node dist/apps/<app>/main.js`). */
+export async function runService(serviceName: string, modules: (DynamicModule | (new (...args: never[]) => unknown))[]): Promise<void> {
+  process.env.SVC_SERVICE_NAME ??= serviceName;
+  const config = loadConfig();
+  try {
+    class ServiceRoot {}
+    const root: DynamicModule = { module: ServiceRoot, imports: [PlatformModule.forRoot(config, serviceName), ...(modules as DynamicModule[])] };
+    const app = await createHttpApp(root, config);
+    await connectBus(app, serviceName, config);
+    const baseUrl = await listen(app, config);
+    process.stdout.write(`${serviceName} listening at ${baseUrl}\n`);
+  } catch (err) {
+    process.stderr.write(`${serviceName} failed to start: ${(err as Error).name}: ${(err as Error).message}\n`);
+    process.exit(1);
+  }
+}

@@ -1,0 +1,4 @@
+export * from './config';
+export * from './mailer';
+export * from './platform.module';
+export * from './bootstrap';

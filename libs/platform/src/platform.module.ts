@@ -1,0 +1,121 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { DynamicModule, Global, Inject, Injectable, Module, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { CLOCK, Clock, DevClock, SystemClock } from '@svc/clock';
+import { EVENT_STORE, EncryptingEventStore, EventStore, KurrentEventStore, SqliteEventStore } from '@svc/eventstore';
+import { MFA_MAX_AGE_S, StaffGuard, ApiKeyGuard, TenantDirectory, getLogger } from "@svc/http";
+import { READ_STORE, ProjectionRunner, ReadStore, RedisReadStore, SqliteReadStore } from '@svc/read-store';
+import { DEV_ISSUER, DevIdentityProvider, KEYRING, Keyring, STAFF_AUDIENCE, STAFF_TOKEN_VERIFIER, StaffIssuer, StaffTokenVerifier, remoteIssuer } from '@svc/security';
+import { BUS_CLIENT, InProcessBroker, Patterns, busClient } from '@svc/messaging';
+import { CONFIG, ServiceConfig } from './config';
+import { MAILER, Mailer, OutboxMailer, SmtpMailer } from './mailer';
+
+export const PROJECTIONS = Symbol('PROJECTIONS');
+export const DEV_IDP = Symbol('DEV_IDP');
+/** The in-process broker of this app instance (standalone: shared by its six modules). */
+export const IN_PROCESS_BROKER = Symbol('IN_PROCESS_BROKER');
+
+function masterKey(config: ServiceConfig): Buffer {
+  if (config.masterKey) return Buffer.from(config.masterKey, 'base64');
+  if (config.production) throw new Error('SVC_MASTER_KEY is required in production mode');
+  // Standalone: a generated key beside the data. It keeps data unreadable to anyone who gets the
+  // database files alone; production takes the key from a secret store (SVC_MASTER_KEY).
+  const file = join(config.dataDir, 'master.key');
+  if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('base64'), { mode: 0o600 });
+  return Buffer.from(readFileSync(file, 'utf8').trim(), 'base64');
+}
+
+/** Starts the projections once every module has registered its own; stops stores last. */
+@Injectable()
+export class PlatformLifecycle implements OnApplicationBootstrap, OnApplicationShutdown {
+  constructor(
+    @Inject(PROJECTIONS) private readonly projections: ProjectionRunner,
+    @Inject(EVENT_STORE) private readonly store: EventStore,
+    @Inject(READ_STORE) private readonly readStore: ReadStore,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    await this.projections.start();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.projections.stop();
+    await this.store.close();
+    await this.readStore.close();
+  }
+}
+
+/**
+ * The embedded or distributed adapters behind every port, chosen per variable (decisions 1).
+ * Global: each app module injects the ports by their tokens.
+ */
+@Global()
+@Module({})
+export class PlatformModule {
+  static forRoot(config: ServiceConfig, serviceName = 'standalone'): DynamicModule {
+    mkdirSync(config.dataDir, { recursive: true });
+    const keyring = new Keyring(masterKey(config));
+    const clock: Clock = config.devTools ? new DevClock(join(config.dataDir, 'clock.json')) : new SystemClock();
+    return {
+      module: PlatformModule,
+      providers: [
+        { provide: CONFIG, useValue: config },
+        { provide: CLOCK, useValue: clock },
+        { provide: KEYRING, useValue: keyring },
+        {
+          provide: EVENT_STORE,
+          useFactory: (): EventStore => {
+            const inner: EventStore =
+              config.eventStore === 'esdb' ? new KurrentEventStore(config.esdbConnectionString) : new SqliteEventStore(join(config.dataDir, 'events.sqlite'));
+            return new EncryptingEventStore(inner, (envId) => keyring.encryptionKey(envId));
+          },
+        },
+        {
+          provide: READ_STORE,
+          useFactory: (): ReadStore =>
+            config.readStore === 'redis' ? new RedisReadStore(config.redisUrl, 'svc') : new SqliteReadStore(join(config.dataDir, 'read-models.sqlite')),
+        },
+        {
+          provide: PROJECTIONS,
+          inject: [EVENT_STORE, READ_STORE],
+          useFactory: (store: EventStore, readStore: ReadStore) => new ProjectionRunner({ eventStore: store, readStore, logger: getLogger() }),
+        },
+        {
+          provide: MAILER,
+          useFactory: (): Mailer => (config.mail === 'smtp' ? new SmtpMailer(config.smtpUrl, config.mailFrom) : new OutboxMailer(join(config.dataDir, 'outbox'), config.mailFrom)),
+        },
+        {
+          provide: DEV_IDP,
+          useFactory: async () => (config.devTools ? DevIdentityProvider.load(join(config.dataDir, 'dev-idp.json')) : null),
+        },
+        {
+          provide: STAFF_TOKEN_VERIFIER,
+          inject: [DEV_IDP],
+          useFactory: (dev: DevIdentityProvider | null) => {
+            const issuers: StaffIssuer[] = [];
+            if (config.staffOidc) issuers.push(remoteIssuer(config.staffOidc.issuer, config.staffOidc.jwksUrl, config.staffOidc.audience));
+            if (dev) issuers.push({ issuer: DEV_ISSUER, audience: STAFF_AUDIENCE, key: dev.publicKey });
+            return new StaffTokenVerifier(issuers, () => clock.now());
+          },
+        },
+        { provide: MFA_MAX_AGE_S, useValue: config.mfaMaxAgeS },
+        { provide: IN_PROCESS_BROKER, useFactory: () => new InProcessBroker() },
+        {
+          provide: BUS_CLIENT,
+          inject: [IN_PROCESS_BROKER],
+          useFactory: async (broker: InProcessBroker) => {
+            const client = busClient(serviceName, { kind: config.bus, broker, brokers: config.kafkaBrokers, replyPatterns: Object.values(Patterns) });
+            await client.connect();
+            return client;
+          },
+        },
+        TenantDirectory,
+        StaffGuard,
+        ApiKeyGuard,
+        PlatformLifecycle,
+      ],
+      exports: [IN_PROCESS_BROKER, BUS_CLIENT, CONFIG, CLOCK, KEYRING, EVENT_STORE, READ_STORE, PROJECTIONS, MAILER, DEV_IDP, STAFF_TOKEN_VERIFIER, MFA_MAX_AGE_S, TenantDirectory, StaffGuard, ApiKeyGuard],
+    };
+  }
+}

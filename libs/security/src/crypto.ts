@@ -1,0 +1,87 @@
+import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+
+/** AES-256-GCM envelope, as stored: `v1.<iv>.<tag>.<ciphertext>` in base64url. */
+export function encryptString(key: Buffer, plaintext: string): string {
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', key, iv);
+  const ct = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+  return `v1.${iv.toString('base64url')}.${cipher.getAuthTag().toString('base64url')}.${ct.toString('base64url')}`;
+}
+
+export function decryptString(key: Buffer, envelope: string): string {
+  const [v, iv, tag, ct] = envelope.split('.');
+  if (v !== 'v1' || !iv || !tag || ct === undefined) throw new Error('not an encrypted envelope');
+  const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64url'));
+  decipher.setAuthTag(Buffer.from(tag, 'base64url'));
+  return Buffer.concat([decipher.update(Buffer.from(ct, 'base64url')), decipher.final()]).toString('utf8');
+}
+
+/** Lowercase hex HMAC-SHA256. Secrets are used as their UTF-8 string, whole (decisions 12). */
+export function hmacHex(secret: string | Buffer, payload: string | Buffer): string {
+  return createHmac('sha256', secret).update(payload).digest('hex');
+}
+
+export function sha256Hex(value: string | Buffer): string {
+  return createHash('sha256').update(value).digest('hex');
+}
+
+/** Constant-time string comparison (architecture rule 9). */
+export function safeEqual(a: string, b: string): boolean {
+  const ab = Buffer.from(a, 'utf8');
+  const bb = Buffer.from(b, 'utf8');
+  if (ab.length !== bb.length) {
+    timingSafeEqual(ab, ab);
+    return false;
+  }
+  return timingSafeEqual(ab, bb);
+}
+
+export function randomToken(bytes = 32): string {
+  return randomBytes(bytes).toString('base64url');
+}
+
+/**
+ * Per-environment keys derived from one master key with HKDF-SHA256: an encryption key
+ * (AES-256-GCM at rest) and a hashing key (keyed hash of external patient IDs).
+ */
+export class Keyring {
+  private readonly cache = new Map<string, Buffer>();
+  constructor(private readonly masterKey: Buffer) {
+    if (masterKey.length < 32) throw new Error('master key must be at least 32 bytes');
+  }
+
+  private derive(purpose: string, scope: string): Buffer {
+    const id = `${purpose}:${scope}`;
+    let key = this.cache.get(id);
+    if (!key) {
+      key = Buffer.from(hkdfSync('sha256', this.masterKey, Buffer.alloc(0), Buffer.from(id, 'utf8'), 32));
+      this.cache.set(id, key);
+    }
+    return key;
+  }
+
+  /** AES-256 key for data at rest of one environment (`global` for tenant-less data). */
+  encryptionKey(environmentId: string): Buffer {
+    return this.derive('enc', environmentId);
+  }
+
+  /** HMAC key for keyed hashes (external patient IDs) of one environment. */
+  hashKey(environmentId: string): Buffer {
+    return this.derive('hash', environmentId);
+  }
+
+  encrypt(environmentId: string, plaintext: string): string {
+    return encryptString(this.encryptionKey(environmentId), plaintext);
+  }
+
+  decrypt(environmentId: string, envelope: string): string {
+    return decryptString(this.encryptionKey(environmentId), envelope);
+  }
+
+  /** Keyed hash of an external ID, HMAC-SHA256 with the environment's key (decisions 4). */
+  keyedHash(environmentId: string, value: string): string {
+    return hmacHex(this.hashKey(environmentId), value);
+  }
+}
+
+export const KEYRING = Symbol('KEYRING');

@@ -1,0 +1,3 @@
+export * from './crypto';
+export * from './api-keys';
+export * from './staff-tokens';

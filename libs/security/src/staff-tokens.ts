@@ -1,0 +1,104 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { JWK, JWTPayload, KeyLike, SignJWT, createRemoteJWKSet, exportJWK, generateKeyPair, importJWK, jwtVerify } from 'jose';
+
+export const STAFF_AUDIENCE = 'svc-staff';
+export const DEV_ISSUER = 'svc-dev-idp';
+
+export interface StaffPrincipal {
+  sub: string;
+  email: string;
+  permissions: string[];
+  mfa: boolean;
+  /** Unix seconds of the sign-in. */
+  authTime: number | null;
+}
+
+export class InvalidStaffTokenError extends Error {}
+
+/**
+ * The dev identity provider of decisions section 2: an RS256 key pair kept in the data dir,
+ * so tokens minted before a restart still verify after it.
+ */
+export class DevIdentityProvider {
+  private constructor(
+    private readonly privateKey: KeyLike,
+    readonly publicKey: KeyLike,
+    private readonly kid: string,
+  ) {}
+
+  static async load(file: string): Promise<DevIdentityProvider> {
+    let jwk: JWK;
+    if (existsSync(file)) {
+      jwk = JSON.parse(readFileSync(file, 'utf8')) as JWK;
+    } else {
+      const { privateKey } = await generateKeyPair('RS256', { extractable: true });
+      jwk = { ...(await exportJWK(privateKey)), kid: `dev-${Date.now().toString(36)}` };
+      mkdirSync(dirname(file), { recursive: true });
+      writeFileSync(file, JSON.stringify(jwk), { mode: 0o600 });
+    }
+    const privateKey = (await importJWK(jwk, 'RS256')) as KeyLike;
+    const { d: _d, p: _p, q: _q, dp: _dp, dq: _dq, qi: _qi, ...pub } = jwk;
+    const publicKey = (await importJWK(pub, 'RS256')) as KeyLike;
+    return new DevIdentityProvider(privateKey, publicKey, jwk.kid ?? 'dev');
+  }
+
+  async mint(claims: { sub: string; email: string; permissions: string[]; mfa: boolean }, now: Date): Promise<string> {
+    const iat = Math.floor(now.getTime() / 1000);
+    return new SignJWT({ email: claims.email, permissions: claims.permissions, amr: claims.mfa ? ['pwd', 'mfa'] : ['pwd'], auth_time: iat })
+      .setProtectedHeader({ alg: 'RS256', kid: this.kid, typ: 'JWT' })
+      .setIssuer(DEV_ISSUER)
+      .setAudience(STAFF_AUDIENCE)
+      .setSubject(claims.sub)
+      .setIssuedAt(iat)
+      .setExpirationTime(iat + 3600)
+      .sign(this.privateKey);
+  }
+}
+
+export interface StaffIssuer {
+  issuer: string;
+  audience: string;
+  key: KeyLike | ReturnType<typeof createRemoteJWKSet>;
+}
+
+export function remoteIssuer(issuer: string, jwksUrl: string, audience: string): StaffIssuer {
+  return { issuer, audience, key: createRemoteJWKSet(new URL(jwksUrl)) };
+}
+
+/** Verifies staff ID tokens against the configured issuers; time comes from the service clock. */
+export class StaffTokenVerifier {
+  constructor(
+    private readonly issuers: StaffIssuer[],
+    private readonly now: () => Date,
+  ) {}
+
+  async verify(token: string): Promise<StaffPrincipal> {
+    let payload: JWTPayload | undefined;
+    for (const issuer of this.issuers) {
+      try {
+        const result = await jwtVerify(token, issuer.key as KeyLike, {
+          issuer: issuer.issuer,
+          audience: issuer.audience,
+          currentDate: this.now(),
+          algorithms: ['RS256', 'ES256', 'PS256'],
+        });
+        payload = result.payload;
+        break;
+      } catch {
+        // try the next issuer
+      }
+    }
+    if (!payload || typeof payload.sub !== 'string') throw new InvalidStaffTokenError('invalid staff token');
+    const amr = Array.isArray(payload.amr) ? (payload.amr as unknown[]) : [];
+    return {
+      sub: payload.sub,
+      email: typeof payload.email === 'string' ? payload.email : '',
+      permissions: Array.isArray(payload.permissions) ? (payload.permissions as unknown[]).filter((p): p is string => typeof p === 'string') : [],
+      mfa: amr.includes('mfa'),
+      authTime: typeof payload.auth_time === 'number' ? payload.auth_time : null,
+    };
+  }
+}
+
+export const STAFF_TOKEN_VERIFIER = Symbol('STAFF_TOKEN_VERIFIER');

@@ -1,0 +1,38 @@
+import { randomBytes } from 'node:crypto';
+import { Keyring, decryptString, encryptString, generateApiKey, hashApiKey, hmacHex, safeEqual } from '@svc/security';
+
+describe('security primitives', () => {
+  const keyring = new Keyring(randomBytes(32));
+
+  it('round-trips AES-256-GCM and rejects tampering', () => {
+    const key = keyring.encryptionKey('env-1');
+    const env = encryptString(key, 'canary-4711');
+    expect(env).not.toContain('canary');
+    expect(decryptString(key, env)).toBe('canary-4711');
+    const parts = env.split('.');
+    parts[3] = Buffer.from('x' + Buffer.from(parts[3], 'base64url').toString('latin1')).toString('base64url');
+    expect(() => decryptString(key, parts.join('.'))).toThrow();
+    expect(() => decryptString(keyring.encryptionKey('env-2'), env)).toThrow();
+  });
+
+  it('derives different keyed hashes per environment', () => {
+    expect(keyring.keyedHash('a', 'P1')).toBe(keyring.keyedHash('a', 'P1'));
+    expect(keyring.keyedHash('a', 'P1')).not.toBe(keyring.keyedHash('b', 'P1'));
+  });
+
+  it('generates prefixed API keys and hashes them', () => {
+    const sb = generateApiKey('sandbox');
+    const prod = generateApiKey('production');
+    expect(sb.key.startsWith('svc_sb_')).toBe(true);
+    expect(prod.key.startsWith('svc_prod_')).toBe(true);
+    expect(hashApiKey(sb.key)).toBe(sb.hash);
+    expect(sb.hash).not.toContain(sb.key);
+  });
+
+  it('computes the v1 HMAC and compares in constant time', () => {
+    expect(hmacHex('secret', '1.{}')).toMatch(/^[a-f0-9]{64}$/);
+    expect(safeEqual('abc', 'abc')).toBe(true);
+    expect(safeEqual('abc', 'abd')).toBe(false);
+    expect(safeEqual('abc', 'abcd')).toBe(false);
+  });
+});

@@ -1,0 +1,188 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+export function tempDataDir(prefix = 'svc-'): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const srv = createServer();
+    srv.once('error', rej);
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => res(port));
+    });
+  });
+}
+
+export interface TestResponse<T = any> {
+  status: number;
+  body: T;
+  headers: Headers;
+  text: string;
+}
+
+/** A tiny HTTP client over real fetch. */
+export class Api {
+  constructor(readonly baseUrl: string) {}
+
+  async request<T = any>(method: string, path: string, options: { token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> } = {}): Promise<TestResponse<T>> {
+    const headers: Record<string, string> = { ...(options.headers ?? {}) };
+    if (options.token) headers.authorization = `Bearer ${options.token}`;
+    let body: string | undefined;
+    if (options.rawBody !== undefined) body = options.rawBody;
+    else if (options.body !== undefined) body = JSON.stringify(options.body);
+    if (body !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+    const res = await fetch(`${this.baseUrl}${path}`, { method, headers, body });
+    const text = await res.text();
+    let parsed: unknown = undefined;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    return { status: res.status, body: parsed as T, headers: res.headers, text };
+  }
+
+  get<T = any>(path: string, token?: string) {
+    return this.request<T>('GET', path, { token });
+  }
+  post<T = any>(path: string, body?: unknown, token?: string) {
+    return this.request<T>('POST', path, { body, token });
+  }
+  put<T = any>(path: string, body?: unknown, token?: string) {
+    return this.request<T>('PUT', path, { body, token });
+  }
+  patch<T = any>(path: string, body?: unknown, token?: string) {
+    return this.request<T>('PATCH', path, { body, token });
+  }
+  delete<T = any>(path: string, token?: string) {
+    return this.request<T>('DELETE', path, { token });
+  }
+}
+
+/**
+ * The standalone service started in-process on a free port (real HTTP), on a data dir of its
+ * own. `restart()` closes it and starts it again on the same data dir.
+ */
+export class TestApp {
+  private app: { close(): Promise<void> } | undefined;
+  api!: Api;
+  baseUrl!: string;
+
+  constructor(
+    readonly dataDir: string = tempDataDir(),
+    readonly env: Record<string, string> = {},
+  ) {}
+
+  async start(): Promise<this> {
+    // Imported lazily so that unit tests that only use the helpers do not load Nest.
+    const { startStandalone } = await import('../../../apps/standalone/src/app');
+    const { loadConfig } = await import('@svc/platform');
+    const config = loadConfig({ ...process.env, NODE_ENV: 'test', SVC_DATA_DIR: this.dataDir, PORT: '0', HOST: '127.0.0.1', ...this.env });
+    const { app, baseUrl } = await startStandalone(config);
+    this.app = app;
+    this.baseUrl = baseUrl;
+    this.api = new Api(baseUrl);
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    await this.app?.close();
+    this.app = undefined;
+  }
+
+  async restart(): Promise<this> {
+    await this.stop();
+    return this.start();
+  }
+
+  /** Staff ID token from the dev issuer. */
+  async staffToken(claims: { sub: string; email?: string; permissions?: string[]; mfa?: boolean }): Promise<string> {
+    const r = await this.api.post('/dev/staff-tokens', { email: `${claims.sub}@example.test`, ...claims });
+    if (r.status !== 201) throw new Error(`staff token: ${r.status} ${r.text}`);
+    return r.body.idToken as string;
+  }
+
+  async advanceClock(seconds: number): Promise<string> {
+    const r = await this.api.post('/dev/clock', { advanceSeconds: seconds });
+    if (r.status !== 201 && r.status !== 200) throw new Error(`clock: ${r.status} ${r.text}`);
+    return r.body.now as string;
+  }
+
+  /**
+   * An organization with a signed BAA (unless `baa: false`) and a sandbox API key.
+   */
+  async tenant(options: { baa?: boolean; ownerSub?: string } = {}) {
+    const ownerSub = options.ownerSub ?? `owner-${Math.random().toString(36).slice(2)}`;
+    const staff = await this.staffToken({ sub: ownerSub });
+    const org = await this.api.post('/organizations', { name: 'Test Clinic' }, staff);
+    if (org.status !== 201) throw new Error(`org: ${org.status} ${org.text}`);
+    const sandbox = org.body.environments.find((e: { kind: string }) => e.kind === 'sandbox').id as string;
+    const production = org.body.environments.find((e: { kind: string }) => e.kind === 'production').id as string;
+    const key = await this.api.post(`/organizations/${org.body.id}/environments/${sandbox}/api-keys`, { name: 'test' }, staff);
+    if (key.status !== 201) throw new Error(`key: ${key.status} ${key.text}`);
+    if (options.baa !== false) {
+      const baa = await this.api.post(`/organizations/${org.body.id}/baa`, { signerName: 'Ada Owner', signerTitle: 'CEO' }, staff);
+      if (baa.status !== 201) throw new Error(`baa: ${baa.status} ${baa.text}`);
+    }
+    return { staff, ownerSub, orgId: org.body.id as string, sandbox, production, apiKey: key.body.key as string, env: `/organizations/${org.body.id}/environments/${sandbox}` };
+  }
+}
+
+/** The built standalone process (dist), for kill -9 tests. */
+export class StandaloneProcess {
+  private child: ChildProcess | undefined;
+  api!: Api;
+  baseUrl!: string;
+  output = '';
+
+  constructor(
+    readonly dataDir: string = tempDataDir(),
+    readonly env: Record<string, string> = {},
+  ) {}
+
+  async start(): Promise<this> {
+    const port = await freePort();
+    const main = resolve(__dirname, '../../../dist/apps/standalone/main.js');
+    const child = spawn(process.execPath, [main], {
+      env: { ...process.env, NODE_ENV: 'test', SVC_DATA_DIR: this.dataDir, PORT: String(port), HOST: '127.0.0.1', ...this.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child = child;
+    await new Promise<void>((res, rej) => {
+      const timer = setTimeout(() => rej(new Error(`standalone did not start: ${this.output}`)), 30000);
+      const onData = (d: Buffer) => {
+        this.output += d.toString();
+        if (this.output.includes('listening at')) {
+          clearTimeout(timer);
+          res();
+        }
+      };
+      child.stdout!.on('data', onData);
+      child.stderr!.on('data', (d: Buffer) => (this.output += d.toString()));
+      child.once('exit', (code) => {
+        clearTimeout(timer);
+        rej(new Error(`standalone exited ${code}: ${this.output}`));
+      });
+    });
+    this.baseUrl = `http://127.0.0.1:${port}/api`;
+    this.api = new Api(this.baseUrl);
+    return this;
+  }
+
+  /** SIGKILL: no shutdown hooks, no flush. */
+  async kill9(): Promise<void> {
+    const child = this.child;
+    if (!child || child.exitCode !== null) return;
+    await new Promise<void>((res) => {
+      child.once('exit', () => res());
+      child.kill('SIGKILL');
+    });
+    this.child = undefined;
+  }
+}

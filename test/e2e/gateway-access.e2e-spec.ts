@@ -1,0 +1,159 @@
+import { TestApp } from '@svc/testing';
+
+/** Issue 2, "Must show": access control over real HTTP, and a restart on the same data dir. */
+describe('gateway access (e2e, real HTTP)', () => {
+  const app = new TestApp();
+  beforeAll(() => app.start());
+  afterAll(() => app.stop());
+
+  it('walks the whole access story', async () => {
+    const api = app.api;
+    const owner = await app.staffToken({ sub: 'owner-1' });
+
+    const org = await api.post('/organizations', { name: 'Northwind Clinic' }, owner);
+    expect(org.status).toBe(201);
+    expect(org.body).toMatchObject({ name: 'Northwind Clinic', baaSignedAt: null });
+    expect(org.body.environments.map((e: { kind: string }) => e.kind)).toEqual(['sandbox', 'production']);
+    const orgId = org.body.id;
+    const [sandbox, production] = org.body.environments.map((e: { id: string }) => e.id);
+
+    const got = await api.get(`/organizations/${orgId}`, owner);
+    expect(got.status).toBe(200);
+    expect(got.body).toEqual(org.body);
+
+    // API key before the BAA: 403 BAA_REQUIRED.
+    const key = await api.post(`/organizations/${orgId}/environments/${sandbox}/api-keys`, { name: 'server' }, owner);
+    expect(key.status).toBe(201);
+    expect(key.body.key).toMatch(/^svc_sb_/);
+    expect(key.body.prefix).toBe(key.body.key.slice(0, key.body.prefix.length));
+    const before = await api.get('/v1/ping', key.body.key);
+    expect(before.status).toBe(403);
+    expect(before.body).toEqual({ code: 'BAA_REQUIRED', message: expect.any(String) });
+
+    // A member may not sign: 403 ROLE_REQUIRED.
+    expect((await api.post(`/organizations/${orgId}/members`, { sub: 'member-1', email: 'm1@example.test', role: 'member' }, owner)).status).toBe(201);
+    const member = await app.staffToken({ sub: 'member-1' });
+    const memberSign = await api.post(`/organizations/${orgId}/baa`, { signerName: 'Mo Member', signerTitle: 'Nurse' }, member);
+    expect(memberSign.status).toBe(403);
+    expect(memberSign.body.code).toBe('ROLE_REQUIRED');
+
+    // Owner signs: 201; again: 200 with the first time.
+    const signed = await api.post(`/organizations/${orgId}/baa`, { signerName: 'Ada Owner', signerTitle: 'CEO' }, owner);
+    expect(signed.status).toBe(201);
+    const again = await api.post(`/organizations/${orgId}/baa`, { signerName: 'Ada Owner', signerTitle: 'CEO' }, owner);
+    expect(again.status).toBe(200);
+    expect(again.body.baaSignedAt).toBe(signed.body.baaSignedAt);
+
+    // The same key works at once.
+    const ping = await api.get('/v1/ping', key.body.key);
+    expect(ping.status).toBe(200);
+    expect(ping.body).toEqual({ organizationId: orgId, environmentId: sandbox, environmentKind: 'sandbox' });
+
+    // Listing never shows secrets.
+    const list = await api.get(`/organizations/${orgId}/environments/${sandbox}/api-keys`, owner);
+    expect(list.status).toBe(200);
+    expect(list.body.apiKeys).toHaveLength(1);
+    expect(JSON.stringify(list.body)).not.toContain(key.body.key);
+
+    // Revoked key: 401.
+    expect((await api.delete(`/organizations/${orgId}/environments/${sandbox}/api-keys/${key.body.id}`, owner)).status).toBe(204);
+    const revoked = await api.get('/v1/ping', key.body.key);
+    expect(revoked.status).toBe(401);
+    expect(revoked.body.code).toBe('INVALID_API_CREDENTIAL');
+
+    // Production key: prefix, and it reads its own environment only.
+    const prodKey = await api.post(`/organizations/${orgId}/environments/${production}/api-keys`, { name: 'prod' }, owner);
+    expect(prodKey.body.key).toMatch(/^svc_prod_/);
+    expect((await api.get('/v1/ping', prodKey.body.key)).body.environmentId).toBe(production);
+
+    // API key on a staff endpoint: 401.
+    const keyOnStaff = await api.get(`/organizations/${orgId}`, prodKey.body.key);
+    expect(keyOnStaff.status).toBe(401);
+    expect(keyOnStaff.body.code).toBe('STAFF_AUTH_REQUIRED');
+
+    // Staff token without integrations.manage: 403 PERMISSION_REQUIRED.
+    const noPerm = await app.staffToken({ sub: 'owner-1', permissions: [] });
+    const denied = await api.post(`/organizations/${orgId}/environments/${sandbox}/api-keys`, { name: 'x' }, noPerm);
+    expect(denied.status).toBe(403);
+    expect(denied.body.code).toBe('PERMISSION_REQUIRED');
+
+    // Token without MFA: 403 MFA_REQUIRED on a write, reads still work.
+    const noMfa = await app.staffToken({ sub: 'owner-1', mfa: false });
+    const write = await api.post(`/organizations/${orgId}/environments/${sandbox}/api-keys`, { name: 'x' }, noMfa);
+    expect(write.status).toBe(403);
+    expect(write.body.code).toBe('MFA_REQUIRED');
+    expect((await api.get(`/organizations/${orgId}`, noMfa)).status).toBe(200);
+
+    // Not a member: 404. Unknown environment: 404.
+    const stranger = await app.staffToken({ sub: 'stranger' });
+    expect((await api.get(`/organizations/${orgId}`, stranger)).status).toBe(404);
+    expect((await api.get(`/organizations/${orgId}/environments/00000000-0000-4000-8000-000000000000/api-keys`, owner)).status).toBe(404);
+
+    // Secrets rotate and are shown once.
+    const rotated = await api.post(`/organizations/${orgId}/environments/${sandbox}/secrets/rotate`, { kind: 'widget_signing' }, owner);
+    expect(rotated.status).toBe(201);
+    expect(rotated.body).toEqual({ kind: 'widget_signing', secret: expect.any(String) });
+
+    // Restart on the same data dir: organizations, keys and BAA state are still there.
+    await app.restart();
+    const afterOrg = await app.api.get(`/organizations/${orgId}`, owner);
+    expect(afterOrg.status).toBe(200);
+    expect(afterOrg.body.baaSignedAt).toBe(signed.body.baaSignedAt);
+    expect((await app.api.get('/v1/ping', prodKey.body.key)).status).toBe(200);
+    expect((await app.api.get('/v1/ping', key.body.key)).status).toBe(401);
+  });
+
+  it('answers edge errors with the error body, never 500', async () => {
+    const api = app.api;
+    const owner = await app.staffToken({ sub: 'owner-edge' });
+    const missing = await api.post('/organizations', undefined, undefined);
+    expect(missing.status).toBe(401);
+    expect(missing.body.code).toBe('STAFF_AUTH_REQUIRED');
+
+    const malformed = await api.request('POST', '/organizations', { rawBody: '{"name": ', token: owner });
+    expect(malformed.status).toBe(400);
+    expect(malformed.body.code).toBe('VALIDATION_FAILED');
+
+    const unknown = await api.post('/organizations', { name: 'A', extra: 1 }, owner);
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.code).toBe('VALIDATION_FAILED');
+    expect(unknown.body.details).toEqual([{ path: 'extra', message: 'unknown field' }]);
+
+    const wrongType = await api.post('/organizations', { name: 42 }, owner);
+    expect(wrongType.status).toBe(400);
+    expect(wrongType.body.details[0].path).toBe('name');
+
+    const textBody = await api.request('POST', '/organizations', { rawBody: 'name=A', token: owner, headers: { 'content-type': 'text/plain' } });
+    expect(textBody.status).toBe(415);
+    expect(textBody.body.code).toBe('UNSUPPORTED_MEDIA_TYPE');
+
+    const big = await api.request('POST', '/organizations', { rawBody: JSON.stringify({ name: 'x'.repeat(1024 * 1024 + 10) }), token: owner });
+    expect(big.status).toBe(413);
+    expect(big.body.code).toBe('PAYLOAD_TOO_LARGE');
+
+    const route = await api.get('/no/such/route');
+    expect(route.status).toBe(404);
+    expect(route.body.code).toBe('NOT_FOUND');
+
+    const badClock = await api.post('/dev/clock', { advanceSeconds: -5 });
+    expect(badClock.status).toBe(400);
+    const badKey = await api.get('/v1/ping', 'svc_sb_nope');
+    expect(badKey.status).toBe(401);
+    expect(badKey.body.code).toBe('INVALID_API_CREDENTIAL');
+    const noKey = await api.get('/v1/ping');
+    expect(noKey.status).toBe(401);
+    expect(noKey.body.code).toBe('INVALID_API_CREDENTIAL');
+  });
+});
+
+describe('production mode', () => {
+  const app = new TestApp(undefined, { NODE_ENV: 'production', SVC_MASTER_KEY: Buffer.alloc(32, 7).toString('base64') });
+  beforeAll(() => app.start());
+  afterAll(() => app.stop());
+
+  it('has no dev tools', async () => {
+    expect((await app.api.post('/dev/staff-tokens', { sub: 'a', email: 'a@example.test' })).status).toBe(404);
+    expect((await app.api.post('/dev/clock', { advanceSeconds: 1 })).status).toBe(404);
+    expect((await app.api.get('/dev/outbox')).status).toBe(404);
+  });
+});
