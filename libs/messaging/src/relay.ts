@@ -72,6 +72,7 @@ export class IntegrationEventRelay {
   private handled = 0;
   private committed = 0;
   private skippedSinceCommit = 0;
+  private inFlight: Promise<void> | null = null;
   private waiters: Array<{ position: number; resolve: () => void }> = [];
 
   constructor(private readonly options: IntegrationEventRelayOptions) {
@@ -90,7 +91,7 @@ export class IntegrationEventRelay {
     this.handled = this.committed = from;
     this.subscription = this.options.store.subscribeToAll(
       { fromPosition: from, streamPrefix: this.options.streamPrefixes },
-      (e) => this.onEvent(e),
+      (e) => this.track(this.onEvent(e)),
     );
   }
 
@@ -100,6 +101,8 @@ export class IntegrationEventRelay {
     const sub = this.subscription;
     this.subscription = null;
     await sub?.close();
+    // An event being handled finishes (a retry loop gives up at its next attempt) before we go on.
+    await this.inFlight?.catch(() => undefined);
     // Events passed over since the last commit: everything up to `handled` is done.
     if (this.handled > this.committed) {
       await this.options.readStore.commit(this.options.name, this.handled, []);
@@ -123,6 +126,13 @@ export class IntegrationEventRelay {
         },
       };
       this.waiters.push(waiter);
+    });
+  }
+
+  private track(p: Promise<void>): Promise<void> {
+    this.inFlight = p;
+    return p.finally(() => {
+      if (this.inFlight === p) this.inFlight = null;
     });
   }
 

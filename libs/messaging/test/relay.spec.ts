@@ -1,0 +1,233 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ReadPacket } from '@nestjs/microservices';
+import { NewEvent } from '../../eventstore/src/types';
+import { SqliteEventStore } from '../../eventstore/src/sqlite-event-store';
+import { SqliteReadStore } from '../../read-store/src/sqlite-read-store';
+import { BrokerMessage, InProcessBroker, InProcessClient, IntegrationEventRelay, IntegrationMessage, ProcessedEvents, Topics } from '../src';
+
+const TOPIC = Topics.caseEvents;
+
+function event(type: string, data: unknown, organizationId: string | null = 'org-1'): NewEvent {
+  return {
+    type,
+    data,
+    metadata: {
+      eventId: randomUUID(),
+      correlationId: randomUUID(),
+      causationId: null,
+      organizationId,
+      environmentId: organizationId ? 'env-1' : null,
+      actor: 'system',
+      recordedAt: '2026-01-01T00:00:00.000Z',
+    },
+  };
+}
+
+describe('IntegrationEventRelay on the SQLite event store and read store', () => {
+  let dir: string;
+  let store: SqliteEventStore;
+  let readStore: SqliteReadStore;
+  let broker: InProcessBroker;
+  let client: InProcessClient;
+  let received: BrokerMessage<IntegrationMessage>[];
+  const relays: IntegrationEventRelay[] = [];
+
+  function relay(options: Partial<ConstructorParameters<typeof IntegrationEventRelay>[0]> = {}): IntegrationEventRelay {
+    const r = new IntegrationEventRelay({
+      name: 'case-ledger-relay',
+      store,
+      readStore,
+      client,
+      topic: TOPIC,
+      streamPrefixes: ['case-'],
+      ...options,
+    });
+    relays.push(r);
+    return r;
+  }
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'relay-spec-'));
+    store = new SqliteEventStore(join(dir, 'events.db'), { pollIntervalMs: 20 });
+    readStore = new SqliteReadStore(join(dir, 'read.db'));
+    broker = new InProcessBroker();
+    client = new InProcessClient(broker);
+    received = [];
+    broker.subscribe(TOPIC, (m) => void received.push(m as BrokerMessage<IntegrationMessage>));
+  });
+
+  afterEach(async () => {
+    for (const r of relays.splice(0)) await r.stop();
+    await store.close();
+    await readStore.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('publishes appended events in order as IntegrationMessages keyed by stream id with metadata headers', async () => {
+    const r = relay();
+    await r.start();
+    const e1 = event('clinical_case.opened', { caseId: 'c1', when: '2026-01-01' });
+    await store.append('case-c1', [e1], 'no_stream');
+    await store.append('case-c2', [event('clinical_case.opened', { caseId: 'c2' })], 'no_stream');
+    const { position } = await store.append('case-c1', [event('clinical_case.updated', { n: 1 }), event('clinical_case.updated', { n: 2 })], 0);
+    await r.waitFor(position);
+
+    expect(received.map((m) => [m.data.streamId, m.data.type])).toEqual([
+      ['case-c1', 'clinical_case.opened'],
+      ['case-c2', 'clinical_case.opened'],
+      ['case-c1', 'clinical_case.updated'],
+      ['case-c1', 'clinical_case.updated'],
+    ]);
+    const positions = received.map((m) => m.data.position);
+    expect([...positions].sort((a, b) => a - b)).toEqual(positions);
+    const first = received[0];
+    expect(first.data).toEqual({
+      type: 'clinical_case.opened',
+      data: { caseId: 'c1', when: '2026-01-01' },
+      metadata: e1.metadata,
+      streamId: 'case-c1',
+      position: positions[0],
+    });
+    expect(first.key).toBe('case-c1');
+    expect(first.headers).toMatchObject({
+      'event-id': e1.metadata.eventId,
+      'event-type': 'clinical_case.opened',
+      'correlation-id': e1.metadata.correlationId,
+      'organization-id': 'org-1',
+      'environment-id': 'env-1',
+      actor: 'system',
+      'recorded-at': e1.metadata.recordedAt,
+      'stream-id': 'case-c1',
+      position: String(positions[0]),
+    });
+    expect(first.headers).not.toHaveProperty('causation-id'); // null metadata is left out
+    expect(await readStore.getCheckpoint('case-ledger-relay')).toBe(position);
+  });
+
+  it('after a restart continues from the checkpoint without republishing', async () => {
+    const r1 = relay();
+    await r1.start();
+    await store.append('case-a', [event('clinical_case.opened', { i: 1 })], 'no_stream');
+    const { position: p1 } = await store.append('case-a', [event('clinical_case.updated', { i: 2 })], 0);
+    await r1.waitFor(p1);
+    await r1.stop();
+    expect(received).toHaveLength(2);
+
+    // Appended while no relay runs.
+    await store.append('case-a', [event('clinical_case.updated', { i: 3 })], 1);
+    const { position: p2 } = await store.append('case-b', [event('clinical_case.opened', { i: 4 })], 'no_stream');
+
+    const r2 = relay();
+    await r2.start();
+    await r2.waitFor(p2);
+    // Give a wrongly restarted relay the chance to republish before looking.
+    await new Promise((r) => setTimeout(r, 100));
+    expect(received.map((m) => (m.data.data as { i: number }).i)).toEqual([1, 2, 3, 4]);
+    expect(new Set(received.map((m) => m.data.metadata.eventId)).size).toBe(4);
+    expect(await readStore.getCheckpoint('case-ledger-relay')).toBe(p2);
+  });
+
+  it('publishes only the streams of its prefixes and the event types asked for', async () => {
+    const r = relay({ streamPrefixes: ['case-', 'referral-'], eventTypes: ['clinical_case.opened', 'referral.sent'] });
+    await r.start();
+    await store.append('case-1', [event('clinical_case.opened', {}), event('clinical_case.note-added', {})], 'no_stream');
+    await store.append('conversation-1', [event('clinical_case.opened', {})], 'no_stream');
+    await store.append('referral-1', [event('referral.sent', {}), event('referral.viewed', {})], 'no_stream');
+    const { position } = await store.append('other-1', [event('referral.sent', {})], 'no_stream');
+    // The last event is not in its streams; wait on the last one that is.
+    const last = (await store.readStream('referral-1')).at(-1)!.position;
+    await r.waitFor(last);
+    await new Promise((res) => setTimeout(res, 100));
+    expect(received.map((m) => `${m.data.streamId}/${m.data.type}`)).toEqual(['case-1/clinical_case.opened', 'referral-1/referral.sent']);
+    await r.stop();
+    // Passed-over events advance the checkpoint too (at the latest on stop).
+    expect(await readStore.getCheckpoint('case-ledger-relay')).toBeGreaterThanOrEqual(last);
+    expect(await readStore.getCheckpoint('case-ledger-relay')).toBeLessThanOrEqual(position);
+  });
+
+  it('retries a failed emit and never skips the event (at least once)', async () => {
+    class FlakyClient extends InProcessClient {
+      failures = 2;
+      protected override async dispatchEvent<T = any>(packet: ReadPacket): Promise<T> {
+        if (this.failures-- > 0) throw new Error('broker unavailable');
+        return super.dispatchEvent(packet);
+      }
+    }
+    client = new FlakyClient(broker);
+    const r = relay({ retryDelayMs: 10 });
+    await r.start();
+    await store.append('case-x', [event('clinical_case.opened', { i: 1 })], 'no_stream');
+    const { position } = await store.append('case-x', [event('clinical_case.updated', { i: 2 })], 0);
+    await r.waitFor(position);
+    expect(received.map((m) => (m.data.data as { i: number }).i)).toEqual([1, 2]);
+    expect((client as FlakyClient).failures).toBeLessThan(0);
+  });
+
+  it('stopped while the bus is down: the checkpoint stays, the next run publishes the event', async () => {
+    class DownClient extends InProcessClient {
+      protected override async dispatchEvent<T = any>(): Promise<T> {
+        throw new Error('broker unavailable');
+      }
+    }
+    const working = client;
+    client = new DownClient(broker);
+    const r1 = relay({ retryDelayMs: 5, maxRetryDelayMs: 10 });
+    await r1.start();
+    const { position } = await store.append('case-y', [event('clinical_case.opened', { i: 1 })], 'no_stream');
+    await new Promise((res) => setTimeout(res, 60));
+    await r1.stop();
+    expect(received).toHaveLength(0);
+    expect(await readStore.getCheckpoint('case-ledger-relay')).toBe(0);
+
+    client = working;
+    const r2 = relay();
+    await r2.start();
+    await r2.waitFor(position);
+    expect(received.map((m) => m.data.streamId)).toEqual(['case-y']);
+  });
+});
+
+describe('ProcessedEvents (consumer-side dedupe) on the SQLite read store', () => {
+  let dir: string;
+  let readStore: SqliteReadStore;
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'dedupe-spec-'));
+    readStore = new SqliteReadStore(join(dir, 'read.db'));
+  });
+
+  afterEach(async () => {
+    await readStore.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('remembers processed event ids per consumer', async () => {
+    const processed = new ProcessedEvents(readStore);
+    expect(await processed.seen('webhook-dispatcher', 'e-1')).toBe(false);
+    await processed.mark('webhook-dispatcher', 'e-1');
+    expect(await processed.seen('webhook-dispatcher', 'e-1')).toBe(true);
+    expect(await processed.seen('workflow-engine', 'e-1')).toBe(false);
+    expect(await readStore.get('processed-events', 'webhook-dispatcher:e-1')).toMatchObject({ consumer: 'webhook-dispatcher', eventId: 'e-1' });
+  });
+
+  it('once() runs the effect a single time for redelivered events', async () => {
+    const processed = new ProcessedEvents(readStore);
+    let effects = 0;
+    const run = () => processed.once('c', 'e-9', async () => void effects++);
+    expect(await run()).toBe(true);
+    expect(await run()).toBe(false);
+    expect(effects).toBe(1);
+  });
+
+  it('markOp goes into a projection commit atomically with its writes', async () => {
+    const processed = new ProcessedEvents(readStore);
+    await readStore.commit('consumer-projection', 7, [
+      { op: 'put', collection: 'things', key: 'k', doc: { v: 1 } },
+      processed.markOp('consumer-projection', 'e-7'),
+    ]);
+    expect(await processed.seen('consumer-projection', 'e-7')).toBe(true);
+  });
+});
