@@ -1,0 +1,108 @@
+/**
+ * Message contracts between the apps (request/reply commands and queries, and integration
+ * event payloads). Final: each app builds against these shapes. Every message carries its
+ * tenant; ids are uuids.
+ */
+
+export type CaseSource = 'check_in' | 'patient_concern' | 'staff_chat';
+export type CasePriority = 'emergency' | 'urgent' | 'routine';
+
+/** Patterns.openClinicalCase: idempotent by (environmentId, requestId). */
+export interface OpenClinicalCaseCommand {
+  /** Caller-side idempotency id (check-in id, widget message id, staff request id). */
+  requestId: string;
+  organizationId: string;
+  environmentId: string;
+  patientId: string;
+  source: CaseSource;
+  priority: CasePriority;
+  /** What the patient wrote; `""` for staff_chat. */
+  patientNotes: string | null;
+  /** Answers by question key; only answered questions when stoppedEarly. */
+  symptomScores: Record<string, number | boolean | string>;
+  matchedRules: string[];
+  stoppedEarly: boolean;
+  /** staff_chat: the teammate's words, kept as an internal note (encrypted, never sent). */
+  internalNote?: string;
+  /** Who asked: `patient:<id>`, `staff:<sub>`, `system`. */
+  actor: string;
+}
+
+export interface OpenClinicalCaseReply {
+  caseId: string;
+  reference: string;
+  priority: CasePriority;
+  /** True when requestId had already opened this case. */
+  duplicate: boolean;
+}
+
+/** Patterns.findPatient */
+export interface FindPatientQuery {
+  environmentId: string;
+  externalPatientId: string;
+}
+export interface FindPatientReply {
+  patientId: string | null;
+}
+
+/** Patterns.patientContact */
+export interface PatientContactQuery {
+  environmentId: string;
+  patientId: string;
+}
+export interface PatientContactReply {
+  email: string | null;
+  externalPatientId: null;
+}
+
+/** Patterns.usageStatus */
+export interface UsageStatusQuery {
+  organizationId: string;
+}
+export interface UsageStatusReply {
+  paused: boolean;
+}
+
+/** Patterns.appendConversationMessage: idempotent by (conversationId, requestId). */
+export interface AppendConversationMessageCommand {
+  requestId: string;
+  organizationId: string;
+  environmentId: string;
+  conversationId: string;
+  /** `case` threads use the case id as conversation id; `work_item` threads come from hand-offs. */
+  kind: 'case' | 'work_item';
+  /** For case threads: the case's patient; for work items: the patient or null (anonymous). */
+  patientId: string | null;
+  sender: 'patient' | 'provider' | 'agent' | 'staff' | 'system';
+  message: string;
+  externalMessageId?: string | null;
+  attachments?: { id: string; fileName: string; contentType: string; sha256: string }[];
+}
+export interface AppendConversationMessageReply {
+  id: string;
+  conversationId: string;
+  sequence: number;
+  createdAt: string;
+  duplicate: boolean;
+}
+
+/**
+ * Integration event types on the bus (IntegrationMessage.type). The clinical_case.* payloads are
+ * exactly the webhook `data` of the spec; the others are internal.
+ */
+export const IntegrationEventTypes = {
+  caseOpened: 'clinical_case.opened',
+  caseAcknowledged: 'clinical_case.acknowledged',
+  caseResolved: 'clinical_case.resolved',
+  casePatientMessageCreated: 'clinical_case.patient_message_created',
+  /** gateway (stored event, relayed as is): { signerName, signerTitle, signedBy, baaSignedAt }; tenant in metadata */
+  baaSigned: 'BaaSigned',
+  /** gateway (stored event, relayed as is): { organizationId, name, owner, environments: [{ id, kind }], createdAt } */
+  organizationCreated: 'OrganizationCreated',
+  /** patient-pathway: { organizationId, environmentId, checkInId, patientId, sentAt } (a credit) */
+  checkInSent: 'check_in.sent',
+  /** workflow-engine: { organizationId, environmentId, runId, workflowId, startedAt } (a credit) */
+  workflowRunStarted: 'workflow_run.started',
+  /** webhook-dispatcher: { organizationId, environmentId, eventId, eventType, caseId, deliveredAt } */
+  webhookDelivered: 'webhook.delivered',
+} as const;
