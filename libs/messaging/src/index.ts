@@ -9,3 +9,4 @@ export * from './kafka';
 export * from './bus';
 export * from './relay';
 export * from './dedupe';
+export * from './contracts';

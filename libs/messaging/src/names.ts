@@ -7,6 +7,14 @@ export const Patterns = {
   openClinicalCase: 'case-ledger.command.open-clinical-case',
   /** Command to the gateway: resolve tenant facts (BAA state etc.). */
   tenantInfo: 'gateway.query.tenant-info',
+  /** Query to the patient-pathway: the service's patientId for an external patient ID (widget sign-in). */
+  findPatient: 'patient-pathway.query.find-patient',
+  /** Query to the patient-pathway: a patient's contact (email) for notifications. PHI: never logged. */
+  patientContact: 'patient-pathway.query.patient-contact',
+  /** Query to the webhook-dispatcher (billing): whether usage is paused for an organization. */
+  usageStatus: 'webhook-dispatcher.query.usage-status',
+  /** Command to the conversation service: append a message to a conversation (case threads, work items). */
+  appendConversationMessage: 'conversation.command.append-message',
 } as const;
 
 export const Topics = {

@@ -27,6 +27,8 @@ export interface IntegrationEventRelayOptions {
   emitTimeoutMs?: number;
   /** How many passed-over events may go by before the checkpoint is advanced past them. Default 100. */
   skipCommitEvery?: number;
+  /** Where emit failures are reported (position, topic and error name only). Default: Nest Logger. */
+  logger?: { warn(message: string): void };
 }
 
 /** The integration message of a recorded event (what consumers get as payload). */
@@ -66,7 +68,7 @@ export function toIntegrationRecord(e: RecordedEvent): BusRecord<IntegrationMess
  * backoff, never skipped.
  */
 export class IntegrationEventRelay {
-  private readonly logger: Logger;
+  private readonly logger: { warn(message: string): void };
   private subscription: Subscription | null = null;
   private running = false;
   private handled = 0;
@@ -76,7 +78,7 @@ export class IntegrationEventRelay {
   private waiters: Array<{ position: number; resolve: () => void }> = [];
 
   constructor(private readonly options: IntegrationEventRelayOptions) {
-    this.logger = new Logger(`IntegrationEventRelay:${options.name}`);
+    this.logger = options.logger ?? new Logger(`IntegrationEventRelay:${options.name}`);
   }
 
   /** Position of the last event handled (published or passed over). */

@@ -34,6 +34,7 @@ describe('IntegrationEventRelay on the SQLite event store and read store', () =>
   let client: InProcessClient;
   let received: BrokerMessage<IntegrationMessage>[];
   const relays: IntegrationEventRelay[] = [];
+  const warnings: string[] = [];
 
   function relay(options: Partial<ConstructorParameters<typeof IntegrationEventRelay>[0]> = {}): IntegrationEventRelay {
     const r = new IntegrationEventRelay({
@@ -43,6 +44,7 @@ describe('IntegrationEventRelay on the SQLite event store and read store', () =>
       client,
       topic: TOPIC,
       streamPrefixes: ['case-'],
+      logger: { warn: (m: string) => void warnings.push(m) },
       ...options,
     });
     relays.push(r);
@@ -164,6 +166,7 @@ describe('IntegrationEventRelay on the SQLite event store and read store', () =>
     await r.waitFor(position);
     expect(received.map((m) => (m.data.data as { i: number }).i)).toEqual([1, 2]);
     expect((client as FlakyClient).failures).toBeLessThan(0);
+    expect(warnings.some((w) => /failed \(attempt 2\)/.test(w))).toBe(true);
   });
 
   it('stopped while the bus is down: the checkpoint stays, the next run publishes the event', async () => {
