@@ -1,3 +1,26 @@
+/**
+ * @svc/messaging: bus names, the in-process transport, Kafka wiring, the integration-event relay
+ * and consumer-side dedupe.
+ *
+ * Wiring a service (same code on both buses; `BUS=inproc|kafka`, `KAFKA_BROKERS=h1:9092,h2:9092`):
+ *   const ms = await NestFactory.createMicroservice(CaseLedgerModule, busServerStrategy('case-ledger'));
+ *   ms.useGlobalFilters(new BusExceptionFilter());   // domain refusals keep status/code
+ *   await ms.listen();
+ *   // hybrid HTTP app: app.connectMicroservice(busServerStrategy('gateway')); await app.startAllMicroservices();
+ *
+ *   { provide: BUS_CLIENT, useFactory: () => busClient('gateway', { replyPatterns: [Patterns.openClinicalCase] }) }
+ *   await lastValueFrom(client.send(Patterns.openClinicalCase, dto));
+ *
+ *   const relay = new IntegrationEventRelay({ name: 'case-ledger-relay', store, readStore, client,
+ *     topic: Topics.caseEvents, streamPrefixes: ['case-'] });
+ *   await relay.start();  // ... await relay.stop();
+ *
+ *   @EventPattern(Topics.caseEvents) async on(@Payload() m: IntegrationMessage) {
+ *     await processed.once('workflow-engine', m.metadata.eventId, () => handle(m));
+ *   }
+ * In standalone mode every app uses the process-wide broker (defaultBroker()), so each app's
+ * @EventPattern subscriber gets every event.
+ */
 export * from './names';
 export * from './inproc/broker';
 export * from './inproc/context';
@@ -9,4 +32,3 @@ export * from './kafka';
 export * from './bus';
 export * from './relay';
 export * from './dedupe';
-export * from './contracts';

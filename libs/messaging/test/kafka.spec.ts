@@ -44,7 +44,7 @@ const DOCKER = dockerEngineReachable();
 if (!DOCKER) console.log('Kafka transport suite skipped: no Docker engine reachable');
 const describeKafka = DOCKER ? describe : describe.skip;
 
-const KAFKA_IMAGE = 'apache/kafka:3.9.1';
+const KAFKA_IMAGE = 'apache/kafka:3.9.0';
 const START_SCRIPT = '/tmp/testcontainers_start.sh';
 
 async function startKafka(): Promise<{ container: StartedTestContainer; brokers: string[] }> {
