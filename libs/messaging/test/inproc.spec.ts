@@ -187,6 +187,34 @@ describe('in-process transport on a real Nest microservice', () => {
     await expect(lastValueFrom(client.send({ cmd: 'sum' }, { values: [2, 2] }))).resolves.toBe(4);
   });
 
+  it('two controllers of one app (standalone: all contexts in one app) both get the event', async () => {
+    const local = new InProcessBroker();
+    const got: string[] = [];
+    @Controller()
+    class First {
+      @EventPattern('shared.topic')
+      async on(@Payload() d: { v: string }) {
+        await new Promise((r) => setTimeout(r, 5));
+        got.push(`first:${d.v}`);
+      }
+    }
+    @Controller()
+    class Second {
+      @EventPattern('shared.topic')
+      on(@Payload() d: { v: string }) {
+        got.push(`second:${d.v}`);
+      }
+    }
+    @Module({ controllers: [First, Second] })
+    class Both {}
+    const app = await boot(Both, local);
+    const c = new InProcessClient(local);
+    await lastValueFrom(c.emit('shared.topic', { v: 'x' }), { defaultValue: undefined });
+    // The emit settles after both handlers finished (the slow one included).
+    expect(got.sort()).toEqual(['first:x', 'second:x']);
+    await app.close();
+  });
+
   it('closing an app unregisters its handlers', async () => {
     const local = new InProcessBroker();
     const app = await boot(serviceModule('D', [], [], true), local);
