@@ -22,6 +22,7 @@
  * @EventPattern subscriber gets every event.
  */
 export * from './names';
+export * from './contracts';
 export * from './inproc/broker';
 export * from './inproc/context';
 export * from './inproc/server';
