@@ -4,3 +4,4 @@ export * from './filter';
 export * from './logger';
 export * from './tenants';
 export * from './auth';
+export * from './widget-session';

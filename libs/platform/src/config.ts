@@ -30,7 +30,9 @@ function pick<T extends string>(value: string | undefined, allowed: readonly T[]
   return value as T;
 }
 
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig {
+export function loadConfig(raw: NodeJS.ProcessEnv = process.env): ServiceConfig {
+  // An empty variable counts as unset.
+  const env = Object.fromEntries(Object.entries(raw).filter(([, v]) => v !== undefined && v !== '')) as NodeJS.ProcessEnv;
   const production = env.NODE_ENV === 'production';
   const issuer = env.STAFF_OIDC_ISSUER;
   return {

@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { DynamicModule, Global, Inject, Injectable, Module, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { CLOCK, Clock, DevClock, SystemClock } from '@svc/clock';
 import { EVENT_STORE, EncryptingEventStore, EventStore, KurrentEventStore, SqliteEventStore } from '@svc/eventstore';
-import { MFA_MAX_AGE_S, StaffGuard, ApiKeyGuard, TenantDirectory, getLogger } from "@svc/http";
+import { MFA_MAX_AGE_S, StaffGuard, ApiKeyGuard, TenantDirectory, WidgetSessionGuard, WidgetSessions, getLogger } from '@svc/http';
 import { READ_STORE, ProjectionRunner, ReadStore, RedisReadStore, SqliteReadStore } from '@svc/read-store';
 import { DEV_ISSUER, DevIdentityProvider, KEYRING, Keyring, STAFF_AUDIENCE, STAFF_TOKEN_VERIFIER, StaffIssuer, StaffTokenVerifier, remoteIssuer } from '@svc/security';
 import { BUS_CLIENT, InProcessBroker, Patterns, busClient } from '@svc/messaging';
@@ -113,9 +113,11 @@ export class PlatformModule {
         TenantDirectory,
         StaffGuard,
         ApiKeyGuard,
+        WidgetSessions,
+        WidgetSessionGuard,
         PlatformLifecycle,
       ],
-      exports: [IN_PROCESS_BROKER, BUS_CLIENT, CONFIG, CLOCK, KEYRING, EVENT_STORE, READ_STORE, PROJECTIONS, MAILER, DEV_IDP, STAFF_TOKEN_VERIFIER, MFA_MAX_AGE_S, TenantDirectory, StaffGuard, ApiKeyGuard],
+      exports: [IN_PROCESS_BROKER, BUS_CLIENT, CONFIG, CLOCK, KEYRING, EVENT_STORE, READ_STORE, PROJECTIONS, MAILER, DEV_IDP, STAFF_TOKEN_VERIFIER, MFA_MAX_AGE_S, TenantDirectory, StaffGuard, ApiKeyGuard, WidgetSessions, WidgetSessionGuard],
     };
   }
 }

@@ -65,6 +65,11 @@ export class Keyring {
     return this.derive('enc', environmentId);
   }
 
+  /** A service-wide key for one purpose (e.g. `widget-session` token encryption). */
+  serviceKey(purpose: string): Buffer {
+    return this.derive('svc', purpose);
+  }
+
   /** HMAC key for keyed hashes (external patient IDs) of one environment. */
   hashKey(environmentId: string): Buffer {
     return this.derive('hash', environmentId);

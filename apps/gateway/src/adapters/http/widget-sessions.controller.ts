@@ -1,0 +1,77 @@
+import { randomUUID } from 'node:crypto';
+import { Body, Controller, Inject, Post } from '@nestjs/common';
+import { ClientProxy } from '@nestjs/microservices';
+import { IsOptional, IsString, IsUUID, MaxLength } from 'class-validator';
+import { jwtVerify } from 'jose';
+import { catchError, lastValueFrom, of, timeout } from 'rxjs';
+import { CLOCK, Clock } from '@svc/clock';
+import { ApiError, TenantDirectory, WidgetSessions } from '@svc/http';
+import { BUS_CLIENT, FindPatientQuery, FindPatientReply, Patterns } from '@svc/messaging';
+
+export class CreateWidgetSessionDto {
+  @IsUUID() environmentId!: string;
+  @IsOptional() @IsString() @MaxLength(8192) identityToken?: string;
+}
+
+/** Identity tokens may live at most 10 minutes (decisions section 7). */
+const MAX_IDENTITY_TOKEN_LIFETIME_S = 600;
+
+/** `POST /widget/v1/sessions`: a patient signed in by the caller's identity token, or an anonymous visitor. */
+@Controller('widget/v1/sessions')
+export class WidgetSessionsController {
+  constructor(
+    private readonly tenants: TenantDirectory,
+    private readonly sessions: WidgetSessions,
+    @Inject(CLOCK) private readonly clock: Clock,
+    @Inject(BUS_CLIENT) private readonly bus: ClientProxy,
+  ) {}
+
+  @Post()
+  async create(@Body() body: CreateWidgetSessionDto) {
+    const env = await this.tenants.environment(body.environmentId);
+    if (!env) throw ApiError.notFound('Environment');
+    const org = await this.tenants.organization(env.organizationId);
+    if (!org) throw ApiError.notFound('Environment');
+    if (!org.baaSignedAt) throw new ApiError(403, 'BAA_REQUIRED', 'The organization has not signed its business associate agreement');
+
+    let externalPatientId: string | null = null;
+    let email: string | null = null;
+    if (body.identityToken !== undefined) {
+      const secret = await this.tenants.secret(env.id, 'identity_token');
+      try {
+        const { payload } = await jwtVerify(body.identityToken, new TextEncoder().encode(secret!), {
+          algorithms: ['HS256'],
+          currentDate: this.clock.now(),
+          requiredClaims: ['sub', 'iat', 'exp'],
+        });
+        if (typeof payload.sub !== 'string' || payload.sub.length < 1 || payload.sub.length > 200) throw new Error('sub');
+        if (payload.exp! - payload.iat! > MAX_IDENTITY_TOKEN_LIFETIME_S) throw new Error('lifetime');
+        externalPatientId = payload.sub;
+        email = typeof payload.email === 'string' ? payload.email : null;
+      } catch {
+        throw new ApiError(401, 'INVALID_IDENTITY_TOKEN', 'The identity token is not valid');
+      }
+    }
+
+    let patientId: string | null = null;
+    if (externalPatientId !== null) {
+      const query: FindPatientQuery = { environmentId: env.id, externalPatientId };
+      const reply = await lastValueFrom(
+        this.bus.send<FindPatientReply>(Patterns.findPatient, query).pipe(
+          timeout(5000),
+          catchError(() => of({ patientId: null })),
+        ),
+      );
+      patientId = reply.patientId;
+    }
+    const { sessionToken, expiresAt } = await this.sessions.issue({
+      sessionId: randomUUID(),
+      organizationId: org.id,
+      environmentId: env.id,
+      patientId,
+      externalPatientId,
+      email,
+    });
+    return { sessionToken, patientId, expiresAt };
+  }
+}
