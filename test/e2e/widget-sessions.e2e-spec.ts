@@ -1,0 +1,59 @@
+import { SignJWT } from 'jose';
+import { TestApp } from '@svc/testing';
+
+async function identityToken(secret: string, claims: { sub: string; email?: string }, iat: number, lifetime = 300) {
+  return new SignJWT({ ...(claims.email ? { email: claims.email } : {}) })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setSubject(claims.sub)
+    .setIssuedAt(iat)
+    .setExpirationTime(iat + lifetime)
+    .sign(new TextEncoder().encode(secret));
+}
+
+describe('widget sessions (e2e, real HTTP)', () => {
+  const app = new TestApp();
+  beforeAll(() => app.start());
+  afterAll(() => app.stop());
+
+  it('signs a patient in with an identity token, or starts an anonymous session', async () => {
+    const t = await app.tenant();
+    const rotated = await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff);
+    expect(rotated.status).toBe(201);
+    const secret = rotated.body.secret as string;
+    const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
+
+    const anon = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox });
+    expect(anon.status).toBe(201);
+    expect(anon.body).toEqual({ sessionToken: expect.any(String), patientId: null, expiresAt: expect.any(String) });
+
+    const token = await identityToken(secret, { sub: 'ext-canary-991', email: 'pat@example.test' }, now);
+    const signedIn = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: token });
+    expect(signedIn.status).toBe(201);
+    // The session token does not reveal the external ID or email.
+    expect(signedIn.body.sessionToken).not.toContain('ext-canary-991');
+    expect(Buffer.from(signedIn.body.sessionToken.split('.')[0], 'base64url').toString()).not.toContain('ext-canary');
+
+    const wrongSecret = await identityToken('not-the-secret', { sub: 'x' }, now);
+    const bad = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: wrongSecret });
+    expect(bad.status).toBe(401);
+    expect(bad.body.code).toBe('INVALID_IDENTITY_TOKEN');
+
+    const tooLong = await identityToken(secret, { sub: 'x' }, now, 3600);
+    expect((await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: tooLong })).body.code).toBe('INVALID_IDENTITY_TOKEN');
+
+    // An identity token expires with the service clock.
+    const soon = await identityToken(secret, { sub: 'x' }, now, 60);
+    await app.advanceClock(120);
+    expect((await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: soon })).body.code).toBe('INVALID_IDENTITY_TOKEN');
+
+    expect((await app.api.post('/widget/v1/sessions', { environmentId: '00000000-0000-4000-8000-000000000000' })).status).toBe(404);
+    expect((await app.api.post('/widget/v1/sessions', { environmentId: 'nope' })).status).toBe(400);
+  });
+
+  it('refuses sessions before the BAA is signed', async () => {
+    const t = await app.tenant({ baa: false });
+    const r = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox });
+    expect(r.status).toBe(403);
+    expect(r.body.code).toBe('BAA_REQUIRED');
+  });
+});
