@@ -30,7 +30,7 @@ if (process.argv.includes('--if-needed') && fs.existsSync(marker)) {
 }
 
 const bin = (name) => path.join(root, 'node_modules', '.bin', name);
-fs.rmSync(path.join(root, 'dist'), { recursive: true, force: true });
+if (process.argv.includes('--clean')) fs.rmSync(path.join(root, 'dist'), { recursive: true, force: true });
 execFileSync(bin('tsc'), ['-p', 'tsconfig.build.json'], { cwd: root, stdio: 'inherit' });
 execFileSync(bin('tsc-alias'), ['-p', 'tsconfig.build.json'], { cwd: root, stdio: 'inherit' });
 for (const app of apps) {
