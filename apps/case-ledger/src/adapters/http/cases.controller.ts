@@ -1,0 +1,67 @@
+import { Body, Controller, Get, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
+import { ApiError, ApiKeyGuard, ApiTenant, ErrorDetail, Staff, StaffContext, StaffGuard, Tenant } from '@svc/http';
+import { CaseLedgerService } from '../../application/case-ledger.service';
+import { CaseUpdateDto, ProviderMessageDto, StaffCaseDto } from './dto';
+
+/** Caller-facing clinical-case endpoints (API key). */
+@Controller('v1/clinical-cases')
+@UseGuards(ApiKeyGuard)
+export class ClinicalCasesController {
+  constructor(private readonly cases: CaseLedgerService) {}
+
+  @Get(':caseId/progress')
+  progress(@Param('caseId') caseId: string, @Tenant() tenant: ApiTenant) {
+    return this.cases.progress(tenant, caseId);
+  }
+
+  @Post(':caseId/updates')
+  @HttpCode(200)
+  update(@Param('caseId') caseId: string, @Body() body: CaseUpdateDto, @Tenant() tenant: ApiTenant) {
+    const details: ErrorDetail[] = [];
+    if (body.status === 'scheduled' && (body.scheduledFor === undefined || body.scheduledFor === null)) details.push({ path: 'scheduledFor', message: 'scheduledFor is required with status scheduled' });
+    if (body.status === 'resolved') {
+      if (body.resolutionOutcome === undefined || body.resolutionOutcome === null) details.push({ path: 'resolutionOutcome', message: 'resolutionOutcome is required with status resolved' });
+      if (body.resolutionNote === undefined || body.resolutionNote === null) details.push({ path: 'resolutionNote', message: 'resolutionNote (10-2000 characters) is required with status resolved' });
+    }
+    if (details.length) throw ApiError.validation(details);
+    return this.cases.update(tenant, `api-key:${tenant.keyId}`, caseId, body);
+  }
+
+  @Post(':caseId/messages')
+  @HttpCode(200)
+  message(@Param('caseId') caseId: string, @Body() body: ProviderMessageDto, @Tenant() tenant: ApiTenant) {
+    return this.cases.providerMessage(tenant, `api-key:${tenant.keyId}`, caseId, body);
+  }
+}
+
+/** Staff views of decisions 3 (staff ID token; a member of the organization). */
+@Controller('organizations/:orgId/environments/:envId/clinical-cases')
+@UseGuards(StaffGuard)
+export class StaffClinicalCasesController {
+  constructor(private readonly cases: CaseLedgerService) {}
+
+  private tenant(staff: StaffContext) {
+    return { organizationId: staff.organization!.id, environmentId: staff.environment!.id };
+  }
+
+  @Post()
+  open(@Body() body: StaffCaseDto, @Staff() staff: StaffContext) {
+    return this.cases.openFromStaff(this.tenant(staff), staff.principal.sub, body);
+  }
+
+  @Get()
+  async list(@Staff() staff: StaffContext) {
+    return { clinicalCases: await this.cases.list(this.tenant(staff)) };
+  }
+
+  @Get(':caseId')
+  get(@Param('caseId') caseId: string, @Staff() staff: StaffContext) {
+    return this.cases.detail(this.tenant(staff), caseId);
+  }
+
+  @Post(':caseId/acknowledge')
+  @HttpCode(200)
+  acknowledge(@Param('caseId') caseId: string, @Staff() staff: StaffContext) {
+    return this.cases.acknowledge(this.tenant(staff), staff.principal.sub, caseId);
+  }
+}

@@ -1,0 +1,318 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import { lastValueFrom, timeout } from 'rxjs';
+import { v5 as uuidv5 } from 'uuid';
+import { CLOCK, Clock } from '@svc/clock';
+import { CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
+import { ApiError, getLogger } from '@svc/http';
+import {
+  AnyClientProxy,
+  AppendConversationMessageCommand,
+  AppendConversationMessageReply,
+  BUS_CLIENT,
+  IntegrationMessage,
+  OpenClinicalCaseCommand,
+  OpenClinicalCaseReply,
+  PatientContactReply,
+  Patterns,
+} from '@svc/messaging';
+import { CONFIG, MAILER, Mailer, PROJECTIONS, ServiceConfig } from '@svc/platform';
+import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
+import { KEYRING, Keyring } from '@svc/security';
+import { CASES, CASE_PROJECTION, CaseDoc } from '../adapters/projections/case.projection';
+import { CaseCommand, CaseEvent, CaseState, ResolutionOutcome, UpdateResult, UpdateStatus, caseDecider, caseStream, referenceFrom } from '../domain/case';
+import { emergencyKinds } from '../domain/emergency-terms';
+import { bodyHash, isUuid } from './canonical';
+
+/** Namespace of case ids derived from (environmentId, requestId): first writer wins. */
+const CASE_ID_NAMESPACE = '8f0c3a8e-6a0e-4f53-9a53-4c6f1f1a2b10';
+
+export interface CaseUpdateInput {
+  updateId: string;
+  sequence: number;
+  status: UpdateStatus;
+  externalReference: string;
+  scheduledFor?: string | null;
+  resolutionOutcome?: ResolutionOutcome | null;
+  resolutionNote?: string | null;
+}
+
+export interface ProviderMessageInput {
+  messageId: string;
+  message: string;
+  externalReference: string;
+}
+
+export interface Tenant {
+  organizationId: string;
+  environmentId: string;
+}
+
+/** Case-ledger use cases: every write through the case decider, answered after the read model has it. */
+@Injectable()
+export class CaseLedgerService {
+  private readonly cases: CommandHandler<CaseCommand, CaseEvent, CaseState>;
+  private readonly log = getLogger();
+
+  constructor(
+    @Inject(EVENT_STORE) private readonly store: EventStore,
+    @Inject(CLOCK) private readonly clock: Clock,
+    @Inject(PROJECTIONS) private readonly projections: ProjectionRunner,
+    @Inject(READ_STORE) private readonly readStore: ReadStore,
+    @Inject(KEYRING) private readonly keyring: Keyring,
+    @Inject(BUS_CLIENT) private readonly bus: AnyClientProxy,
+    @Inject(MAILER) private readonly mailer: Mailer,
+    @Inject(CONFIG) private readonly config: ServiceConfig,
+  ) {
+    this.cases = new CommandHandler(store, caseDecider, () => clock.now(), { maxRetries: 100 });
+  }
+
+  private async applied(position: number): Promise<void> {
+    if (position > 0) await this.projections.waitFor([CASE_PROJECTION], position);
+  }
+
+  /** A command decided nothing (a duplicate): make sure the read model has what the stream has. */
+  private async caughtUp(): Promise<void> {
+    await this.applied(await this.store.headPosition());
+  }
+
+  async open(cmd: OpenClinicalCaseCommand): Promise<OpenClinicalCaseReply> {
+    const caseId = uuidv5(`${cmd.environmentId}:${cmd.requestId}`, CASE_ID_NAMESPACE);
+    const r = await this.cases.handle(
+      caseStream(caseId),
+      {
+        type: 'OpenCase',
+        caseId,
+        requestId: cmd.requestId,
+        organizationId: cmd.organizationId,
+        environmentId: cmd.environmentId,
+        patientId: cmd.patientId,
+        reference: referenceFrom(randomBytes(8)),
+        priority: cmd.priority,
+        source: cmd.source,
+        patientNotes: cmd.source === 'staff_chat' ? '' : cmd.patientNotes,
+        symptomScores: cmd.source === 'staff_chat' ? {} : (cmd.symptomScores ?? {}),
+        matchedRules: cmd.matchedRules ?? [],
+        stoppedEarly: cmd.stoppedEarly ?? false,
+        internalNote: cmd.internalNote ?? null,
+        actor: cmd.actor,
+      },
+      { actor: cmd.actor, organizationId: cmd.organizationId, environmentId: cmd.environmentId },
+    );
+    if (r.newEvents.length) await this.applied(r.position);
+    else await this.caughtUp();
+    return { caseId, reference: r.state.reference!, priority: r.state.priority!, duplicate: r.newEvents.length === 0 };
+  }
+
+  /** A clinical request from the team chat channel (source staff_chat). */
+  async openFromStaff(tenant: Tenant, staffSub: string, input: { patientId: string; request: string }) {
+    const kinds = emergencyKinds(input.request);
+    const r = await this.open({
+      requestId: randomUUID(),
+      organizationId: tenant.organizationId,
+      environmentId: tenant.environmentId,
+      patientId: input.patientId,
+      source: 'staff_chat',
+      priority: kinds.length ? 'emergency' : 'urgent',
+      patientNotes: '',
+      symptomScores: {},
+      matchedRules: ['staff_request:chat', ...kinds.map((k) => `emergency_terms:${k}`)],
+      stoppedEarly: false,
+      internalNote: input.request,
+      actor: `staff:${staffSub}`,
+    });
+    return { caseId: r.caseId, reference: r.reference, priority: r.priority };
+  }
+
+  private async doc(environmentId: string, caseId: string): Promise<CaseDoc> {
+    if (!isUuid(caseId)) throw ApiError.notFound('Clinical case');
+    const doc = await this.readStore.get<CaseDoc>(CASES, caseId);
+    if (!doc || doc.environmentId !== environmentId || !doc.patientId) throw ApiError.notFound('Clinical case');
+    return doc;
+  }
+
+  private dec(env: string, v: string | null): string | null {
+    return v === null ? null : this.keyring.decrypt(env, v);
+  }
+
+  private overdue(doc: CaseDoc): boolean {
+    return doc.processedAt === null && this.clock.now().getTime() > Date.parse(doc.confirmationDueAt);
+  }
+
+  async progress(tenant: Tenant, caseId: string) {
+    const doc = await this.doc(tenant.environmentId, caseId);
+    return {
+      caseId: doc.caseId,
+      status: doc.status,
+      sequence: doc.sequence,
+      nextSequence: doc.sequence + 1,
+      confirmationOverdue: this.overdue(doc),
+      confirmationDueAt: doc.confirmationDueAt,
+      transportDelivered: doc.transportDelivered,
+      scheduledFor: doc.scheduledFor,
+      externalReference: this.dec(doc.environmentId, doc.encExternalReference),
+      updatedAt: doc.updatedAt,
+    };
+  }
+
+  private ctx(tenant: Tenant, actor: string) {
+    return { actor, organizationId: tenant.organizationId, environmentId: tenant.environmentId };
+  }
+
+  private notFoundIfBadId(caseId: string): void {
+    if (!isUuid(caseId)) throw ApiError.notFound('Clinical case');
+  }
+
+  async update(tenant: Tenant, actor: string, caseId: string, input: CaseUpdateInput): Promise<UpdateResult & { duplicate: boolean }> {
+    this.notFoundIfBadId(caseId);
+    const hash = bodyHash(input);
+    const r = await this.cases.handle(
+      caseStream(caseId),
+      {
+        type: 'UpdateCase',
+        environmentId: tenant.environmentId,
+        updateId: input.updateId,
+        bodyHash: hash,
+        sequence: input.sequence,
+        status: input.status,
+        externalReference: input.externalReference,
+        scheduledFor: input.scheduledFor ?? null,
+        resolutionOutcome: input.resolutionOutcome ?? null,
+        resolutionNote: input.resolutionNote ?? null,
+      },
+      this.ctx(tenant, actor),
+    );
+    const duplicate = r.newEvents.length === 0;
+    if (duplicate) await this.caughtUp();
+    else await this.applied(r.position);
+    return { ...r.state.updates[input.updateId].result, duplicate };
+  }
+
+  async providerMessage(tenant: Tenant, actor: string, caseId: string, input: ProviderMessageInput) {
+    this.notFoundIfBadId(caseId);
+    const r = await this.cases.handle(
+      caseStream(caseId),
+      { type: 'SendProviderMessage', environmentId: tenant.environmentId, messageId: input.messageId, bodyHash: bodyHash(input), message: input.message, externalReference: input.externalReference },
+      this.ctx(tenant, actor),
+    );
+    const createdAt = r.state.messages[input.messageId].createdAt;
+    // The thread append and the email are idempotent (requestId = messageId, email id from it),
+    // so an identical retry completes whatever an interrupted first attempt left undone.
+    const append: AppendConversationMessageCommand = {
+      requestId: input.messageId,
+      organizationId: tenant.organizationId,
+      environmentId: tenant.environmentId,
+      conversationId: caseId,
+      kind: 'case',
+      patientId: r.state.patientId,
+      sender: 'provider',
+      message: input.message,
+      externalMessageId: input.externalReference,
+    };
+    let appended: AppendConversationMessageReply;
+    try {
+      appended = await lastValueFrom(this.bus.send<AppendConversationMessageReply>(Patterns.appendConversationMessage, append).pipe(timeout(10_000)));
+    } catch (err) {
+      this.log.warn({ caseId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'provider message: thread append failed');
+      throw new ApiError(503, 'UNAVAILABLE', 'The message could not be added to the case thread; retry with the same messageId');
+    }
+    if (!appended.duplicate) await this.notifyPatient(tenant, caseId, r.state.patientId!, input.messageId);
+    return { caseId, messageId: input.messageId, duplicate: r.newEvents.length === 0, createdAt };
+  }
+
+  private async notifyPatient(tenant: Tenant, caseId: string, patientId: string, messageId: string): Promise<void> {
+    let contact: PatientContactReply | null = null;
+    try {
+      contact = await lastValueFrom(this.bus.send<PatientContactReply>(Patterns.patientContact, { environmentId: tenant.environmentId, patientId }).pipe(timeout(2000)));
+    } catch {
+      contact = null; // patient-pathway did not answer: the message stays in the thread, no email
+    }
+    if (!contact?.email) return;
+    const base = (this.config.widgetBaseUrl ?? `http://localhost:${this.config.port}/api`).replace(/\/$/, '');
+    const link = `${base}/cases/${caseId}`;
+    try {
+      await this.mailer.send(
+        {
+          id: `case-message-${messageId}`,
+          to: contact.email,
+          subject: 'You have a new message from your care team',
+          text: `Your care team sent you a new message. Read it in your secure care portal: ${link}\n`,
+          html: `<p>Your care team sent you a new message.</p><p><a href="${link}">Read it in your secure care portal</a></p>`,
+        },
+        this.clock.now(),
+      );
+    } catch (err) {
+      this.log.warn({ caseId, error: (err as Error)?.name }, 'provider message: email failed');
+    }
+  }
+
+  async acknowledge(tenant: Tenant, staffSub: string, caseId: string) {
+    await this.doc(tenant.environmentId, caseId);
+    const r = await this.cases.handle(caseStream(caseId), { type: 'AcknowledgeCase', environmentId: tenant.environmentId, by: staffSub }, this.ctx(tenant, `staff:${staffSub}`));
+    if (r.newEvents.length) await this.applied(r.position);
+    else await this.caughtUp();
+    const doc = await this.doc(tenant.environmentId, caseId);
+    return { caseId, status: doc.status, acknowledgedAt: doc.acknowledgedAt };
+  }
+
+  async markTransportDelivered(m: IntegrationMessage<{ environmentId?: string; eventType?: string; caseId?: string; deliveredAt?: string }>): Promise<void> {
+    const d = m.data ?? {};
+    if (d.eventType !== 'clinical_case.opened' || !isUuid(d.caseId)) return;
+    const environmentId = d.environmentId ?? m.metadata.environmentId;
+    if (!environmentId) return;
+    try {
+      await this.cases.handle(
+        caseStream(d.caseId),
+        { type: 'MarkTransportDelivered', environmentId, webhookEventId: m.metadata.eventId, deliveredAt: d.deliveredAt ?? this.clock.now().toISOString() },
+        { actor: 'system', organizationId: m.metadata.organizationId, environmentId, causationId: m.metadata.eventId, correlationId: m.metadata.correlationId },
+      );
+    } catch (err) {
+      if (err instanceof DomainError && err.status === 404) return; // not one of ours
+      throw err;
+    }
+  }
+
+  private listItem(doc: CaseDoc) {
+    return {
+      caseId: doc.caseId,
+      reference: doc.reference,
+      patientId: doc.patientId,
+      priority: doc.priority,
+      source: doc.source,
+      status: doc.status,
+      sequence: doc.sequence,
+      nextSequence: doc.sequence + 1,
+      openedAt: doc.openedAt,
+      confirmationDueAt: doc.confirmationDueAt,
+      confirmationOverdue: this.overdue(doc),
+      transportDelivered: doc.transportDelivered,
+      scheduledFor: doc.scheduledFor,
+      acknowledgedAt: doc.acknowledgedAt,
+      resolvedAt: doc.resolvedAt,
+      updatedAt: doc.updatedAt,
+    };
+  }
+
+  async list(tenant: Tenant) {
+    const docs = await this.readStore.list<CaseDoc>(CASES, tenant.environmentId);
+    return docs.filter((d) => d.patientId).reverse().map((d) => this.listItem(d));
+  }
+
+  async detail(tenant: Tenant, caseId: string) {
+    const doc = await this.doc(tenant.environmentId, caseId);
+    const env = doc.environmentId;
+    const scores = this.dec(env, doc.encSymptomScores);
+    return {
+      ...this.listItem(doc),
+      patientNotes: this.dec(env, doc.encPatientNotes),
+      symptomScores: scores ? JSON.parse(scores) : {},
+      matchedRules: doc.matchedRules,
+      stoppedEarly: doc.stoppedEarly,
+      internalNote: this.dec(env, doc.encInternalNote),
+      externalReference: this.dec(env, doc.encExternalReference),
+      resolutionOutcome: doc.resolutionOutcome,
+      resolutionNote: this.dec(env, doc.encResolutionNote),
+      conversationId: doc.caseId,
+    };
+  }
+}

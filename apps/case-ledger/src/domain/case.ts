@@ -1,0 +1,308 @@
+import { Decider, DomainError } from '@svc/eventstore';
+import type { CasePriority, CaseSource } from '@svc/messaging';
+
+export type CaseStatus = 'awaiting_processing' | 'processed' | 'scheduled' | 'clinician_responded' | 'patient_contacted' | 'resolved';
+export type UpdateStatus = Exclude<CaseStatus, 'awaiting_processing'>;
+export type ResolutionOutcome = 'patient_contacted' | 'provider_follow_up' | 'medication_adjusted' | 'emergency_referral' | 'no_further_action' | 'other';
+
+export const CONFIRMATION_WINDOW_MS: Record<CasePriority, number> = {
+  emergency: 15 * 60_000,
+  urgent: 2 * 3600_000,
+  routine: 24 * 3600_000,
+};
+
+export interface Handoff {
+  progressPath: string;
+  updatesPath: string;
+  messagesPath: string;
+}
+
+export const handoffFor = (caseId: string): Handoff => ({
+  progressPath: `/v1/clinical-cases/${caseId}/progress`,
+  updatesPath: `/v1/clinical-cases/${caseId}/updates`,
+  messagesPath: `/v1/clinical-cases/${caseId}/messages`,
+});
+
+export interface UpdateResult {
+  caseId: string;
+  updateId: string;
+  sequence: number;
+  status: UpdateStatus;
+}
+
+/**
+ * Stored events. The four `clinical_case.*` events carry exactly the spec's webhook `data`
+ * (the relay publishes them as they are); what else the ledger needs sits in its own events.
+ */
+export type CaseEvent =
+  | {
+      type: 'CaseRegistered';
+      caseId: string;
+      requestId: string;
+      organizationId: string;
+      environmentId: string;
+      reference: string;
+      /** staff_chat: the teammate's words (event data is encrypted at rest). */
+      internalNote: string | null;
+      openedBy: string;
+      openedAt: string;
+      confirmationDueAt: string;
+    }
+  | {
+      type: 'clinical_case.opened';
+      caseId: string;
+      patientId: string;
+      priority: CasePriority;
+      source: CaseSource;
+      patientNotes: string | null;
+      symptomScores: Record<string, number | boolean | string>;
+      matchedRules: string[];
+      stoppedEarly: boolean;
+      handoff: Handoff;
+    }
+  | {
+      type: 'CaseUpdateAccepted';
+      caseId: string;
+      updateId: string;
+      bodyHash: string;
+      sequence: number;
+      status: UpdateStatus;
+      externalReference: string;
+      scheduledFor: string | null;
+      resolutionOutcome: ResolutionOutcome | null;
+      resolutionNote: string | null;
+      acceptedAt: string;
+    }
+  | { type: 'clinical_case.resolved'; caseId: string; patientId: string; status: 'resolved'; resolutionOutcome: ResolutionOutcome; resolutionNote: string }
+  | { type: 'clinical_case.acknowledged'; caseId: string; patientId: string; status: CaseStatus; resolutionOutcome: null; resolutionNote: null }
+  | { type: 'CaseAcknowledgedBy'; caseId: string; by: string; acknowledgedAt: string }
+  | { type: 'ProviderMessageAccepted'; caseId: string; messageId: string; bodyHash: string; message: string; externalReference: string; createdAt: string }
+  | { type: 'CaseTransportDelivered'; caseId: string; webhookEventId: string; deliveredAt: string };
+
+export type CaseCommand =
+  | {
+      type: 'OpenCase';
+      caseId: string;
+      requestId: string;
+      organizationId: string;
+      environmentId: string;
+      patientId: string;
+      reference: string;
+      priority: CasePriority;
+      source: CaseSource;
+      patientNotes: string | null;
+      symptomScores: Record<string, number | boolean | string>;
+      matchedRules: string[];
+      stoppedEarly: boolean;
+      internalNote: string | null;
+      actor: string;
+    }
+  | {
+      type: 'UpdateCase';
+      environmentId: string;
+      updateId: string;
+      bodyHash: string;
+      sequence: number;
+      status: UpdateStatus;
+      externalReference: string;
+      scheduledFor: string | null;
+      resolutionOutcome: ResolutionOutcome | null;
+      resolutionNote: string | null;
+    }
+  | { type: 'SendProviderMessage'; environmentId: string; messageId: string; bodyHash: string; message: string; externalReference: string }
+  | { type: 'AcknowledgeCase'; environmentId: string; by: string }
+  | { type: 'MarkTransportDelivered'; environmentId: string; webhookEventId: string; deliveredAt: string };
+
+export interface CaseState {
+  caseId: string | null;
+  requestId: string | null;
+  environmentId: string | null;
+  patientId: string | null;
+  reference: string | null;
+  priority: CasePriority | null;
+  status: CaseStatus;
+  sequence: number;
+  updates: Record<string, { bodyHash: string; result: UpdateResult }>;
+  messages: Record<string, { bodyHash: string; createdAt: string }>;
+  acknowledged: boolean;
+  transportDelivered: boolean;
+}
+
+const notFound = () => new DomainError(404, 'NOT_FOUND', 'Clinical case not found');
+
+export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
+  initialState: () => ({
+    caseId: null,
+    requestId: null,
+    environmentId: null,
+    patientId: null,
+    reference: null,
+    priority: null,
+    status: 'awaiting_processing',
+    sequence: 0,
+    updates: {},
+    messages: {},
+    acknowledged: false,
+    transportDelivered: false,
+  }),
+
+  evolve(state, event) {
+    switch (event.type) {
+      case 'CaseRegistered':
+        return { ...state, caseId: event.caseId, requestId: event.requestId, environmentId: event.environmentId, reference: event.reference };
+      case 'clinical_case.opened':
+        return { ...state, patientId: event.patientId, priority: event.priority };
+      case 'CaseUpdateAccepted':
+        return {
+          ...state,
+          status: event.status,
+          sequence: event.sequence,
+          updates: { ...state.updates, [event.updateId]: { bodyHash: event.bodyHash, result: { caseId: event.caseId, updateId: event.updateId, sequence: event.sequence, status: event.status } } },
+        };
+      case 'ProviderMessageAccepted':
+        return { ...state, messages: { ...state.messages, [event.messageId]: { bodyHash: event.bodyHash, createdAt: event.createdAt } } };
+      case 'clinical_case.acknowledged':
+        return { ...state, acknowledged: true };
+      case 'CaseTransportDelivered':
+        return { ...state, transportDelivered: true };
+      case 'clinical_case.resolved':
+      case 'CaseAcknowledgedBy':
+        return state;
+      default: {
+        const never: never = event;
+        return never;
+      }
+    }
+  },
+
+  decide(command, state, now) {
+    switch (command.type) {
+      case 'OpenCase': {
+        // First writer wins: the case id is derived from (environment, requestId).
+        if (state.caseId) {
+          if (state.requestId === command.requestId && state.environmentId === command.environmentId) return [];
+          throw new DomainError(409, 'DUPLICATE_KEY', 'The clinical case exists already');
+        }
+        const openedAt = now.toISOString();
+        return [
+          {
+            type: 'CaseRegistered',
+            caseId: command.caseId,
+            requestId: command.requestId,
+            organizationId: command.organizationId,
+            environmentId: command.environmentId,
+            reference: command.reference,
+            internalNote: command.internalNote,
+            openedBy: command.actor,
+            openedAt,
+            confirmationDueAt: new Date(now.getTime() + CONFIRMATION_WINDOW_MS[command.priority]).toISOString(),
+          },
+          {
+            type: 'clinical_case.opened',
+            caseId: command.caseId,
+            patientId: command.patientId,
+            priority: command.priority,
+            source: command.source,
+            patientNotes: command.patientNotes,
+            symptomScores: command.symptomScores,
+            matchedRules: command.matchedRules,
+            stoppedEarly: command.stoppedEarly,
+            handoff: handoffFor(command.caseId),
+          },
+        ];
+      }
+
+      case 'UpdateCase': {
+        if (!state.caseId || state.environmentId !== command.environmentId) throw notFound();
+        // Order of checks (decisions 5): idempotency, resolved, sequence, transition.
+        const seen = state.updates[command.updateId];
+        if (seen) {
+          if (seen.bodyHash === command.bodyHash) return [];
+          throw new DomainError(409, 'IDEMPOTENCY_KEY_REUSED', 'This updateId was used with a different body');
+        }
+        if (state.status === 'resolved') throw new DomainError(409, 'CASE_RESOLVED', 'The clinical case is resolved; it takes no further updates');
+        const expected = state.sequence + 1;
+        if (command.sequence !== expected) {
+          throw new DomainError(409, 'SEQUENCE_CONFLICT', `Sequence ${command.sequence} is not the next one; the expected sequence is ${expected}`, { expectedSequence: expected });
+        }
+        if (state.status === 'awaiting_processing' && command.status !== 'processed') {
+          throw new DomainError(409, 'INVALID_TRANSITION', 'The first update must be processed at sequence 1');
+        }
+        if (state.status !== 'awaiting_processing' && command.status === 'processed') {
+          throw new DomainError(409, 'INVALID_TRANSITION', 'The case has been processed already');
+        }
+        const accepted: CaseEvent = {
+          type: 'CaseUpdateAccepted',
+          caseId: state.caseId,
+          updateId: command.updateId,
+          bodyHash: command.bodyHash,
+          sequence: command.sequence,
+          status: command.status,
+          externalReference: command.externalReference,
+          scheduledFor: command.status === 'scheduled' ? command.scheduledFor : null,
+          resolutionOutcome: command.status === 'resolved' ? command.resolutionOutcome : null,
+          resolutionNote: command.status === 'resolved' ? command.resolutionNote : null,
+          acceptedAt: now.toISOString(),
+        };
+        if (command.status !== 'resolved') return [accepted];
+        return [
+          accepted,
+          { type: 'clinical_case.resolved', caseId: state.caseId, patientId: state.patientId!, status: 'resolved', resolutionOutcome: command.resolutionOutcome!, resolutionNote: command.resolutionNote! },
+        ];
+      }
+
+      case 'SendProviderMessage': {
+        if (!state.caseId || state.environmentId !== command.environmentId) throw notFound();
+        const seen = state.messages[command.messageId];
+        if (seen) {
+          if (seen.bodyHash === command.bodyHash) return [];
+          throw new DomainError(409, 'IDEMPOTENCY_KEY_REUSED', 'This messageId was used with a different body');
+        }
+        if (state.status === 'resolved') throw new DomainError(409, 'CASE_RESOLVED', 'The clinical case is resolved; it takes no further messages');
+        return [
+          {
+            type: 'ProviderMessageAccepted',
+            caseId: state.caseId,
+            messageId: command.messageId,
+            bodyHash: command.bodyHash,
+            message: command.message,
+            externalReference: command.externalReference,
+            createdAt: now.toISOString(),
+          },
+        ];
+      }
+
+      case 'AcknowledgeCase': {
+        if (!state.caseId || state.environmentId !== command.environmentId) throw notFound();
+        if (state.acknowledged) return [];
+        if (state.status === 'resolved') throw new DomainError(409, 'CASE_RESOLVED', 'The clinical case is resolved');
+        return [
+          { type: 'clinical_case.acknowledged', caseId: state.caseId, patientId: state.patientId!, status: state.status, resolutionOutcome: null, resolutionNote: null },
+          { type: 'CaseAcknowledgedBy', caseId: state.caseId, by: command.by, acknowledgedAt: now.toISOString() },
+        ];
+      }
+
+      case 'MarkTransportDelivered': {
+        if (!state.caseId || state.environmentId !== command.environmentId) throw notFound();
+        if (state.transportDelivered) return [];
+        return [{ type: 'CaseTransportDelivered', caseId: state.caseId, webhookEventId: command.webhookEventId, deliveredAt: command.deliveredAt }];
+      }
+
+      default: {
+        const never: never = command;
+        return never;
+      }
+    }
+  },
+};
+
+export const caseStream = (caseId: string) => `case-ledger-case-${caseId}`;
+export const CASE_STREAM_PREFIX = 'case-ledger-case-';
+
+const REFERENCE_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789';
+/** `CC-` + 8 characters of [A-HJ-NP-Z2-9] from the given random bytes (>= 8). */
+export function referenceFrom(bytes: Uint8Array): string {
+  let s = 'CC-';
+  for (let i = 0; i < 8; i++) s += REFERENCE_ALPHABET[bytes[i] % REFERENCE_ALPHABET.length];
+  return s;
+}

@@ -1,0 +1,31 @@
+import { Controller } from '@nestjs/common';
+import { EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
+import { DomainError } from '@svc/eventstore';
+import { AppendConversationMessageCommand, AppendConversationMessageReply, IntegrationMessage, Patterns, Topics } from '@svc/messaging';
+import { ConversationService, isUuid } from '../../application/conversation.service';
+
+const SENDERS = ['patient', 'provider', 'agent', 'staff', 'system'];
+
+/** Bus side of the conversation service: appends from other apps, case facts. */
+@Controller()
+export class ConversationBusController {
+  constructor(private readonly conversations: ConversationService) {}
+
+  @MessagePattern(Patterns.appendConversationMessage)
+  append(@Payload() cmd: AppendConversationMessageCommand): Promise<AppendConversationMessageReply> {
+    const bad: string[] = [];
+    for (const k of ['requestId', 'organizationId', 'environmentId', 'conversationId'] as const) if (!isUuid(cmd?.[k])) bad.push(k);
+    if (cmd?.kind !== 'case' && cmd?.kind !== 'work_item') bad.push('kind');
+    if (cmd?.patientId !== null && !isUuid(cmd?.patientId)) bad.push('patientId');
+    if (!SENDERS.includes(cmd?.sender)) bad.push('sender');
+    if (typeof cmd?.message !== 'string' || cmd.message.length < 1) bad.push('message');
+    if (bad.length) throw new DomainError(400, 'VALIDATION_FAILED', 'Invalid append-message command', bad.map((path) => ({ path, message: 'invalid' })));
+    return this.conversations.appendFromBus(cmd);
+  }
+
+  /** clinical_case.opened starts the case thread; clinical_case.resolved closes it to patient messages (idempotent in the stream). */
+  @EventPattern(Topics.caseEvents)
+  async caseEvent(@Payload() m: IntegrationMessage<{ caseId?: string; patientId?: string }>): Promise<void> {
+    await this.conversations.onCaseEvent(m);
+  }
+}

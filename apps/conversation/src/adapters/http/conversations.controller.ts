@@ -1,0 +1,50 @@
+import { Body, Controller, Get, HttpCode, Param, Post, Query, Res, UseGuards } from '@nestjs/common';
+import type { FastifyReply } from 'fastify';
+import { ApiError, ApiKeyGuard, ApiTenant, Tenant, WidgetSession, WidgetSessionContext, WidgetSessionGuard } from '@svc/http';
+import { ConversationService } from '../../application/conversation.service';
+import { DeliveryReportDto, InboundMessageDto, WidgetReplyDto } from './dto';
+
+/** Caller-facing conversation endpoints (API key). */
+@Controller('v1/conversations')
+@UseGuards(ApiKeyGuard)
+export class ConversationsController {
+  constructor(private readonly conversations: ConversationService) {}
+
+  @Get(':conversationId/messages')
+  list(@Param('conversationId') conversationId: string, @Query('afterSequence') afterSequence: unknown, @Tenant() tenant: ApiTenant) {
+    let after = 0;
+    if (afterSequence !== undefined) {
+      if (typeof afterSequence !== 'string' || !/^\d{1,15}$/.test(afterSequence)) {
+        throw ApiError.validation([{ path: 'afterSequence', message: 'afterSequence must be an integer of at least 0' }]);
+      }
+      after = Number(afterSequence);
+    }
+    return this.conversations.messages(tenant, conversationId, after);
+  }
+
+  @Post(':conversationId/messages')
+  async inbound(@Param('conversationId') conversationId: string, @Body() body: InboundMessageDto, @Tenant() tenant: ApiTenant, @Res({ passthrough: true }) reply: FastifyReply) {
+    const r = await this.conversations.inbound(tenant, `api-key:${tenant.keyId}`, conversationId, body);
+    reply.status(201);
+    return { id: r.id, conversationId: r.conversationId, sequence: r.sequence, duplicate: r.duplicate, createdAt: r.createdAt };
+  }
+
+  @Post(':conversationId/messages/:messageId/delivery')
+  @HttpCode(201)
+  delivery(@Param('conversationId') conversationId: string, @Param('messageId') messageId: string, @Body() body: DeliveryReportDto, @Tenant() tenant: ApiTenant) {
+    return this.conversations.reportDelivery(tenant, `api-key:${tenant.keyId}`, conversationId, messageId, body);
+  }
+}
+
+/** The patient's replies in a case thread, from the widget (session token). */
+@Controller('widget/v1/cases')
+@UseGuards(WidgetSessionGuard)
+export class WidgetCaseMessagesController {
+  constructor(private readonly conversations: ConversationService) {}
+
+  @Post(':caseId/messages')
+  @HttpCode(201)
+  reply(@Param('caseId') caseId: string, @Body() body: WidgetReplyDto, @WidgetSession() session: WidgetSessionContext) {
+    return this.conversations.widgetReply(session, caseId, body.message);
+  }
+}

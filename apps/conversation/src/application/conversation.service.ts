@@ -1,0 +1,185 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import { CLOCK, Clock } from '@svc/clock';
+import { CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
+import { ApiError, WidgetSessionContext } from '@svc/http';
+import { AppendConversationMessageCommand, AppendConversationMessageReply, IntegrationEventTypes, IntegrationMessage } from '@svc/messaging';
+import { PROJECTIONS } from '@svc/platform';
+import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
+import { KEYRING, Keyring } from '@svc/security';
+import { CONVERSATION_PROJECTION, MESSAGES, MessageDoc, THREADS, ThreadDoc } from '../adapters/projections/conversation.projection';
+import { Attachment, ConversationCommand, ConversationEvent, ConversationState, DeliveryStatus, Sender, conversationDecider, conversationStream } from '../domain/conversation';
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
+export const isUuid = (v: unknown): v is string => typeof v === 'string' && UUID_RE.test(v);
+
+function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
+  if (Array.isArray(value)) return `[${value.map((v) => canonicalJson(v === undefined ? null : v)).join(',')}]`;
+  const obj = value as Record<string, unknown>;
+  const keys = Object.keys(obj).filter((k) => obj[k] !== undefined).sort();
+  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`).join(',')}}`;
+}
+const hashOf = (body: unknown) => createHash('sha256').update(canonicalJson(JSON.parse(JSON.stringify(body)))).digest('hex');
+
+export interface Tenant {
+  organizationId: string;
+  environmentId: string;
+}
+
+export interface InboundInput {
+  requestId: string;
+  message: string;
+  externalMessageId?: string | null;
+  attachments?: Attachment[] | null;
+}
+
+/** Conversation use cases: one ordered thread per case or work item. */
+@Injectable()
+export class ConversationService {
+  private readonly conversations: CommandHandler<ConversationCommand, ConversationEvent, ConversationState>;
+
+  constructor(
+    @Inject(EVENT_STORE) private readonly store: EventStore,
+    @Inject(CLOCK) clock: Clock,
+    @Inject(PROJECTIONS) private readonly projections: ProjectionRunner,
+    @Inject(READ_STORE) private readonly readStore: ReadStore,
+    @Inject(KEYRING) private readonly keyring: Keyring,
+  ) {
+    this.conversations = new CommandHandler(store, conversationDecider, () => clock.now(), { maxRetries: 100 });
+  }
+
+  private async applied(position: number): Promise<void> {
+    await this.projections.waitFor([CONVERSATION_PROJECTION], position > 0 ? position : await this.store.headPosition());
+  }
+
+  private async thread(environmentId: string, conversationId: string): Promise<ThreadDoc> {
+    if (!isUuid(conversationId)) throw ApiError.notFound('Conversation');
+    const doc = await this.readStore.get<ThreadDoc>(THREADS, conversationId);
+    if (!doc || doc.environmentId !== environmentId) throw ApiError.notFound('Conversation');
+    return doc;
+  }
+
+  async messages(tenant: Tenant, conversationId: string, afterSequence: number) {
+    await this.thread(tenant.environmentId, conversationId);
+    const docs = await this.readStore.list<MessageDoc>(MESSAGES, conversationId);
+    const env = tenant.environmentId;
+    return {
+      conversationId,
+      messages: docs
+        .filter((d) => d.sequence > afterSequence)
+        .map((d) => ({
+          id: d.id,
+          conversationId: d.conversationId,
+          sequence: d.sequence,
+          sender: d.sender,
+          message: this.keyring.decrypt(env, d.encMessage),
+          externalMessageId: d.encExternalMessageId === null ? null : this.keyring.decrypt(env, d.encExternalMessageId),
+          attachments: JSON.parse(this.keyring.decrypt(env, d.encAttachments)) as Attachment[],
+          createdAt: d.createdAt,
+          delivery: d.delivery,
+        })),
+    };
+  }
+
+  private async append(
+    tenant: Tenant,
+    conversationId: string,
+    actor: string,
+    input: { requestId: string; sender: Sender; message: string; externalMessageId: string | null; attachments: Attachment[]; bodyHash: string },
+    start: { kind: 'case' | 'work_item'; patientId: string | null } | null,
+  ): Promise<AppendConversationMessageReply> {
+    const r = await this.conversations.handle(
+      conversationStream(conversationId),
+      {
+        type: 'AppendMessage',
+        conversationId,
+        start: start ? { ...start, organizationId: tenant.organizationId } : null,
+        environmentId: tenant.environmentId,
+        id: randomUUID(),
+        requestId: input.requestId,
+        bodyHash: input.bodyHash,
+        sender: input.sender,
+        message: input.message,
+        externalMessageId: input.externalMessageId,
+        attachments: input.attachments,
+      },
+      { actor, organizationId: tenant.organizationId, environmentId: tenant.environmentId },
+    );
+    await this.applied(r.position);
+    return { ...r.state.requests[input.requestId].result, duplicate: r.newEvents.length === 0 };
+  }
+
+  /** Inbound (a patient's message relayed by the caller): sender patient; the conversation must exist. */
+  async inbound(tenant: Tenant, actor: string, conversationId: string, input: InboundInput) {
+    await this.thread(tenant.environmentId, conversationId);
+    return this.append(
+      tenant,
+      conversationId,
+      actor,
+      { requestId: input.requestId, sender: 'patient', message: input.message, externalMessageId: input.externalMessageId ?? null, attachments: input.attachments ?? [], bodyHash: hashOf(input) },
+      null,
+    );
+  }
+
+  /** Patterns.appendConversationMessage: other apps append (provider messages, hand-offs). */
+  async appendFromBus(cmd: AppendConversationMessageCommand): Promise<AppendConversationMessageReply> {
+    const { requestId, conversationId, sender, message } = cmd;
+    const externalMessageId = cmd.externalMessageId ?? null;
+    const attachments = cmd.attachments ?? [];
+    return this.append(
+      { organizationId: cmd.organizationId, environmentId: cmd.environmentId },
+      conversationId,
+      sender === 'patient' && cmd.patientId ? `patient:${cmd.patientId}` : 'system',
+      { requestId, sender, message, externalMessageId, attachments, bodyHash: hashOf({ sender, message, externalMessageId, attachments }) },
+      { kind: cmd.kind, patientId: cmd.patientId },
+    );
+  }
+
+  /** The patient's reply in a case thread from the widget (decisions 7). */
+  async widgetReply(session: WidgetSessionContext, caseId: string, message: string) {
+    const thread = await this.thread(session.environmentId, caseId);
+    if (thread.kind !== 'case' || !session.patientId || thread.patientId !== session.patientId) throw ApiError.notFound('Clinical case');
+    const requestId = randomUUID();
+    const r = await this.append(
+      { organizationId: thread.organizationId, environmentId: thread.environmentId },
+      caseId,
+      `patient:${session.patientId}`,
+      { requestId, sender: 'patient', message, externalMessageId: null, attachments: [], bodyHash: hashOf({ requestId, message }) },
+      null,
+    );
+    return { id: r.id, conversationId: r.conversationId, sequence: r.sequence, createdAt: r.createdAt };
+  }
+
+  async reportDelivery(tenant: Tenant, actor: string, conversationId: string, messageId: string, input: { externalMessageId: string; status: DeliveryStatus; errorCode?: string | null }) {
+    await this.thread(tenant.environmentId, conversationId);
+    if (!isUuid(messageId)) throw ApiError.notFound('Message');
+    const r = await this.conversations.handle(
+      conversationStream(conversationId),
+      { type: 'ReportDelivery', environmentId: tenant.environmentId, messageId, status: input.status, errorCode: input.errorCode ?? null, externalMessageId: input.externalMessageId },
+      { actor, organizationId: tenant.organizationId, environmentId: tenant.environmentId },
+    );
+    await this.applied(r.position);
+    const delivery = r.state.messages[messageId].delivery!;
+    return { messageId, status: delivery.status, recordedAt: delivery.reportedAt };
+  }
+
+  /** Case facts from the case-ledger: a case opens its thread; a resolution closes it to patients. */
+  async onCaseEvent(m: IntegrationMessage<{ caseId?: string; patientId?: string }>): Promise<void> {
+    const envId = m.metadata.environmentId;
+    const orgId = m.metadata.organizationId;
+    const caseId = m.data?.caseId;
+    if (!envId || !orgId || !isUuid(caseId)) return;
+    const ctx = { actor: 'system', organizationId: orgId, environmentId: envId, causationId: m.metadata.eventId, correlationId: m.metadata.correlationId };
+    try {
+      if (m.type === IntegrationEventTypes.caseOpened) {
+        await this.conversations.handle(conversationStream(caseId), { type: 'StartConversation', conversationId: caseId, kind: 'case', organizationId: orgId, environmentId: envId, patientId: m.data.patientId ?? null }, ctx);
+      } else if (m.type === IntegrationEventTypes.caseResolved) {
+        await this.conversations.handle(conversationStream(caseId), { type: 'CloseCaseThread', environmentId: envId }, ctx);
+      }
+    } catch (err) {
+      if (err instanceof DomainError) return;
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,177 @@
+import { Decider, DomainError } from '@svc/eventstore';
+
+export type Sender = 'patient' | 'provider' | 'agent' | 'staff' | 'system';
+export type ConversationKind = 'case' | 'work_item';
+export type DeliveryStatus = 'delivered' | 'read' | 'failed';
+
+export interface Attachment {
+  id: string;
+  fileName: string;
+  contentType: string;
+  sha256: string;
+}
+
+export interface AppendResult {
+  id: string;
+  conversationId: string;
+  sequence: number;
+  createdAt: string;
+}
+
+export type ConversationEvent =
+  | { type: 'ConversationStarted'; conversationId: string; kind: ConversationKind; organizationId: string; environmentId: string; patientId: string | null; startedAt: string }
+  | {
+      type: 'ConversationMessageAppended';
+      conversationId: string;
+      id: string;
+      requestId: string;
+      bodyHash: string;
+      sequence: number;
+      sender: Sender;
+      message: string;
+      externalMessageId: string | null;
+      attachments: Attachment[];
+      createdAt: string;
+    }
+  /** Exactly the spec's webhook data; relayed to the case events topic as is. */
+  | { type: 'clinical_case.patient_message_created'; caseId: string; messageId: string; patientId: string; sender: 'patient'; message: string; sentAt: string; replyPath: string }
+  | { type: 'MessageDeliveryReported'; conversationId: string; messageId: string; status: DeliveryStatus; errorCode: string | null; externalMessageId: string; reportedAt: string }
+  | { type: 'CaseThreadClosed'; conversationId: string; closedAt: string };
+
+export type ConversationCommand =
+  | { type: 'StartConversation'; conversationId: string; kind: ConversationKind; organizationId: string; environmentId: string; patientId: string | null }
+  | {
+      type: 'AppendMessage';
+      conversationId: string;
+      /** Create the conversation when it does not exist (bus appends); HTTP inbound needs it to exist. */
+      start: { kind: ConversationKind; organizationId: string; patientId: string | null } | null;
+      environmentId: string;
+      id: string;
+      requestId: string;
+      bodyHash: string;
+      sender: Sender;
+      message: string;
+      externalMessageId: string | null;
+      attachments: Attachment[];
+    }
+  | { type: 'ReportDelivery'; environmentId: string; messageId: string; status: DeliveryStatus; errorCode: string | null; externalMessageId: string }
+  | { type: 'CloseCaseThread'; environmentId: string };
+
+export interface ConversationState {
+  conversationId: string | null;
+  kind: ConversationKind | null;
+  environmentId: string | null;
+  patientId: string | null;
+  closed: boolean;
+  lastSequence: number;
+  requests: Record<string, { bodyHash: string; result: AppendResult }>;
+  messages: Record<string, { sender: Sender; delivery: { status: DeliveryStatus; reportedAt: string } | null }>;
+}
+
+const RANK: Record<DeliveryStatus, number> = { failed: 0, delivered: 1, read: 2 };
+const notFound = () => new DomainError(404, 'NOT_FOUND', 'Conversation not found');
+
+export const conversationDecider: Decider<ConversationCommand, ConversationEvent, ConversationState> = {
+  initialState: () => ({ conversationId: null, kind: null, environmentId: null, patientId: null, closed: false, lastSequence: 0, requests: {}, messages: {} }),
+
+  evolve(state, event) {
+    switch (event.type) {
+      case 'ConversationStarted':
+        return { ...state, conversationId: event.conversationId, kind: event.kind, environmentId: event.environmentId, patientId: event.patientId };
+      case 'ConversationMessageAppended':
+        return {
+          ...state,
+          lastSequence: event.sequence,
+          requests: { ...state.requests, [event.requestId]: { bodyHash: event.bodyHash, result: { id: event.id, conversationId: event.conversationId, sequence: event.sequence, createdAt: event.createdAt } } },
+          messages: { ...state.messages, [event.id]: { sender: event.sender, delivery: null } },
+        };
+      case 'MessageDeliveryReported': {
+        const m = state.messages[event.messageId];
+        if (!m) return state;
+        return { ...state, messages: { ...state.messages, [event.messageId]: { ...m, delivery: { status: event.status, reportedAt: event.reportedAt } } } };
+      }
+      case 'CaseThreadClosed':
+        return { ...state, closed: true };
+      case 'clinical_case.patient_message_created':
+        return state;
+      default: {
+        const never: never = event;
+        return never;
+      }
+    }
+  },
+
+  decide(command, state, now) {
+    const at = now.toISOString();
+    switch (command.type) {
+      case 'StartConversation': {
+        if (state.conversationId) return [];
+        return [{ type: 'ConversationStarted', conversationId: command.conversationId, kind: command.kind, organizationId: command.organizationId, environmentId: command.environmentId, patientId: command.patientId, startedAt: at }];
+      }
+      case 'AppendMessage': {
+        const events: ConversationEvent[] = [];
+        let kind = state.kind;
+        let patientId = state.patientId;
+        if (!state.conversationId) {
+          if (!command.start) throw notFound();
+          kind = command.start.kind;
+          patientId = command.start.patientId;
+          events.push({ type: 'ConversationStarted', conversationId: command.conversationId, kind, organizationId: command.start.organizationId, environmentId: command.environmentId, patientId, startedAt: at });
+        } else if (state.environmentId !== command.environmentId) {
+          throw notFound();
+        }
+        const seen = state.requests[command.requestId];
+        if (seen) {
+          if (seen.bodyHash === command.bodyHash) return [];
+          throw new DomainError(409, 'IDEMPOTENCY_KEY_REUSED', 'This requestId was used with a different body');
+        }
+        if (state.closed && command.sender === 'patient') throw new DomainError(409, 'CASE_RESOLVED', 'The clinical case of this conversation is resolved');
+        const sequence = state.lastSequence + 1;
+        events.push({
+          type: 'ConversationMessageAppended',
+          conversationId: command.conversationId,
+          id: command.id,
+          requestId: command.requestId,
+          bodyHash: command.bodyHash,
+          sequence,
+          sender: command.sender,
+          message: command.message,
+          externalMessageId: command.externalMessageId,
+          attachments: command.attachments,
+          createdAt: at,
+        });
+        if (kind === 'case' && command.sender === 'patient' && patientId) {
+          events.push({
+            type: 'clinical_case.patient_message_created',
+            caseId: command.conversationId,
+            messageId: command.id,
+            patientId,
+            sender: 'patient',
+            message: command.message,
+            sentAt: at,
+            replyPath: `/v1/clinical-cases/${command.conversationId}/messages`,
+          });
+        }
+        return events;
+      }
+      case 'ReportDelivery': {
+        if (!state.conversationId || state.environmentId !== command.environmentId) throw notFound();
+        const m = state.messages[command.messageId];
+        if (!m || m.sender === 'patient') throw new DomainError(404, 'NOT_FOUND', 'No message sent by the service with this id in the conversation');
+        if (m.delivery && RANK[m.delivery.status] >= RANK[command.status]) return [];
+        return [{ type: 'MessageDeliveryReported', conversationId: state.conversationId, messageId: command.messageId, status: command.status, errorCode: command.errorCode, externalMessageId: command.externalMessageId, reportedAt: at }];
+      }
+      case 'CloseCaseThread': {
+        if (!state.conversationId || state.environmentId !== command.environmentId || state.closed) return [];
+        return [{ type: 'CaseThreadClosed', conversationId: state.conversationId, closedAt: at }];
+      }
+      default: {
+        const never: never = command;
+        return never;
+      }
+    }
+  },
+};
+
+export const CONVERSATION_STREAM_PREFIX = 'conversation-conversation-';
+export const conversationStream = (conversationId: string) => `${CONVERSATION_STREAM_PREFIX}${conversationId}`;

@@ -1,0 +1,37 @@
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { DevClock } from '@svc/clock';
+import { WidgetSessions } from '@svc/http';
+import { Keyring } from '@svc/security';
+import { TestApp } from '@svc/testing';
+
+export type Tenant = Awaited<ReturnType<TestApp['tenant']>>;
+
+/** Opens a staff_chat case; returns its ids. */
+export async function openCase(app: TestApp, t: Tenant, request = 'Please review the patient medication plan', patientId = randomUUID()) {
+  const r = await app.api.post(`${t.env}/clinical-cases`, { patientId, request }, t.staff);
+  if (r.status !== 201) throw new Error(`open case: ${r.status} ${r.text}`);
+  return { caseId: r.body.caseId as string, reference: r.body.reference as string, priority: r.body.priority as string, patientId };
+}
+
+export function update(sequence: number, status: string, extra: Record<string, unknown> = {}) {
+  return { updateId: randomUUID(), sequence, status, externalReference: `ext-${sequence}`, ...extra };
+}
+
+/** A widget session token as the widget session endpoint would issue it (same master key, same clock). */
+export async function widgetToken(app: TestApp, session: { organizationId: string; environmentId: string; patientId: string | null }): Promise<string> {
+  const keyring = new Keyring(Buffer.from(readFileSync(join(app.dataDir, 'master.key'), 'utf8').trim(), 'base64'));
+  const sessions = new WidgetSessions(keyring, new DevClock(join(app.dataDir, 'clock.json')));
+  const { sessionToken } = await sessions.issue({ sessionId: randomUUID(), externalPatientId: null, email: null, ...session });
+  return sessionToken;
+}
+
+export async function eventually<T>(fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 5000): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (ok(v) || Date.now() > until) return v;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
