@@ -1,0 +1,59 @@
+import { Type } from 'class-transformer';
+import { ArrayMaxSize, IsArray, IsInt, IsObject, IsOptional, IsString, Length, Matches, Max, MaxLength, Min, ValidateNested } from 'class-validator';
+
+const STABLE_KEY = /^[a-z][a-z0-9_]{1,79}$/;
+
+/** The definition itself is checked by the domain validator (paths like definition.steps[2].next). */
+export class CreateWorkflowDto {
+  @IsString() @Matches(STABLE_KEY) stableKey!: string;
+  @IsString() @Length(1, 120) name!: string;
+  @IsObject() definition!: Record<string, unknown>;
+}
+
+export class RenameWorkflowDto {
+  @IsString() @Length(1, 120) name!: string;
+}
+
+export class SaveDraftDto {
+  @IsInt() @Min(1) expectedRevision!: number;
+  @IsObject() definition!: Record<string, unknown>;
+}
+
+export class ActivateDto {
+  @IsInt() @Min(1) expectedRevision!: number;
+}
+
+export class TestVersionDto {
+  @IsInt() @Min(1) expectedRevision!: number;
+  @IsString() @Length(1, 2000) opening!: string;
+  @IsArray() @ArrayMaxSize(20) @IsString({ each: true }) @Length(1, 500, { each: true }) replies!: string[];
+  @IsOptional() @IsString() @MaxLength(200) patientEmail?: string;
+  @IsOptional() @IsString() @MaxLength(200) patientId?: string;
+}
+
+export class FromTemplateDto {
+  @IsString() @Length(1, 80) templateKey!: string;
+  @IsOptional() @IsString() @Matches(STABLE_KEY) stableKey?: string;
+  @IsOptional() @IsString() @Length(1, 120) name?: string;
+  @IsOptional() @IsString() @Matches(STABLE_KEY) destinationStableKey?: string;
+}
+
+export class CreateDestinationDto {
+  @IsString() @Matches(STABLE_KEY) stableKey!: string;
+  @IsString() @Length(1, 120) name!: string;
+  @IsString() @MaxLength(2000) @Matches(/^https?:\/\/[^\s]+$/, { message: 'baseUrl must be an http(s) URL' }) baseUrl!: string;
+  @IsOptional() @IsObject() headers?: Record<string, string>;
+  @IsOptional() @IsInt() @Min(1) @Max(5000) timeoutMs?: number;
+}
+
+export class AttachmentDto {
+  @IsString() @Matches(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i) id!: string;
+  @IsString() @Length(1, 200) fileName!: string;
+  @IsString() @Length(1, 160) contentType!: string;
+  @IsString() @Matches(/^[0-9a-f]{64}$/) sha256!: string;
+}
+
+export class WidgetMessageDto {
+  @IsString() @Length(1, 4000) message!: string;
+  @IsOptional() @IsArray() @ArrayMaxSize(20) @ValidateNested({ each: true }) @Type(() => AttachmentDto) attachments?: AttachmentDto[];
+}

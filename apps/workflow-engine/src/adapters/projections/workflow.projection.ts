@@ -1,0 +1,117 @@
+import { RecordedEvent } from '@svc/eventstore';
+import { Projection, ProjectionTx } from '@svc/read-store';
+import { Keyring } from '@svc/security';
+import { DestinationEvent } from '../../domain/destination';
+import { RunAggregate, RunEvent, runDecider } from '../../domain/run';
+import { WorkflowEvent, WorkflowState, workflowDecider } from '../../domain/workflow';
+
+export const WORKFLOW_PROJECTION = 'workflow-engine-workflows';
+
+export const WorkflowCollections = {
+  /** WorkflowState by workflow id, partition environment id. */
+  workflows: 'workflow-engine.workflows',
+  /** { workflowId, environmentId } by version id. */
+  versions: 'workflow-engine.versions',
+  /** DestinationDoc by id, partition environment id. */
+  destinations: 'workflow-engine.destinations',
+  /** RunDoc by run id, partition workflow id, score start time. Outcomes only, never values. */
+  runs: 'workflow-engine.runs',
+  /** { runId, workflowId, versionId } by conversation id while a run waits for the patient. */
+  pending: 'workflow-engine.pending',
+} as const;
+
+export interface DestinationDoc {
+  id: string;
+  environmentId: string;
+  stableKey: string;
+  name: string;
+  baseUrl: string;
+  timeoutMs: number;
+  /** Header values, AES-GCM encrypted with the environment's key (JSON of the object). */
+  headersEncrypted: string;
+  headerNames: string[];
+  createdAt: string;
+}
+
+export interface RunDoc {
+  runId: string;
+  workflowId: string;
+  versionId: string;
+  test: boolean;
+  conversationId: string | null;
+  startedAt: string;
+  endedAt: string | null;
+  outcome: string;
+  steps: { stepId: string; type: string; outcome: string }[];
+}
+
+/** Workflows, versions, destinations, runs (outcomes only) and pending conversations. */
+export function workflowProjection(keyring: Keyring): Projection {
+  return {
+    name: WORKFLOW_PROJECTION,
+    streamPrefixes: ['workflow-engine-workflow-', 'workflow-engine-destination-', 'workflow-engine-run-'],
+    async apply(recorded: RecordedEvent, tx: ProjectionTx) {
+      const envId = recorded.metadata.environmentId ?? '';
+      if (recorded.streamId.startsWith('workflow-engine-workflow-')) {
+        const id = recorded.streamId.slice('workflow-engine-workflow-'.length);
+        const event = { type: recorded.type, ...(recorded.data as object) } as WorkflowEvent;
+        const prev = (await tx.get<WorkflowState>(WorkflowCollections.workflows, id)) ?? workflowDecider.initialState();
+        const next = workflowDecider.evolve(prev, event);
+        if (next.deleted) {
+          tx.delete(WorkflowCollections.workflows, id);
+          for (const v of next.versions) tx.delete(WorkflowCollections.versions, v.id);
+          return;
+        }
+        tx.put(WorkflowCollections.workflows, id, next, { partition: envId, score: Date.parse(next.createdAt) || 0 });
+        if (event.type === 'WorkflowCreated' || event.type === 'DraftCreated') tx.put(WorkflowCollections.versions, event.versionId, { workflowId: id, environmentId: envId });
+        return;
+      }
+      if (recorded.streamId.startsWith('workflow-engine-destination-')) {
+        const event = { type: recorded.type, ...(recorded.data as object) } as DestinationEvent;
+        if (event.type === 'DestinationCreated') {
+          const doc: DestinationDoc = {
+            id: event.destinationId,
+            environmentId: event.environmentId,
+            stableKey: event.stableKey,
+            name: event.name,
+            baseUrl: event.baseUrl,
+            timeoutMs: event.timeoutMs,
+            headersEncrypted: keyring.encrypt(event.environmentId, JSON.stringify(event.headers ?? {})),
+            headerNames: Object.keys(event.headers ?? {}),
+            createdAt: event.audit.at,
+          };
+          tx.put(WorkflowCollections.destinations, event.destinationId, doc, { partition: event.environmentId, score: Date.parse(event.audit.at) });
+        } else if (event.type === 'DestinationDeleted') {
+          tx.delete(WorkflowCollections.destinations, event.destinationId);
+        }
+        return;
+      }
+      if (recorded.streamId.startsWith('workflow-engine-run-')) {
+        const runId = recorded.streamId.slice('workflow-engine-run-'.length);
+        const event = { type: recorded.type, ...(recorded.data as object) } as RunEvent;
+        const prev = await tx.get<RunDoc>(WorkflowCollections.runs, runId);
+        if (event.type === 'workflow_run.started' || event.type === 'TestRunStarted') {
+          const doc: RunDoc = { runId, workflowId: event.workflowId, versionId: event.versionId, test: event.type === 'TestRunStarted', conversationId: event.conversationId, startedAt: event.startedAt, endedAt: null, outcome: 'running', steps: [] };
+          tx.put(WorkflowCollections.runs, runId, doc, { partition: event.workflowId, score: Date.parse(event.startedAt) });
+          if (event.conversationId) tx.put(WorkflowCollections.pending, event.conversationId, { runId, workflowId: event.workflowId, versionId: event.versionId, environmentId: envId });
+          return;
+        }
+        if (!prev) return;
+        const agg: RunAggregate = runDecider.evolve({ header: null, test: prev.test, state: null, endedAt: prev.endedAt }, event);
+        const s = agg.state!;
+        const doc: RunDoc = {
+          ...prev,
+          endedAt: s.status === 'ended' ? (prev.endedAt ?? (event as { at: string }).at) : null,
+          outcome: s.status === 'ended' ? (s.outcome ?? 'completed') : 'waiting_for_patient',
+          steps: s.steps.map((x) => ({ stepId: x.stepId, type: x.type, outcome: x.outcome })),
+        };
+        tx.put(WorkflowCollections.runs, runId, doc, { partition: prev.workflowId, score: Date.parse(prev.startedAt) });
+        if (s.status === 'ended' && prev.conversationId) {
+          const pending = await tx.get<{ runId: string }>(WorkflowCollections.pending, prev.conversationId);
+          if (pending?.runId === runId) tx.delete(WorkflowCollections.pending, prev.conversationId);
+        }
+        return;
+      }
+    },
+  };
+}

@@ -1,0 +1,123 @@
+import { LookupFunction, isIP } from 'node:net';
+import { lookup as dnsLookup } from 'node:dns';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { hmacHex } from '@svc/security';
+
+/** Loopback, link-local, private, unspecified, CGNAT, multicast and reserved addresses. */
+export function isBlockedAddress(address: string): boolean {
+  let a = address.toLowerCase();
+  if (a.startsWith('::ffff:') && isIP(a.slice(7)) === 4) a = a.slice(7);
+  if (isIP(a) === 4) {
+    const [p, q] = a.split('.').map(Number);
+    return (
+      p === 0 || p === 10 || p === 127 || (p === 169 && q === 254) || (p === 172 && q >= 16 && q <= 31) || (p === 192 && q === 168) || (p === 100 && q >= 64 && q <= 127) || p >= 224
+    );
+  }
+  if (isIP(a) === 6) {
+    return a === '::' || a === '::1' || /^f[cd]/.test(a) || /^fe[89ab]/.test(a) || a.startsWith('ff');
+  }
+  return true;
+}
+
+/** DNS resolution whose answer is checked at connect time (no rebinding between check and use). */
+const guardedLookup: LookupFunction = (hostname, options, callback) => {
+  dnsLookup(hostname, { ...options, all: false }, (err, address, family) => {
+    if (err) return callback(err, '', 0);
+    const addr = address as unknown as string;
+    if (isBlockedAddress(addr)) return callback(Object.assign(new Error('address not allowed'), { code: 'ESVCBLOCKED' }), '', 0);
+    callback(null, addr, family as number);
+  });
+};
+
+export interface SignedCall {
+  baseUrl: string;
+  /** The step's path (already substituted and URL-encoded), may carry a query. */
+  path: string;
+  method: string;
+  body: string | undefined;
+  headers: Record<string, string>;
+  secret: string;
+  nowS: number;
+  timeoutMs: number;
+  production: boolean;
+}
+
+export type CallOutcome = { kind: 'response'; status: number; body: unknown; pathAndQuery: string } | { kind: 'failed'; reason: 'timeout' | 'network' | 'refused_address' | 'invalid_response'; pathAndQuery: string };
+
+/** The URL actually requested: the destination's address (with its own path) plus the step's path. */
+export function targetUrl(baseUrl: string, path: string): URL {
+  const base = new URL(baseUrl);
+  const basePath = base.pathname.replace(/\/+$/, '');
+  const [p, q] = path.split(/\?(.*)/s, 2);
+  const stepPath = p ? (p.startsWith('/') ? p : `/${p}`) : '';
+  const url = new URL(base.origin);
+  url.pathname = `${basePath}${stepPath}` || '/';
+  url.search = [base.search.replace(/^\?/, ''), q ?? ''].filter(Boolean).join('&');
+  return url;
+}
+
+export function signature(secret: string, ts: number, method: string, pathAndQuery: string, rawBody: string): string {
+  return `v1=${hmacHex(secret, `${ts}.${method} ${pathAndQuery}\n${rawBody}`)}`;
+}
+
+const MAX_RESPONSE_BYTES = 1024 * 1024;
+
+/** One attempt, no redirects followed, signed (decisions 10). Never logs headers or bodies. */
+export function callDestination(c: SignedCall): Promise<CallOutcome> {
+  const url = targetUrl(c.baseUrl, c.path);
+  const pathAndQuery = `${url.pathname}${url.search}`;
+  const rawBody = c.body ?? '';
+  return new Promise((resolve) => {
+    if (c.production && isIP(url.hostname.replace(/^\[|\]$/g, '')) && isBlockedAddress(url.hostname.replace(/^\[|\]$/g, ''))) {
+      return resolve({ kind: 'failed', reason: 'refused_address', pathAndQuery });
+    }
+    const headers: Record<string, string> = {
+      ...c.headers,
+      'x-svc-timestamp': String(c.nowS),
+      'x-svc-signature': signature(c.secret, c.nowS, c.method, pathAndQuery, rawBody),
+      accept: 'application/json',
+    };
+    if (c.body !== undefined) {
+      headers['content-type'] = 'application/json';
+      headers['content-length'] = String(Buffer.byteLength(rawBody));
+    }
+    const requester = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    let settled = false;
+    const done = (o: CallOutcome) => {
+      if (!settled) {
+        settled = true;
+        clearTimeout(timer);
+        resolve(o);
+      }
+    };
+    const req = requester(url, { method: c.method, headers, ...(c.production ? { lookup: guardedLookup } : {}) }, (res) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (ch: Buffer) => {
+        size += ch.length;
+        if (size > MAX_RESPONSE_BYTES) {
+          req.destroy();
+          done({ kind: 'failed', reason: 'invalid_response', pathAndQuery });
+        } else chunks.push(ch);
+      });
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let body: unknown = undefined;
+        try {
+          body = text ? JSON.parse(text) : undefined;
+        } catch {
+          body = undefined;
+        }
+        done({ kind: 'response', status: res.statusCode ?? 0, body, pathAndQuery });
+      });
+      res.on('error', () => done({ kind: 'failed', reason: 'network', pathAndQuery }));
+    });
+    const timer = setTimeout(() => {
+      req.destroy();
+      done({ kind: 'failed', reason: 'timeout', pathAndQuery });
+    }, Math.max(1, Math.min(c.timeoutMs, 5000)));
+    req.on('error', (err: NodeJS.ErrnoException) => done({ kind: 'failed', reason: err.code === 'ESVCBLOCKED' ? 'refused_address' : 'network', pathAndQuery }));
+    req.end(c.body !== undefined ? rawBody : undefined);
+  });
+}

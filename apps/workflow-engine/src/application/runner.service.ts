@@ -1,0 +1,261 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import type { ClientProxy } from '@nestjs/microservices';
+import { lastValueFrom, timeout } from 'rxjs';
+import { CLOCK, Clock } from '@svc/clock';
+import { CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
+import { ApiError, TenantDirectory, WidgetSessionContext, getLogger } from '@svc/http';
+import {
+  AppendConversationMessageCommand,
+  AppendConversationMessageReply,
+  BUS_CLIENT,
+  OpenClinicalCaseCommand,
+  OpenClinicalCaseReply,
+  Patterns,
+  UsageStatusReply,
+} from '@svc/messaging';
+import { CONFIG, ServiceConfig } from '@svc/platform';
+import { READ_STORE, ReadStore } from '@svc/read-store';
+import { EMERGENCY_GUIDANCE, GENERIC_REPLY, emergencyKinds, healthQuestion, triggerMatches } from '../domain/agent';
+import { Definition } from '../domain/definition';
+import { Advance, CallRequest, CallResult, Patient, Reply, RunContext, RunState, advance, giveCallResult, giveInput, startRun } from '../domain/engine';
+import { runDecider, runStream } from '../domain/run';
+import { WorkflowState } from '../domain/workflow';
+import { WorkflowCollections } from '../adapters/projections/workflow.projection';
+import { callDestination } from './destination-client';
+import { Actor, Scope, WorkflowsService } from './workflows.service';
+
+/** A uuid-shaped id derived from a value (stable ids for idempotent bus commands). */
+export function derivedUuid(value: string): string {
+  const h = createHash('sha256').update(value).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-${((parseInt(h[16], 16) & 0x3) | 0x8).toString(16)}${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
+
+interface CallTrace {
+  request: { method: string; url: string; headers: Record<string, string>; body: unknown };
+  response: { status: number | null; body?: unknown; error?: string };
+}
+
+const HEALTH_REPLY = 'Thank you. I have passed your question to your care team; a clinician will get back to you. If it gets worse or feels urgent, call your local emergency number.';
+const HEALTH_ANON_REPLY = 'For questions about your health, please sign in so I can pass them to your care team, or contact your care team directly. If it feels urgent, call your local emergency number.';
+const PAUSED_REPLY = "I can't look that up right now. Would you like me to connect you with our team?";
+
+/** Runs workflows: the pure machine plus the I/O (calls, runs' streams, hand-offs, credits). */
+@Injectable()
+export class RunnerService {
+  private readonly runs;
+  private readonly log = getLogger();
+
+  constructor(
+    @Inject(EVENT_STORE) store: EventStore,
+    @Inject(CLOCK) private readonly clock: Clock,
+    @Inject(READ_STORE) private readonly readStore: ReadStore,
+    @Inject(BUS_CLIENT) private readonly bus: ClientProxy,
+    @Inject(CONFIG) private readonly config: ServiceConfig,
+    private readonly tenants: TenantDirectory,
+    private readonly workflows: WorkflowsService,
+  ) {
+    this.runs = new CommandHandler(store, runDecider, () => clock.now());
+  }
+
+  // ---------- calls ----------
+
+  private async call(envId: string, req: CallRequest, traces?: CallTrace[]): Promise<CallResult> {
+    const dest = await this.workflows.destinationForCall(envId, req.destinationStableKey);
+    const secret = await this.tenants.secret(envId, 'widget_signing');
+    if (!dest || !secret) {
+      traces?.push({ request: { method: req.method, url: req.path, headers: {}, body: req.body ? JSON.parse(req.body) : undefined }, response: { status: null, error: 'destination_missing' } });
+      return { kind: 'failed', reason: 'destination_missing' };
+    }
+    const nowS = Math.floor(this.clock.now().getTime() / 1000);
+    const out = await callDestination({ baseUrl: dest.baseUrl, path: req.path, method: req.method, body: req.body, headers: dest.headers, secret, nowS, timeoutMs: dest.timeoutMs, production: this.config.production });
+    this.log.info({ destination: dest.id, method: req.method, outcome: out.kind === 'response' ? out.status : out.reason }, 'destination call');
+    if (traces) {
+      const redacted = Object.fromEntries(Object.keys(dest.headers).map((k) => [k, '[redacted]']));
+      traces.push({
+        request: { method: req.method, url: `${new URL(dest.baseUrl).origin}${out.pathAndQuery}`, headers: { ...redacted, 'x-svc-timestamp': String(nowS), 'x-svc-signature': '[redacted]' }, body: req.body ? JSON.parse(req.body) : undefined },
+        response: out.kind === 'response' ? { status: out.status, body: out.body } : { status: null, error: out.reason },
+      });
+    }
+    return out.kind === 'response' ? { kind: 'response', status: out.status, body: out.body } : { kind: 'failed', reason: out.reason };
+  }
+
+  /** Drives the machine through its calls until it waits for the patient or ends. */
+  private async drive(envId: string, def: Definition, ctx: RunContext, first: Advance, traces?: CallTrace[]): Promise<Advance> {
+    let r = first;
+    const replies: Reply[] = [...first.replies];
+    while (r.next.kind === 'call') {
+      const result = await this.call(envId, r.next.request, traces);
+      r = giveCallResult(def, r.state, ctx, result);
+      replies.push(...r.replies);
+    }
+    return { ...r, replies };
+  }
+
+  // ---------- test runs ----------
+
+  async test(
+    scope: Scope,
+    versionId: string,
+    body: { expectedRevision: number; opening: string; replies: string[]; patientEmail?: string; patientId?: string },
+    actor: Actor,
+    baaSigned: boolean,
+  ) {
+    const { state, version } = await this.workflows.byVersion(scope.environmentId, versionId);
+    if (body.expectedRevision !== version.revision) throw new DomainError(409, 'STALE_REVISION', `The version is at revision ${version.revision}`);
+    const def = version.definition;
+    if (!baaSigned && def.steps.some((s) => s.type === 'call_api')) throw new ApiError(403, 'BAA_REQUIRED', 'A test run that calls a Destination needs a signed business associate agreement');
+    const runId = randomUUID();
+    const ctx: RunContext = { runId, patient: { email: body.patientEmail ?? null, externalId: body.patientId ?? null } };
+    const transcript: { from: 'patient' | 'agent'; text: string }[] = [{ from: 'patient', text: body.opening }];
+    const traces: CallTrace[] = [];
+    const say = (replies: Reply[]) => {
+      for (const r of replies) {
+        if (r.type === 'text') transcript.push({ from: 'agent', text: r.text });
+        else if (r.type === 'orders') transcript.push({ from: 'agent', text: r.orders.map((o) => `Order ${o.id}: ${o.statusLabel ?? o.status}${o.trackingUrl ? ` (track: ${o.trackingUrl})` : ''}`).join('\n') });
+        else transcript.push({ from: 'agent', text: `[upload: ${r.variable}]` });
+      }
+    };
+    let r = await this.drive(scope.environmentId, def, ctx, advance(def, startRun(def), ctx), traces);
+    say(r.replies);
+    for (const reply of body.replies) {
+      if (r.next.kind !== 'await') break;
+      transcript.push({ from: 'patient', text: reply });
+      r = await this.drive(scope.environmentId, def, ctx, giveInput(def, r.state, ctx, reply, 0), traces);
+      say(r.replies);
+    }
+    const s = r.state;
+    const passed = s.status === 'ended' && !s.stepError && s.outcome !== 'sign_in_required' && s.outcome !== 'error';
+    const started = await this.runs.handle(
+      runStream(runId),
+      { type: 'Start', header: { organizationId: scope.organizationId, environmentId: scope.environmentId, runId, workflowId: state.id!, versionId, conversationId: null }, test: true, state: s },
+      { actor: `staff:${actor.sub}`, organizationId: scope.organizationId, environmentId: scope.environmentId },
+    );
+    const recorded = await this.workflows.workflows.handle(
+      `workflow-engine-workflow-${state.id}`,
+      { type: 'RecordTest', versionId, expectedRevision: body.expectedRevision, passed, runId, by: actor.sub },
+      { actor: `staff:${actor.sub}`, organizationId: scope.organizationId, environmentId: scope.environmentId },
+    );
+    await this.workflows.applied(Math.max(started.position, recorded.position));
+    let callIndex = 0;
+    const steps = s.steps.map((t) => {
+      const base = { stepId: t.stepId, type: t.type, outcome: t.outcome };
+      if (t.type === 'call_api' && ['call_ok', 'not_found', 'call_failed', 'contract_broken'].includes(t.outcome) && traces[callIndex]) return { ...base, ...traces[callIndex++] };
+      return base;
+    });
+    return { runId, passed, transcript, steps };
+  }
+
+  // ---------- the patient agent ----------
+
+  private async usagePaused(organizationId: string): Promise<boolean> {
+    try {
+      const r = await lastValueFrom(this.bus.send<UsageStatusReply>(Patterns.usageStatus, { organizationId }).pipe(timeout(1000)));
+      return !!r?.paused;
+    } catch {
+      return false; // nobody answered within ~1 s: not paused
+    }
+  }
+
+  private async openCase(session: WidgetSessionContext, requestId: string, priority: 'emergency' | 'urgent' | 'routine', notes: string, matchedRules: string[]): Promise<string | undefined> {
+    if (!session.patientId) return undefined;
+    const cmd: OpenClinicalCaseCommand = {
+      requestId,
+      organizationId: session.organizationId,
+      environmentId: session.environmentId,
+      patientId: session.patientId,
+      source: 'patient_concern',
+      priority,
+      patientNotes: notes,
+      symptomScores: {},
+      matchedRules,
+      stoppedEarly: false,
+      actor: `patient:${session.patientId}`,
+    };
+    try {
+      const r = await lastValueFrom(this.bus.send<OpenClinicalCaseReply>(Patterns.openClinicalCase, cmd).pipe(timeout(10_000)));
+      return r.reference;
+    } catch (err) {
+      this.log.warn({ error: (err as Error)?.name ?? 'error', code: (err as { code?: string })?.code }, 'open clinical case failed');
+      return undefined;
+    }
+  }
+
+  private async handOff(session: WidgetSessionContext, runId: string, s: RunState, message: string): Promise<string | undefined> {
+    const h = s.handOff!;
+    const lines = [`Patient answers:`, ...h.answers.map((a) => `- ${a}`), ...(h.summary ? ['', `Summary: ${h.summary}`] : []), ...(h.teamAsk ? ['', `Team ask: ${h.teamAsk}`] : [])];
+    if (h.category === 'clinical' && session.patientId) return this.openCase(session, derivedUuid(`handoff:${runId}`), 'routine', [message, '', ...lines].join('\n'), []);
+    const cmd: AppendConversationMessageCommand = {
+      requestId: derivedUuid(`handoff-summary:${runId}`),
+      organizationId: session.organizationId,
+      environmentId: session.environmentId,
+      conversationId: derivedUuid(`work-item:${runId}`),
+      kind: 'work_item',
+      patientId: session.patientId,
+      sender: 'system',
+      message: [`Hand-off (${h.category})`, ...lines].join('\n'),
+    };
+    try {
+      await lastValueFrom(this.bus.send<AppendConversationMessageReply>(Patterns.appendConversationMessage, cmd).pipe(timeout(10_000)));
+    } catch (err) {
+      this.log.warn({ error: (err as Error)?.name ?? 'error' }, 'hand-off work item failed');
+    }
+    return undefined;
+  }
+
+  async message(session: WidgetSessionContext, message: string, attachments: number) {
+    const conversationId = derivedUuid(`widget-conversation:${session.sessionId}`);
+    const envId = session.environmentId;
+    const patient: Patient = { email: session.email ?? null, externalId: session.externalPatientId ?? null };
+    const kinds = emergencyKinds(message);
+    if (kinds.length) {
+      const caseReference = await this.openCase(session, derivedUuid(`emergency:${session.sessionId}:${this.clock.now().toISOString()}:${message}`), 'emergency', message, kinds.map((k) => `emergency_terms:${k}`));
+      return { conversationId, replies: [{ type: 'text', text: EMERGENCY_GUIDANCE }] as Reply[], handedOff: !!caseReference, ...(caseReference ? { caseReference } : {}) };
+    }
+    const pending = await this.readStore.get<{ runId: string; workflowId: string; versionId: string }>(WorkflowCollections.pending, conversationId);
+    if (pending) {
+      const loaded = await this.runs.load(runStream(pending.runId));
+      const wf = await this.readStore.get<WorkflowState>(WorkflowCollections.workflows, pending.workflowId);
+      const version = wf?.versions.find((v) => v.id === pending.versionId);
+      if (loaded.state.state && version && loaded.state.state.status === 'waiting') {
+        const ctx: RunContext = { runId: pending.runId, patient };
+        const def = version.definition;
+        const r = await this.drive(envId, def, ctx, giveInput(def, loaded.state.state, ctx, message, attachments));
+        const w = await this.runs.handle(runStream(pending.runId), { type: 'Advance', state: r.state }, { actor: this.actor(session), organizationId: session.organizationId, environmentId: envId });
+        await this.workflows.applied(w.position);
+        return this.finish(session, conversationId, pending.runId, r);
+      }
+    }
+    const health = healthQuestion(message);
+    if (health.matched) {
+      const caseReference = await this.openCase(session, derivedUuid(`health:${session.sessionId}:${this.clock.now().toISOString()}:${message}`), health.priority, message, []);
+      return { conversationId, replies: [{ type: 'text', text: caseReference ? HEALTH_REPLY : HEALTH_ANON_REPLY }] as Reply[], handedOff: !!caseReference, ...(caseReference ? { caseReference } : {}) };
+    }
+    const live = await this.workflows.liveWorkflows(envId);
+    const match = live.map((w) => ({ w, v: w.versions.find((v) => v.id === w.liveVersionId)! })).find(({ v }) => v && triggerMatches(v.definition, message));
+    if (!match) return { conversationId, replies: [{ type: 'text', text: GENERIC_REPLY }] as Reply[], handedOff: false };
+    if (await this.usagePaused(session.organizationId)) return { conversationId, replies: [{ type: 'text', text: PAUSED_REPLY }] as Reply[], handedOff: false };
+    const runId = randomUUID();
+    const ctx: RunContext = { runId, patient };
+    const def = match.v.definition;
+    const r = await this.drive(envId, def, ctx, advance(def, startRun(def), ctx));
+    const w = await this.runs.handle(
+      runStream(runId),
+      { type: 'Start', header: { organizationId: session.organizationId, environmentId: envId, runId, workflowId: match.w.id!, versionId: match.v.id, conversationId }, test: false, state: r.state },
+      { actor: this.actor(session), organizationId: session.organizationId, environmentId: envId },
+    );
+    await this.workflows.applied(w.position);
+    return this.finish(session, conversationId, runId, r);
+  }
+
+  private actor(session: WidgetSessionContext): string {
+    return session.patientId ? `patient:${session.patientId}` : `widget-session:${session.sessionId}`;
+  }
+
+  private async finish(session: WidgetSessionContext, conversationId: string, runId: string, r: Advance) {
+    let caseReference: string | undefined;
+    const handedOff = r.state.outcome === 'handed_off';
+    if (handedOff) caseReference = await this.handOff(session, runId, r.state, r.replies.filter((x) => x.type === 'text').map((x) => (x as { text: string }).text).join('\n'));
+    return { conversationId, replies: r.replies, handedOff, ...(caseReference ? { caseReference } : {}) };
+  }
+}

@@ -1,0 +1,256 @@
+import { randomUUID } from 'node:crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import { CLOCK, Clock } from '@svc/clock';
+import { CommandHandler, EVENT_STORE, EventStore } from '@svc/eventstore';
+import { ApiError } from '@svc/http';
+import { PROJECTIONS } from '@svc/platform';
+import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
+import { KEYRING, Keyring } from '@svc/security';
+import { Definition, validateDefinition } from '../domain/definition';
+import { destinationDecider, destinationKeyStream, destinationStream } from '../domain/destination';
+import { Blocker, VersionRecord, WorkflowCommand, WorkflowState, readiness, workflowDecider, workflowKeyDecider, workflowKeyStream, workflowStream } from '../domain/workflow';
+import { DestinationDoc, RunDoc, WORKFLOW_PROJECTION, WorkflowCollections } from '../adapters/projections/workflow.projection';
+
+export interface Actor {
+  sub: string;
+}
+export interface Scope {
+  organizationId: string;
+  environmentId: string;
+}
+
+/** The workflow record of decisions 10. */
+export function workflowView(s: WorkflowState) {
+  const draft = s.versions.find((v) => v.state === 'draft');
+  const category = (s.versions.find((v) => v.id === s.liveVersionId) ?? draft ?? s.versions[s.versions.length - 1])?.definition.category;
+  return {
+    id: s.id!,
+    stableKey: s.stableKey,
+    name: s.name,
+    category,
+    active: s.active,
+    archivedAt: s.archivedAt,
+    everLive: s.everLive,
+    liveVersionId: s.liveVersionId,
+    draftVersionId: draft?.id ?? null,
+    createdAt: s.createdAt,
+    updatedAt: s.updatedAt,
+    versions: s.versions.filter((v) => v.state !== 'discarded').map(versionView),
+  };
+}
+
+export function versionView(v: VersionRecord) {
+  return { id: v.id, workflowId: v.workflowId, number: v.number, state: v.state, revision: v.revision, definition: v.definition, lastTest: v.lastTest, createdAt: v.createdAt, activatedAt: v.activatedAt };
+}
+
+/** Workflow lifecycle and destinations: every write through a decider, then read-your-writes. */
+@Injectable()
+export class WorkflowsService {
+  readonly workflows: CommandHandler<WorkflowCommand, Parameters<typeof workflowDecider.evolve>[1], WorkflowState>;
+  private readonly keys;
+  private readonly destinations;
+
+  constructor(
+    @Inject(EVENT_STORE) store: EventStore,
+    @Inject(CLOCK) private readonly clock: Clock,
+    @Inject(PROJECTIONS) private readonly projections: ProjectionRunner,
+    @Inject(READ_STORE) private readonly readStore: ReadStore,
+    @Inject(KEYRING) private readonly keyring: Keyring,
+  ) {
+    const now = () => clock.now();
+    this.workflows = new CommandHandler(store, workflowDecider, now);
+    this.keys = new CommandHandler(store, workflowKeyDecider, now);
+    this.destinations = new CommandHandler(store, destinationDecider, now);
+  }
+
+  async applied(position: number): Promise<void> {
+    if (position > 0) await this.projections.waitFor([WORKFLOW_PROJECTION], position);
+  }
+
+  private ctx(scope: Scope, actor: Actor) {
+    return { actor: `staff:${actor.sub}`, organizationId: scope.organizationId, environmentId: scope.environmentId };
+  }
+
+  static checkDefinition(definition: unknown): Definition {
+    const details = validateDefinition(definition);
+    if (details.length) throw ApiError.validation(details, 'The workflow definition is not valid');
+    return definition as Definition;
+  }
+
+  // ---------- reads ----------
+
+  async list(envId: string) {
+    const docs = await this.readStore.list<WorkflowState>(WorkflowCollections.workflows, envId);
+    return docs.map(workflowView);
+  }
+
+  async state(envId: string, workflowId: string): Promise<WorkflowState> {
+    const s = await this.readStore.get<WorkflowState>(WorkflowCollections.workflows, workflowId);
+    if (!s || s.environmentId !== envId || s.deleted) throw ApiError.notFound('Workflow');
+    return s;
+  }
+
+  async byVersion(envId: string, versionId: string): Promise<{ state: WorkflowState; version: VersionRecord }> {
+    const ref = await this.readStore.get<{ workflowId: string; environmentId: string }>(WorkflowCollections.versions, versionId);
+    if (!ref || ref.environmentId !== envId) throw ApiError.notFound('Workflow version');
+    const state = await this.state(envId, ref.workflowId);
+    const version = state.versions.find((v) => v.id === versionId);
+    if (!version || version.state === 'discarded') throw ApiError.notFound('Workflow version');
+    return { state, version };
+  }
+
+  async liveWorkflows(envId: string): Promise<WorkflowState[]> {
+    const docs = await this.readStore.list<WorkflowState>(WorkflowCollections.workflows, envId);
+    return docs.filter((d) => d.active && !d.archivedAt && d.liveVersionId);
+  }
+
+  // ---------- writes ----------
+
+  private async exec(scope: Scope, actor: Actor, workflowId: string, command: WorkflowCommand) {
+    const r = await this.workflows.handle(workflowStream(workflowId), command, this.ctx(scope, actor));
+    await this.applied(r.position);
+    return r;
+  }
+
+  async create(scope: Scope, body: { stableKey: string; name: string; definition: unknown }, actor: Actor) {
+    const definition = WorkflowsService.checkDefinition(body.definition);
+    const workflowId = randomUUID();
+    // First writer wins on the key stream; a concurrent or later duplicate gets 409 DUPLICATE_KEY.
+    await this.keys.handle(workflowKeyStream(scope.environmentId, body.stableKey), { type: 'Claim', workflowId }, this.ctx(scope, actor));
+    const r = await this.exec(scope, actor, workflowId, {
+      type: 'Create',
+      workflowId,
+      organizationId: scope.organizationId,
+      environmentId: scope.environmentId,
+      stableKey: body.stableKey,
+      name: body.name,
+      versionId: randomUUID(),
+      definition,
+      by: actor.sub,
+    });
+    return workflowView(r.state);
+  }
+
+  async rename(scope: Scope, id: string, name: string, actor: Actor) {
+    await this.state(scope.environmentId, id);
+    return workflowView((await this.exec(scope, actor, id, { type: 'Rename', name, by: actor.sub })).state);
+  }
+
+  async remove(scope: Scope, id: string, actor: Actor) {
+    const s = await this.state(scope.environmentId, id);
+    await this.exec(scope, actor, id, { type: 'Delete', by: actor.sub });
+    await this.keys.handle(workflowKeyStream(scope.environmentId, s.stableKey), { type: 'Release', workflowId: id }, this.ctx(scope, actor));
+  }
+
+  async archive(scope: Scope, id: string, actor: Actor) {
+    await this.state(scope.environmentId, id);
+    return workflowView((await this.exec(scope, actor, id, { type: 'Archive', by: actor.sub })).state);
+  }
+
+  async restore(scope: Scope, id: string, actor: Actor) {
+    await this.state(scope.environmentId, id);
+    return workflowView((await this.exec(scope, actor, id, { type: 'Restore', by: actor.sub })).state);
+  }
+
+  async deactivate(scope: Scope, id: string, actor: Actor) {
+    await this.state(scope.environmentId, id);
+    return workflowView((await this.exec(scope, actor, id, { type: 'Deactivate', by: actor.sub })).state);
+  }
+
+  async createDraft(scope: Scope, id: string, actor: Actor) {
+    await this.state(scope.environmentId, id);
+    const r = await this.exec(scope, actor, id, { type: 'CreateDraft', versionId: randomUUID(), by: actor.sub });
+    return versionView(r.state.versions.find((v) => v.state === 'draft')!);
+  }
+
+  async saveDraft(scope: Scope, versionId: string, body: { expectedRevision: number; definition: unknown }, actor: Actor) {
+    const { state } = await this.byVersion(scope.environmentId, versionId);
+    const definition = WorkflowsService.checkDefinition(body.definition);
+    const r = await this.exec(scope, actor, state.id!, { type: 'SaveDraft', versionId, expectedRevision: body.expectedRevision, definition, by: actor.sub });
+    return workflowView(r.state);
+  }
+
+  async discardDraft(scope: Scope, versionId: string, actor: Actor) {
+    const { state } = await this.byVersion(scope.environmentId, versionId);
+    await this.exec(scope, actor, state.id!, { type: 'DiscardDraft', versionId, by: actor.sub });
+  }
+
+  async missingDestinations(envId: string, version: VersionRecord): Promise<string[]> {
+    const have = new Set((await this.readStore.list<DestinationDoc>(WorkflowCollections.destinations, envId)).map((d) => d.stableKey));
+    const used = [...new Set(version.definition.steps.flatMap((s) => (s.type === 'call_api' ? [s.destinationStableKey] : [])))];
+    return used.filter((k) => !have.has(k));
+  }
+
+  async readiness(envId: string, versionId: string): Promise<{ ready: boolean; blockers: Blocker[] }> {
+    const { state, version } = await this.byVersion(envId, versionId);
+    const blockers = readiness(state, versionId, this.clock.now(), await this.missingDestinations(envId, version));
+    return { ready: blockers.length === 0, blockers };
+  }
+
+  async activate(scope: Scope, versionId: string, expectedRevision: number, actor: Actor) {
+    const { state, version } = await this.byVersion(scope.environmentId, versionId);
+    const destinationsMissing = await this.missingDestinations(scope.environmentId, version);
+    const r = await this.exec(scope, actor, state.id!, { type: 'Activate', versionId, expectedRevision, destinationsMissing, by: actor.sub });
+    return workflowView(r.state);
+  }
+
+  async runs(envId: string, workflowId: string) {
+    await this.state(envId, workflowId);
+    const docs = await this.readStore.list<RunDoc>(WorkflowCollections.runs, workflowId);
+    // Outcomes only, never values.
+    return docs
+      .reverse()
+      .slice(0, 100)
+      .map((d) => ({ runId: d.runId, versionId: d.versionId, test: d.test, startedAt: d.startedAt, endedAt: d.endedAt, outcome: d.outcome, steps: d.steps.map((s) => ({ stepId: s.stepId, type: s.type, outcome: s.outcome })) }));
+  }
+
+  // ---------- destinations ----------
+
+  async createDestination(scope: Scope, body: { stableKey: string; name: string; baseUrl: string; headers?: Record<string, string>; timeoutMs?: number }, actor: Actor) {
+    const destinationId = randomUUID();
+    await this.keys.handle(destinationKeyStream(scope.environmentId, body.stableKey), { type: 'Claim', workflowId: destinationId }, this.ctx(scope, actor));
+    const r = await this.destinations.handle(
+      destinationStream(destinationId),
+      {
+        type: 'Create',
+        destinationId,
+        organizationId: scope.organizationId,
+        environmentId: scope.environmentId,
+        stableKey: body.stableKey,
+        name: body.name,
+        baseUrl: body.baseUrl,
+        headers: body.headers ?? {},
+        timeoutMs: body.timeoutMs ?? 5000,
+        by: actor.sub,
+      },
+      this.ctx(scope, actor),
+    );
+    await this.applied(r.position);
+    const doc = await this.readStore.get<DestinationDoc>(WorkflowCollections.destinations, destinationId);
+    return destinationView(doc!);
+  }
+
+  async listDestinations(envId: string) {
+    return (await this.readStore.list<DestinationDoc>(WorkflowCollections.destinations, envId)).map(destinationView);
+  }
+
+  async deleteDestination(scope: Scope, id: string, actor: Actor) {
+    const doc = await this.readStore.get<DestinationDoc>(WorkflowCollections.destinations, id);
+    if (!doc || doc.environmentId !== scope.environmentId) throw ApiError.notFound('Destination');
+    const r = await this.destinations.handle(destinationStream(id), { type: 'Delete', environmentId: scope.environmentId, by: actor.sub }, this.ctx(scope, actor));
+    await this.keys.handle(destinationKeyStream(scope.environmentId, doc.stableKey), { type: 'Release', workflowId: id }, this.ctx(scope, actor));
+    await this.applied(r.position);
+  }
+
+  /** A destination with its header values decrypted (for calls only; never returned or logged). */
+  async destinationForCall(envId: string, stableKey: string): Promise<(DestinationDoc & { headers: Record<string, string> }) | null> {
+    const doc = (await this.readStore.list<DestinationDoc>(WorkflowCollections.destinations, envId)).find((d) => d.stableKey === stableKey);
+    if (!doc) return null;
+    return { ...doc, headers: JSON.parse(this.keyring.decrypt(envId, doc.headersEncrypted)) as Record<string, string> };
+  }
+}
+
+/** Header values are never returned: only their names. */
+export function destinationView(d: DestinationDoc) {
+  return { id: d.id, stableKey: d.stableKey, name: d.name, baseUrl: d.baseUrl, timeoutMs: d.timeoutMs, headerNames: d.headerNames, createdAt: d.createdAt };
+}

@@ -1,0 +1,62 @@
+/**
+ * The patient agent's pure decisions (decisions 7): emergency terms, health questions and
+ * trigger-phrase matching, English and Spanish, accent-insensitive.
+ */
+import { Definition } from './definition';
+import { normalize } from './engine';
+
+export type EmergencyKind = 'chest_pain' | 'breathing' | 'stroke' | 'self_harm' | 'severe_bleeding' | 'unconscious' | 'allergic_reaction' | 'overdose';
+
+/** Built-in emergency terms by kind (normalized: lowercase, no accents). */
+export const EMERGENCY_TERMS: Record<EmergencyKind, string[]> = {
+  chest_pain: ['chest pain', 'chest pressure', 'pain in my chest', 'heart attack', 'dolor de pecho', 'dolor en el pecho', 'presion en el pecho', 'infarto', 'ataque al corazon'],
+  breathing: ["can't breathe", 'cant breathe', 'cannot breathe', 'trouble breathing', 'difficulty breathing', 'short of breath', 'shortness of breath', 'no puedo respirar', 'dificultad para respirar', 'me falta el aire', 'me ahogo'],
+  stroke: ['stroke', 'face drooping', 'slurred speech', 'one side numb', 'derrame cerebral', 'ictus', 'cara caida', 'no puedo hablar bien'],
+  self_harm: ['kill myself', 'suicide', 'suicidal', 'end my life', 'hurt myself', 'self harm', 'want to die', 'matarme', 'suicidarme', 'suicidio', 'quitarme la vida', 'hacerme dano', 'quiero morir'],
+  severe_bleeding: ['severe bleeding', "bleeding won't stop", 'bleeding wont stop', 'bleeding heavily', 'lots of blood', 'sangrado abundante', 'sangrado fuerte', 'no para de sangrar', 'mucha sangre'],
+  unconscious: ['unconscious', 'passed out', 'fainted', 'not responding', 'unresponsive', 'inconsciente', 'se desmayo', 'me desmaye', 'no responde'],
+  allergic_reaction: ['anaphylaxis', 'anaphylactic', 'throat swelling', 'throat is closing', 'severe allergic reaction', 'anafilaxia', 'reaccion alergica grave', 'se me cierra la garganta', 'garganta hinchada'],
+  overdose: ['overdose', 'overdosed', 'took too many pills', 'sobredosis', 'demasiadas pastillas'],
+};
+
+export const EMERGENCY_GUIDANCE =
+  'This may be an emergency. Call your local emergency number (911 in the US) now or go to the nearest emergency room. / Esto puede ser una emergencia: llame al número de emergencias (911) o acuda a urgencias ahora. We have alerted your care team.';
+
+/** Health-question heuristics: symptoms, medication, dose, side effects, pain, ... */
+const HEALTH_TERMS = [
+  'symptom', 'medication', 'medicine', 'dose', 'dosage', 'side effect', 'pain', 'hurts', 'fever', 'rash', 'nausea', 'vomit', 'dizzy', 'headache', 'prescription', 'pill', 'injection', 'swelling', 'infection', 'bleeding', 'cough', 'diarrhea', 'allergic',
+  'sintoma', 'medicamento', 'medicina', 'dosis', 'efecto secundario', 'efectos secundarios', 'dolor', 'duele', 'fiebre', 'sarpullido', 'nauseas', 'vomito', 'mareo', 'receta', 'pastilla', 'inyeccion', 'hinchazon', 'infeccion', 'sangrado', 'tos', 'diarrea', 'alergia',
+];
+/** Words that make a health question urgent rather than routine. */
+const URGENT_TERMS = ['severe', 'worse', 'worsening', 'getting worse', 'high fever', 'a lot of pain', 'grave', 'peor', 'empeora', 'fiebre alta', 'mucho dolor', 'intenso'];
+
+const contains = (text: string, phrase: string) => {
+  const p = normalize(phrase);
+  if (!p) return false;
+  return ` ${text} `.includes(` ${p} `) || (p.includes(' ') && text.includes(p));
+};
+
+const wordStem = (text: string, term: string) => {
+  const t = normalize(term);
+  return new RegExp(`(^|\\s)${t.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`).test(text);
+};
+
+export function emergencyKinds(message: string): EmergencyKind[] {
+  const t = normalize(message);
+  return (Object.keys(EMERGENCY_TERMS) as EmergencyKind[]).filter((k) => EMERGENCY_TERMS[k].some((term) => contains(t, term)));
+}
+
+export function healthQuestion(message: string): { matched: boolean; priority: 'urgent' | 'routine' } {
+  const t = normalize(message);
+  const matched = HEALTH_TERMS.some((term) => wordStem(t, term));
+  return { matched, priority: matched && URGENT_TERMS.some((u) => contains(t, u)) ? 'urgent' : 'routine' };
+}
+
+/** A workflow matches when a trigger phrase is in the message and no exclude phrase is. */
+export function triggerMatches(def: Definition, message: string): boolean {
+  const t = normalize(message);
+  const hit = (def.triggerPhrases ?? []).some((p) => contains(t, p));
+  return hit && !(def.excludePhrases ?? []).some((p) => contains(t, p));
+}
+
+export const GENERIC_REPLY = "I'm not sure I can help with that here. Would you like me to connect you with our team? / ¿Quiere que le comunique con nuestro equipo?";

@@ -1,0 +1,72 @@
+/** The order lookup response contract (spec "order_lookup.requested") and the cards shown. Pure. */
+export type OrderStatus = 'processing' | 'shipped' | 'delivered' | 'delayed' | 'cancelled';
+
+export interface OrderCard {
+  id: string;
+  status: OrderStatus;
+  statusLabel: string | null;
+  carrier: string | null;
+  trackingUrl: string | null;
+  estimatedDelivery: string | null;
+  placedAt: string | null;
+  items: { name: string; quantity: number }[] | null;
+}
+
+const STATUSES = ['processing', 'shipped', 'delivered', 'delayed', 'cancelled'];
+const DATE = /^\d{4}-\d{2}-\d{2}$/;
+const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+
+const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const optStr = (v: unknown, max: number) => v === undefined || v === null || (typeof v === 'string' && v.length <= max);
+const optDate = (v: unknown) => v === undefined || v === null || (typeof v === 'string' && (DATE.test(v) || DATE_TIME.test(v)) && !Number.isNaN(Date.parse(v)));
+
+/** Tracking link shown only when https with no user name or password. */
+export function safeTrackingUrl(v: unknown): string | null {
+  if (typeof v !== 'string') return null;
+  try {
+    const u = new URL(v);
+    return u.protocol === 'https:' && !u.username && !u.password ? v : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The orders of a contract-conforming body, or null when it breaks the contract. */
+export function parseOrdersResponse(body: unknown): OrderCard[] | null {
+  if (!isObj(body) || !Array.isArray(body.orders) || body.orders.length > 50) return null;
+  const out: OrderCard[] = [];
+  for (const o of body.orders) {
+    if (!isObj(o)) return null;
+    if (typeof o.id !== 'string' || o.id.length < 1 || o.id.length > 64) return null;
+    if (!STATUSES.includes(o.status as string)) return null;
+    if (!optStr(o.statusLabel, 80) || !optStr(o.carrier, 60) || !optStr(o.trackingUrl, 2000)) return null;
+    if (!optDate(o.estimatedDelivery) || !optDate(o.placedAt)) return null;
+    let items: OrderCard['items'] = null;
+    if (o.items !== undefined && o.items !== null) {
+      if (!Array.isArray(o.items) || o.items.length > 20) return null;
+      items = [];
+      for (const it of o.items) {
+        if (!isObj(it) || typeof it.name !== 'string' || it.name.length < 1 || it.name.length > 120) return null;
+        if (typeof it.quantity !== 'number' || !Number.isInteger(it.quantity) || it.quantity < 1 || it.quantity > 999) return null;
+        items.push({ name: it.name, quantity: it.quantity });
+      }
+    }
+    out.push({
+      id: o.id,
+      status: o.status as OrderStatus,
+      statusLabel: (o.statusLabel as string | null | undefined) ?? null,
+      carrier: (o.carrier as string | null | undefined) ?? null,
+      trackingUrl: safeTrackingUrl(o.trackingUrl),
+      estimatedDelivery: (o.estimatedDelivery as string | null | undefined) ?? null,
+      placedAt: (o.placedAt as string | null | undefined) ?? null,
+      items,
+    });
+  }
+  return out;
+}
+
+/** At most three, latest first when every order has placedAt (else the caller's order). */
+export function ordersToShow(orders: OrderCard[]): OrderCard[] {
+  const sorted = orders.every((o) => o.placedAt) ? [...orders].sort((a, b) => Date.parse(b.placedAt!) - Date.parse(a.placedAt!)) : orders;
+  return sorted.slice(0, 3);
+}
