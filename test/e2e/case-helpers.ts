@@ -35,3 +35,29 @@ export async function eventually<T>(fn: () => Promise<T>, ok: (v: T) => boolean,
     await new Promise((r) => setTimeout(r, 25));
   }
 }
+
+/** The in-process broker of a TestApp (standalone): lets a test watch topics and send commands. */
+export function brokerOf(app: TestApp): import('@svc/messaging').InProcessBroker {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { IN_PROCESS_BROKER } = require('@svc/platform');
+  return (app as unknown as { app: { get(token: unknown): import('@svc/messaging').InProcessBroker } }).app.get(IN_PROCESS_BROKER);
+}
+
+/** Collects the integration messages published on a topic. */
+export function watchTopic(app: TestApp, topic: string) {
+  const seen: import('@svc/messaging').IntegrationMessage<any>[] = [];
+  const stop = brokerOf(app).subscribe(topic, (m) => {
+    seen.push(m.data as import('@svc/messaging').IntegrationMessage<any>);
+  });
+  return { seen, stop };
+}
+
+/** Request/reply on the app's bus. */
+export function busRequest<T = any>(app: TestApp, pattern: string, data: unknown): Promise<T> {
+  return new Promise((resolve, reject) => {
+    brokerOf(app).request(pattern, data, (packet) => {
+      if (packet.err !== undefined) reject(packet.err);
+      else if (packet.response !== undefined) resolve(packet.response as T);
+    });
+  });
+}

@@ -4,6 +4,7 @@ import { DomainError } from '@svc/eventstore';
 import { IntegrationEventTypes, IntegrationMessage, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns, Topics } from '@svc/messaging';
 import { CaseLedgerService } from '../../application/case-ledger.service';
 import { isUuid } from '../../application/canonical';
+import { rpc } from './rpc';
 
 const SOURCES = ['check_in', 'patient_concern', 'staff_chat'];
 const PRIORITIES = ['emergency', 'urgent', 'routine'];
@@ -15,6 +16,7 @@ export class CaseBusController {
 
   @MessagePattern(Patterns.openClinicalCase)
   open(@Payload() cmd: OpenClinicalCaseCommand): Promise<OpenClinicalCaseReply> {
+    return rpc(async () => {
     const bad: string[] = [];
     for (const k of ['requestId', 'organizationId', 'environmentId', 'patientId'] as const) if (!isUuid(cmd?.[k])) bad.push(k);
     if (!SOURCES.includes(cmd?.source)) bad.push('source');
@@ -22,6 +24,7 @@ export class CaseBusController {
     if (typeof cmd?.actor !== 'string') bad.push('actor');
     if (bad.length) throw new DomainError(400, 'VALIDATION_FAILED', 'Invalid open-case command', bad.map((path) => ({ path, message: 'invalid' })));
     return this.cases.open(cmd);
+    });
   }
 
   @EventPattern(Topics.dispatcherEvents)

@@ -3,6 +3,7 @@ import { EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { DomainError } from '@svc/eventstore';
 import { AppendConversationMessageCommand, AppendConversationMessageReply, IntegrationMessage, Patterns, Topics } from '@svc/messaging';
 import { ConversationService, isUuid } from '../../application/conversation.service';
+import { rpc } from './rpc';
 
 const SENDERS = ['patient', 'provider', 'agent', 'staff', 'system'];
 
@@ -13,6 +14,7 @@ export class ConversationBusController {
 
   @MessagePattern(Patterns.appendConversationMessage)
   append(@Payload() cmd: AppendConversationMessageCommand): Promise<AppendConversationMessageReply> {
+    return rpc(async () => {
     const bad: string[] = [];
     for (const k of ['requestId', 'organizationId', 'environmentId', 'conversationId'] as const) if (!isUuid(cmd?.[k])) bad.push(k);
     if (cmd?.kind !== 'case' && cmd?.kind !== 'work_item') bad.push('kind');
@@ -21,6 +23,7 @@ export class ConversationBusController {
     if (typeof cmd?.message !== 'string' || cmd.message.length < 1) bad.push('message');
     if (bad.length) throw new DomainError(400, 'VALIDATION_FAILED', 'Invalid append-message command', bad.map((path) => ({ path, message: 'invalid' })));
     return this.conversations.appendFromBus(cmd);
+    });
   }
 
   /** clinical_case.opened starts the case thread; clinical_case.resolved closes it to patient messages (idempotent in the stream). */

@@ -1,0 +1,365 @@
+import { randomUUID } from 'node:crypto';
+import { IntegrationEventTypes, Patterns, Topics } from '@svc/messaging';
+import { TestApp } from '@svc/testing';
+import { Tenant, busRequest, eventually, openCase, update, watchTopic } from './case-helpers';
+
+/** Issue 4: clinical cases over real HTTP (standalone app, in-process bus). */
+describe('clinical cases (e2e, real HTTP)', () => {
+  const app = new TestApp();
+  let t: Tenant;
+  let caseEvents: ReturnType<typeof watchTopic>;
+  beforeAll(async () => {
+    await app.start();
+    caseEvents = watchTopic(app, Topics.caseEvents);
+    t = await app.tenant();
+  });
+  afterAll(async () => {
+    caseEvents.stop();
+    await app.stop();
+  });
+
+  const progress = (caseId: string, key = t.apiKey) => app.api.get(`/v1/clinical-cases/${caseId}/progress`, key);
+  const post = (caseId: string, body: unknown, key = t.apiKey) => app.api.post(`/v1/clinical-cases/${caseId}/updates`, body, key);
+  const message = (caseId: string, body: unknown, key = t.apiKey) => app.api.post(`/v1/clinical-cases/${caseId}/messages`, body, key);
+
+  it('opens a staff_chat case: reference, priority from emergency words (English and Spanish), opened event with the spec data', async () => {
+    const routine = await app.api.post(`${t.env}/clinical-cases`, { patientId: randomUUID(), request: 'Please call about the refill' }, t.staff);
+    expect(routine.status).toBe(201);
+    expect(routine.body).toEqual({ caseId: expect.any(String), reference: expect.stringMatching(/^CC-[A-HJ-NP-Z2-9]{8}$/), priority: 'urgent' });
+
+    const en = await openCase(app, t, 'Patient reports chest pain since this morning');
+    expect(en.priority).toBe('emergency');
+    const es = await openCase(app, t, 'Dice que tiene dificultad para respirar');
+    expect(es.priority).toBe('emergency');
+
+    const detail = await app.api.get(`${t.env}/clinical-cases/${en.caseId}`, t.staff);
+    expect(detail.status).toBe(200);
+    expect(detail.body).toMatchObject({ caseId: en.caseId, reference: en.reference, source: 'staff_chat', priority: 'emergency', status: 'awaiting_processing', patientNotes: '', symptomScores: {}, internalNote: 'Patient reports chest pain since this morning' });
+    expect(detail.body.matchedRules).toEqual(['staff_request:chat', 'emergency_terms:chest_pain']);
+    const esDetail = await app.api.get(`${t.env}/clinical-cases/${es.caseId}`, t.staff);
+    expect(esDetail.body.matchedRules).toEqual(['staff_request:chat', 'emergency_terms:breathing']);
+
+    const opened = await eventually(async () => caseEvents.seen.find((m) => m.type === 'clinical_case.opened' && m.data.caseId === en.caseId), (v) => !!v);
+    expect(opened!.data).toEqual({
+      caseId: en.caseId,
+      patientId: en.patientId,
+      priority: 'emergency',
+      source: 'staff_chat',
+      patientNotes: '',
+      symptomScores: {},
+      matchedRules: ['staff_request:chat', 'emergency_terms:chest_pain'],
+      stoppedEarly: false,
+      handoff: { progressPath: `/v1/clinical-cases/${en.caseId}/progress`, updatesPath: `/v1/clinical-cases/${en.caseId}/updates`, messagesPath: `/v1/clinical-cases/${en.caseId}/messages` },
+    });
+    expect(opened!.metadata).toMatchObject({ organizationId: t.orgId, environmentId: t.sandbox, eventId: expect.any(String) });
+
+    const list = await app.api.get(`${t.env}/clinical-cases`, t.staff);
+    expect(list.status).toBe(200);
+    expect(list.body.clinicalCases.map((c: { caseId: string }) => c.caseId)).toEqual(expect.arrayContaining([routine.body.caseId, en.caseId, es.caseId]));
+    expect(JSON.stringify(list.body)).not.toContain('chest pain');
+
+    const bad = await app.api.post(`${t.env}/clinical-cases`, { patientId: 'nope', request: '' }, t.staff);
+    expect(bad.status).toBe(400);
+    expect(bad.body.details.map((d: { path: string }) => d.path).sort()).toEqual(['patientId', 'request']);
+  });
+
+  it('opens cases over the bus idempotently by (environment, requestId)', async () => {
+    const cmd = {
+      requestId: randomUUID(),
+      organizationId: t.orgId,
+      environmentId: t.sandbox,
+      patientId: randomUUID(),
+      source: 'check_in',
+      priority: 'routine',
+      patientNotes: 'feeling a bit tired',
+      symptomScores: { pain: 3 },
+      matchedRules: ['score:routine:pain>=3'],
+      stoppedEarly: false,
+      actor: 'system',
+    };
+    const [a, b] = await Promise.all([busRequest(app, Patterns.openClinicalCase, cmd), busRequest(app, Patterns.openClinicalCase, cmd)]);
+    expect(a.caseId).toBe(b.caseId);
+    expect(a.reference).toBe(b.reference);
+    expect([a.duplicate, b.duplicate].sort()).toEqual([false, true]);
+    const again = await busRequest(app, Patterns.openClinicalCase, cmd);
+    expect(again).toEqual({ caseId: a.caseId, reference: a.reference, priority: 'routine', duplicate: true });
+    // Same requestId in another environment: another case.
+    const other = await busRequest(app, Patterns.openClinicalCase, { ...cmd, environmentId: t.production });
+    expect(other.caseId).not.toBe(a.caseId);
+    const p = await progress(a.caseId);
+    expect(p.status).toBe(200);
+    expect(p.body.confirmationDueAt).toBeDefined();
+    await expect(busRequest(app, Patterns.openClinicalCase, { ...cmd, requestId: 'x' })).rejects.toMatchObject({ status: 400, code: 'VALIDATION_FAILED' });
+  });
+
+  it('reads progress: fresh case, 404 for another environment, unknown or non-uuid ids', async () => {
+    const c = await openCase(app, t);
+    const p = await progress(c.caseId);
+    expect(p.status).toBe(200);
+    expect(p.body).toEqual({
+      caseId: c.caseId,
+      status: 'awaiting_processing',
+      sequence: 0,
+      nextSequence: 1,
+      confirmationOverdue: false,
+      confirmationDueAt: expect.any(String),
+      transportDelivered: false,
+      scheduledFor: null,
+      externalReference: null,
+      updatedAt: expect.any(String),
+    });
+    // urgent: two hours
+    expect(Date.parse(p.body.confirmationDueAt) - Date.parse(p.body.updatedAt)).toBe(2 * 3600_000);
+
+    const other = await app.tenant();
+    for (const key of [other.apiKey]) {
+      expect((await progress(c.caseId, key)).status).toBe(404);
+      expect((await post(c.caseId, update(1, 'processed'), key)).status).toBe(404);
+      expect((await message(c.caseId, { messageId: randomUUID(), message: 'hi', externalReference: 'r' }, key)).status).toBe(404);
+    }
+    expect((await app.api.get(`${other.env}/clinical-cases/${c.caseId}`, other.staff)).status).toBe(404);
+    expect((await app.api.post(`${other.env}/clinical-cases/${c.caseId}/acknowledge`, {}, other.staff)).status).toBe(404);
+    const notUuid = await progress('CC-ABCDEFGH');
+    expect(notUuid.status).toBe(404);
+    expect(notUuid.body.code).toBe('NOT_FOUND');
+    expect((await progress(randomUUID())).status).toBe(404);
+    expect((await post('nope', update(1, 'processed'))).status).toBe(404);
+    expect((await post(randomUUID(), update(1, 'processed'))).status).toBe(404);
+    expect((await progress(c.caseId, 'svc_sb_invalid')).status).toBe(401);
+  });
+
+  it('validates update bodies (400) before anything else', async () => {
+    const c = await openCase(app, t);
+    const cases: [unknown, string[]][] = [
+      [{}, ['updateId', 'sequence', 'status', 'externalReference']],
+      [{ ...update(0, 'processed') }, ['sequence']],
+      [{ ...update(1_000_001, 'processed') }, ['sequence']],
+      [{ ...update(1.5, 'processed') }, ['sequence']],
+      [{ ...update(1, 'processed'), updateId: 'x' }, ['updateId']],
+      [{ ...update(1, 'done') }, ['status']],
+      [{ ...update(1, 'processed'), externalReference: '' }, ['externalReference']],
+      [{ ...update(1, 'processed'), externalReference: 'x'.repeat(201) }, ['externalReference']],
+      [{ ...update(1, 'processed'), extra: true }, ['extra']],
+      [{ ...update(2, 'scheduled') }, ['scheduledFor']],
+      [{ ...update(2, 'scheduled', { scheduledFor: 'tomorrow' }) }, ['scheduledFor']],
+      [{ ...update(2, 'resolved') }, ['resolutionOutcome', 'resolutionNote']],
+      [{ ...update(2, 'resolved', { resolutionOutcome: 'other', resolutionNote: 'too short' }) }, ['resolutionNote']],
+      [{ ...update(2, 'resolved', { resolutionOutcome: 'cured', resolutionNote: 'long enough note' }) }, ['resolutionOutcome']],
+      [{ ...update(2, 'resolved', { resolutionOutcome: 'other', resolutionNote: 'x'.repeat(2001) }) }, ['resolutionNote']],
+    ];
+    for (const [body, paths] of cases) {
+      const r = await post(c.caseId, body);
+      expect(r.status).toBe(400);
+      expect(r.body.code).toBe('VALIDATION_FAILED');
+      expect([...new Set(r.body.details.map((d: { path: string }) => d.path))].sort()).toEqual([...paths].sort());
+    }
+    const malformed = await app.api.request('POST', `/v1/clinical-cases/${c.caseId}/updates`, { rawBody: '{"updateId":', token: t.apiKey });
+    expect(malformed.status).toBe(400);
+    expect((await progress(c.caseId)).body.sequence).toBe(0);
+  });
+
+  it('applies the update rules in the decided order, with read-your-writes and resolution', async () => {
+    const c = await openCase(app, t);
+    // processed at 2 on a fresh case: SEQUENCE_CONFLICT naming the expected value
+    const skip = await post(c.caseId, update(2, 'processed'));
+    expect(skip.status).toBe(409);
+    expect(skip.body.code).toBe('SEQUENCE_CONFLICT');
+    expect(skip.body.message).toContain('expected sequence is 1');
+    // scheduled at 1: INVALID_TRANSITION
+    const wrongFirst = await post(c.caseId, update(1, 'scheduled', { scheduledFor: '2026-12-01T10:00:00Z' }));
+    expect(wrongFirst.status).toBe(409);
+    expect(wrongFirst.body.code).toBe('INVALID_TRANSITION');
+
+    const first = update(1, 'processed');
+    const ok = await post(c.caseId, first);
+    expect(ok.status).toBe(200);
+    expect(ok.body).toEqual({ caseId: c.caseId, updateId: first.updateId, sequence: 1, status: 'processed', duplicate: false });
+    // read your writes
+    const p1 = await progress(c.caseId);
+    expect(p1.body).toMatchObject({ status: 'processed', sequence: 1, nextSequence: 2, externalReference: 'ext-1', confirmationOverdue: false });
+
+    const retry = await post(c.caseId, first);
+    expect(retry.status).toBe(200);
+    expect(retry.body).toEqual({ ...ok.body, duplicate: true });
+    const reused = await post(c.caseId, { ...first, externalReference: 'other' });
+    expect(reused.status).toBe(409);
+    expect(reused.body.code).toBe('IDEMPOTENCY_KEY_REUSED');
+    // reused updateId with another sequence: idempotency comes before the sequence check
+    expect((await post(c.caseId, { ...first, sequence: 7 })).body.code).toBe('IDEMPOTENCY_KEY_REUSED');
+
+    const again = await post(c.caseId, update(2, 'processed'));
+    expect(again.status).toBe(409);
+    expect(again.body.code).toBe('INVALID_TRANSITION');
+    const reusedSeq = await post(c.caseId, update(1, 'clinician_responded'));
+    expect(reusedSeq.body.code).toBe('SEQUENCE_CONFLICT');
+    expect(reusedSeq.body.message).toContain('expected sequence is 2');
+    const jump = await post(c.caseId, update(5, 'clinician_responded'));
+    expect(jump.body.code).toBe('SEQUENCE_CONFLICT');
+
+    const sched = await post(c.caseId, update(2, 'scheduled', { scheduledFor: '2026-12-01T10:00:00+01:00' }));
+    expect(sched.status).toBe(200);
+    expect((await progress(c.caseId)).body).toMatchObject({ status: 'scheduled', sequence: 2, nextSequence: 3, scheduledFor: '2026-12-01T10:00:00+01:00', externalReference: 'ext-2' });
+    expect((await post(c.caseId, update(3, 'patient_contacted'))).status).toBe(200);
+    expect((await post(c.caseId, update(4, 'clinician_responded'))).status).toBe(200);
+    expect((await post(c.caseId, update(5, 'clinician_responded'))).status).toBe(200);
+    expect((await post(c.caseId, update(6, 'scheduled', { scheduledFor: '2026-12-02T09:00:00Z' }))).status).toBe(200);
+
+    const resolve = update(7, 'resolved', { resolutionOutcome: 'provider_follow_up', resolutionNote: 'Follow-up booked with the clinic' });
+    const resolved = await post(c.caseId, resolve);
+    expect(resolved.status).toBe(200);
+    expect(resolved.body).toEqual({ caseId: c.caseId, updateId: resolve.updateId, sequence: 7, status: 'resolved', duplicate: false });
+    expect((await progress(c.caseId)).body).toMatchObject({ status: 'resolved', sequence: 7, nextSequence: 8 });
+
+    // after resolution: identical retries are still duplicates with the original result; new ones CASE_RESOLVED
+    const late = await post(c.caseId, first);
+    expect(late.status).toBe(200);
+    expect(late.body).toEqual({ caseId: c.caseId, updateId: first.updateId, sequence: 1, status: 'processed', duplicate: true });
+    expect((await post(c.caseId, resolve)).body).toMatchObject({ duplicate: true, status: 'resolved' });
+    const after = await post(c.caseId, update(8, 'clinician_responded'));
+    expect(after.status).toBe(409);
+    expect(after.body.code).toBe('CASE_RESOLVED');
+    // CASE_RESOLVED comes before SEQUENCE_CONFLICT
+    expect((await post(c.caseId, update(3, 'clinician_responded'))).body.code).toBe('CASE_RESOLVED');
+    expect((await post(c.caseId, { ...resolve, resolutionNote: 'A different note text' })).body.code).toBe('IDEMPOTENCY_KEY_REUSED');
+    const msg = await message(c.caseId, { messageId: randomUUID(), message: 'Any news?', externalReference: 'm-1' });
+    expect(msg.status).toBe(409);
+    expect(msg.body.code).toBe('CASE_RESOLVED');
+
+    const ev = await eventually(async () => caseEvents.seen.find((m) => m.type === 'clinical_case.resolved' && m.data.caseId === c.caseId), (v) => !!v);
+    expect(ev!.data).toEqual({ caseId: c.caseId, patientId: c.patientId, status: 'resolved', resolutionOutcome: 'provider_follow_up', resolutionNote: 'Follow-up booked with the clinic' });
+    const detail = await app.api.get(`${t.env}/clinical-cases/${c.caseId}`, t.staff);
+    expect(detail.body).toMatchObject({ status: 'resolved', resolutionOutcome: 'provider_follow_up', resolutionNote: 'Follow-up booked with the clinic', resolvedAt: expect.any(String) });
+    // a resolved case cannot be acknowledged
+    expect((await app.api.post(`${t.env}/clinical-cases/${c.caseId}/acknowledge`, {}, t.staff)).body.code).toBe('CASE_RESOLVED');
+  });
+
+  it('fifty concurrent updates with one sequence: exactly one 200; fifty identical: one effect, 49 duplicates', async () => {
+    const c = await openCase(app, t);
+    const racers = Array.from({ length: 50 }, () => update(1, 'processed'));
+    const results = await Promise.all(racers.map((b) => post(c.caseId, b)));
+    const statuses = results.map((r) => r.status);
+    expect(statuses.filter((s) => s === 200)).toHaveLength(1);
+    expect(statuses.filter((s) => s === 409)).toHaveLength(49);
+    expect(new Set(results.filter((r) => r.status === 409).map((r) => r.body.code))).toEqual(new Set(['SEQUENCE_CONFLICT']));
+    expect((await progress(c.caseId)).body).toMatchObject({ sequence: 1, nextSequence: 2 });
+
+    const same = update(2, 'clinician_responded');
+    const dup = await Promise.all(Array.from({ length: 50 }, () => post(c.caseId, same)));
+    expect(dup.every((r) => r.status === 200)).toBe(true);
+    expect(dup.filter((r) => r.body.duplicate === false)).toHaveLength(1);
+    expect(dup.filter((r) => r.body.duplicate === true)).toHaveLength(49);
+    expect((await progress(c.caseId)).body).toMatchObject({ sequence: 2, nextSequence: 3, status: 'clinician_responded' });
+    const detail = await app.api.get(`${t.env}/clinical-cases/${c.caseId}`, t.staff);
+    expect(detail.body.sequence).toBe(2);
+  });
+
+  it('takes provider messages: idempotent by messageId, shown in the case thread with sender provider', async () => {
+    const c = await openCase(app, t);
+    const body = { messageId: randomUUID(), message: 'Your prescription is ready to pick up.', externalReference: 'msg-ext-1' };
+    const r = await message(c.caseId, body);
+    expect(r.status).toBe(200);
+    expect(r.body).toEqual({ caseId: c.caseId, messageId: body.messageId, duplicate: false, createdAt: expect.any(String) });
+    const again = await message(c.caseId, body);
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual({ ...r.body, duplicate: true });
+    const reused = await message(c.caseId, { ...body, message: 'Something else' });
+    expect(reused.status).toBe(409);
+    expect(reused.body.code).toBe('IDEMPOTENCY_KEY_REUSED');
+    for (const bad of [{}, { ...body, message: '' }, { ...body, message: 'x'.repeat(4001) }, { ...body, messageId: 'x' }, { ...body, externalReference: '' }, { ...body, extra: 1 }]) {
+      const b = await message(c.caseId, bad);
+      expect(b.status).toBe(400);
+      expect(b.body.code).toBe('VALIDATION_FAILED');
+    }
+    expect((await message('not-a-uuid', body)).status).toBe(404);
+    expect((await message(randomUUID(), { ...body, messageId: randomUUID() })).status).toBe(404);
+
+    const thread = await app.api.get(`/v1/conversations/${c.caseId}/messages`, t.apiKey);
+    expect(thread.status).toBe(200);
+    expect(thread.body.conversationId).toBe(c.caseId);
+    expect(thread.body.messages).toHaveLength(1);
+    expect(thread.body.messages[0]).toEqual({
+      id: expect.any(String),
+      conversationId: c.caseId,
+      sequence: 1,
+      sender: 'provider',
+      message: 'Your prescription is ready to pick up.',
+      externalMessageId: 'msg-ext-1',
+      attachments: [],
+      createdAt: expect.any(String),
+      delivery: null,
+    });
+  });
+
+  it('acknowledges a case: 200, status unchanged, clinical_case.acknowledged with the status at that moment', async () => {
+    const c = await openCase(app, t);
+    expect((await post(c.caseId, update(1, 'processed'))).status).toBe(200);
+    const ack = await app.api.post(`${t.env}/clinical-cases/${c.caseId}/acknowledge`, {}, t.staff);
+    expect(ack.status).toBe(200);
+    expect(ack.body).toEqual({ caseId: c.caseId, status: 'processed', acknowledgedAt: expect.any(String) });
+    expect((await progress(c.caseId)).body.status).toBe('processed');
+    const ev = await eventually(async () => caseEvents.seen.find((m) => m.type === 'clinical_case.acknowledged' && m.data.caseId === c.caseId), (v) => !!v);
+    expect(ev!.data).toEqual({ caseId: c.caseId, patientId: c.patientId, status: 'processed', resolutionOutcome: null, resolutionNote: null });
+    // again: 200, no second event
+    expect((await app.api.post(`${t.env}/clinical-cases/${c.caseId}/acknowledge`, {}, t.staff)).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(caseEvents.seen.filter((m) => m.type === 'clinical_case.acknowledged' && m.data.caseId === c.caseId)).toHaveLength(1);
+    expect((await app.api.post(`${t.env}/clinical-cases/${randomUUID()}/acknowledge`, {}, t.staff)).status).toBe(404);
+    // only the four clinical_case.* types leave on the topic
+    expect(new Set(caseEvents.seen.map((m) => m.type))).toEqual(new Set(caseEvents.seen.map((m) => m.type).filter((x) => x.startsWith('clinical_case.'))));
+  });
+
+  it('marks transportDelivered from the dispatcher event of the opened webhook (dedupe by event id)', async () => {
+    const c = await openCase(app, t);
+    const { brokerOf } = await import('./case-helpers');
+    const msg = (eventType: string) => ({
+      type: IntegrationEventTypes.webhookDelivered,
+      data: { organizationId: t.orgId, environmentId: t.sandbox, eventId: randomUUID(), eventType, caseId: c.caseId, deliveredAt: new Date().toISOString() },
+      metadata: { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: t.orgId, environmentId: t.sandbox, actor: 'system', recordedAt: new Date().toISOString() },
+      streamId: 'webhook-dispatcher-delivery-x',
+      position: 1,
+    });
+    await brokerOf(app).publish(Topics.dispatcherEvents, msg('clinical_case.acknowledged'));
+    expect((await progress(c.caseId)).body.transportDelivered).toBe(false);
+    const delivered = msg('clinical_case.opened');
+    await brokerOf(app).publish(Topics.dispatcherEvents, delivered);
+    await brokerOf(app).publish(Topics.dispatcherEvents, delivered);
+    const p = await eventually(() => progress(c.caseId), (r) => r.body.transportDelivered === true);
+    expect(p.body.transportDelivered).toBe(true);
+    expect(p.body.status).toBe('awaiting_processing');
+  });
+});
+
+describe('confirmation deadline follows the service clock', () => {
+  const app = new TestApp();
+  beforeAll(() => app.start());
+  afterAll(() => app.stop());
+
+  it('is opened + 15 min (emergency) / 2 h (urgent) / 24 h (routine); overdue until processed', async () => {
+    const t = await app.tenant();
+    const emergency = await openCase(app, t, 'Suicidal thoughts reported by the patient');
+    const urgent = await openCase(app, t, 'Please review the lab result');
+    const routine = await busRequest(app, Patterns.openClinicalCase, {
+      requestId: randomUUID(), organizationId: t.orgId, environmentId: t.sandbox, patientId: randomUUID(), source: 'patient_concern', priority: 'routine',
+      patientNotes: 'mild rash', symptomScores: {}, matchedRules: ['phrase:rash'], stoppedEarly: false, actor: 'system',
+    });
+    const get = async (id: string) => (await app.api.get(`/v1/clinical-cases/${id}/progress`, t.apiKey)).body;
+    const e0 = await get(emergency.caseId);
+    expect(Date.parse(e0.confirmationDueAt) - Date.parse(e0.updatedAt)).toBe(15 * 60_000);
+    const r0 = await get(routine.caseId);
+    expect(Date.parse(r0.confirmationDueAt) - Date.parse(r0.updatedAt)).toBe(24 * 3600_000);
+
+    await app.advanceClock(15 * 60 + 5);
+    expect((await get(emergency.caseId)).confirmationOverdue).toBe(true);
+    expect((await get(urgent.caseId)).confirmationOverdue).toBe(false);
+    // processed ends it
+    expect((await app.api.post(`/v1/clinical-cases/${emergency.caseId}/updates`, update(1, 'processed'), t.apiKey)).status).toBe(200);
+    expect((await get(emergency.caseId)).confirmationOverdue).toBe(false);
+    await app.advanceClock(2 * 3600);
+    expect((await get(urgent.caseId)).confirmationOverdue).toBe(true);
+    expect((await get(routine.caseId)).confirmationOverdue).toBe(false);
+    await app.advanceClock(22 * 3600);
+    expect((await get(routine.caseId)).confirmationOverdue).toBe(true);
+    const list = await app.api.get(`${t.env}/clinical-cases`, await app.staffToken({ sub: t.ownerSub }));
+    expect(list.body.clinicalCases.find((c: { caseId: string }) => c.caseId === urgent.caseId).confirmationOverdue).toBe(true);
+  });
+});
