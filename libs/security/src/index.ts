@@ -1,3 +1,4 @@
 export * from './crypto';
 export * from './api-keys';
 export * from './staff-tokens';
+export * from './webhooks';

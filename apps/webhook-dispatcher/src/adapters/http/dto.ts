@@ -1,0 +1,20 @@
+import { ArrayMaxSize, ArrayMinSize, IsArray, IsIn, IsInt, IsISO8601, IsOptional, IsString, Length, Max, MaxLength, Min } from 'class-validator';
+import { BillingEventTypes, BillingEventType } from '../../domain/account';
+import { SubscribableEvents } from '../../domain/catalog';
+
+export class CreateWebhookEndpointDto {
+  @IsString() @Length(1, 2000) url!: string;
+  @IsArray() @ArrayMinSize(1) @ArrayMaxSize(SubscribableEvents.length) @IsIn(SubscribableEvents as unknown as string[], { each: true }) events!: string[];
+  @IsOptional() @IsString() @Length(1, 300) description?: string;
+}
+
+export class ChangePlanDto {
+  @IsInt() @Min(1) @Max(100_000_000) monthlyCredits!: number;
+}
+
+export class BillingEventDto {
+  @IsString() @Length(1, 200) eventId!: string;
+  @IsIn(BillingEventTypes) type!: BillingEventType;
+  @IsOptional() @IsString() @MaxLength(200) invoiceId?: string;
+  @IsOptional() @IsISO8601({ strict: true }) occurredAt?: string;
+}

@@ -1,0 +1,264 @@
+import { randomUUID } from 'node:crypto';
+import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
+import { CLOCK, Clock } from '@svc/clock';
+import { CommandHandler, EVENT_STORE, EventStore } from '@svc/eventstore';
+import { ApiError, TenantDirectory, getLogger } from '@svc/http';
+import { IntegrationMessage } from '@svc/messaging';
+import { CONFIG, PROJECTIONS, ServiceConfig } from '@svc/platform';
+import { ProjectionRunner, READ_STORE, ReadStore, TimerScheduler } from '@svc/read-store';
+import { KEYRING, Keyring, randomToken } from '@svc/security';
+import { isAccountEvent, isCaseEvent } from '../domain/catalog';
+import { DeliveryCommand, DeliveryEvent, DeliveryState, deliveryDecider, deliveryStream } from '../domain/delivery';
+import { EndpointCommand, EndpointEvent, EndpointState, endpointDecider, endpointStream } from '../domain/endpoint';
+import { Collections, DISPATCHER_PROJECTION, DeliveryDoc, DeliveryTimer, EndpointDoc, TIMER_PARTITION } from '../adapters/projections/dispatcher.projection';
+import { stableUuid } from './ids';
+import { sendWebhook } from './sender';
+import { addressProblem, urlSyntaxProblem } from './url-policy';
+
+export interface StaffActor {
+  sub: string;
+}
+
+const SYSTEM = 'system:webhook-dispatcher';
+
+export const endpointView = (d: EndpointDoc) => ({ id: d.id, url: d.url, events: d.events, description: d.description, createdAt: d.createdAt });
+export const deliveryView = (d: DeliveryDoc) => ({ id: d.id, eventId: d.eventId, eventType: d.eventType, status: d.status, attempts: d.attempts, nextAttemptAt: d.nextAttemptAt });
+
+/** Webhook endpoints, deliveries (creation from integration events, BAA hold) and the retry worker. */
+@Injectable()
+export class WebhooksService implements OnModuleDestroy {
+  private readonly endpoints: CommandHandler<EndpointCommand, EndpointEvent, EndpointState>;
+  private readonly deliveries: CommandHandler<DeliveryCommand, DeliveryEvent, DeliveryState>;
+  private readonly scheduler: TimerScheduler<DeliveryTimer>;
+  private readonly log = getLogger();
+
+  constructor(
+    @Inject(EVENT_STORE) store: EventStore,
+    @Inject(CLOCK) private readonly clock: Clock,
+    @Inject(PROJECTIONS) private readonly projections: ProjectionRunner,
+    @Inject(READ_STORE) private readonly readStore: ReadStore,
+    @Inject(KEYRING) private readonly keyring: Keyring,
+    @Inject(CONFIG) private readonly config: ServiceConfig,
+    private readonly tenants: TenantDirectory,
+  ) {
+    const now = () => clock.now();
+    this.endpoints = new CommandHandler(store, endpointDecider, now);
+    this.deliveries = new CommandHandler(store, deliveryDecider, now);
+    this.scheduler = new TimerScheduler<DeliveryTimer>({
+      readStore,
+      clock,
+      collection: Collections.timers,
+      partition: TIMER_PARTITION,
+      handler: (t) => this.attempt(t),
+      pollMs: 250,
+      batchSize: 200,
+      logger: this.log,
+    });
+  }
+
+  startWorker(): void {
+    this.scheduler.start();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.scheduler.stop();
+  }
+
+  /** Fires due attempts now instead of at the next poll (not awaited by callers). */
+  kick(): void {
+    this.scheduler.tick().catch(() => undefined);
+  }
+
+  private async applied(position: number): Promise<void> {
+    if (position > 0) await this.projections.waitFor([DISPATCHER_PROJECTION], position);
+  }
+
+  // ---- endpoints (staff API) ----
+
+  async createEndpoint(organizationId: string, environmentId: string, input: { url: string; events: string[]; description?: string }, actor: StaffActor) {
+    const syntax = urlSyntaxProblem(input.url, this.config.production);
+    const problem = syntax ?? (await addressProblem(input.url, this.config.production));
+    if (problem) throw ApiError.validation([{ path: 'url', message: urlMessage(problem) }]);
+    const endpointId = randomUUID();
+    const secret = `whsec_${randomToken(32)}`;
+    const events = [...new Set(input.events)];
+    const r = await this.endpoints.handle(
+      endpointStream(endpointId),
+      { type: 'CreateEndpoint', endpointId, organizationId, environmentId, url: input.url, events, description: input.description ?? null, secret, by: actor.sub },
+      { actor: `staff:${actor.sub}`, organizationId, environmentId },
+    );
+    await this.applied(r.position);
+    const created = r.newEvents[0] as Extract<EndpointEvent, { type: 'WebhookEndpointCreated' }>;
+    return { id: endpointId, url: input.url, events, description: input.description ?? null, secret, createdAt: created.createdAt };
+  }
+
+  async listEndpoints(environmentId: string) {
+    const docs = await this.readStore.list<EndpointDoc>(Collections.endpoints, environmentId);
+    return docs.filter((d) => !d.deletedAt).map(endpointView);
+  }
+
+  async endpoint(environmentId: string, endpointId: string): Promise<EndpointDoc> {
+    const doc = await this.readStore.get<EndpointDoc>(Collections.endpoints, endpointId);
+    if (!doc || doc.deletedAt || doc.environmentId !== environmentId) throw ApiError.notFound('Webhook endpoint');
+    return doc;
+  }
+
+  async deleteEndpoint(organizationId: string, environmentId: string, endpointId: string, actor: StaffActor): Promise<void> {
+    await this.endpoint(environmentId, endpointId);
+    const r = await this.endpoints.handle(endpointStream(endpointId), { type: 'DeleteEndpoint', environmentId, by: actor.sub }, { actor: `staff:${actor.sub}`, organizationId, environmentId });
+    await this.applied(r.position);
+  }
+
+  async rotateSecret(organizationId: string, environmentId: string, endpointId: string, actor: StaffActor) {
+    await this.endpoint(environmentId, endpointId);
+    const secret = `whsec_${randomToken(32)}`;
+    const r = await this.endpoints.handle(endpointStream(endpointId), { type: 'RotateSecret', environmentId, secret, by: actor.sub }, { actor: `staff:${actor.sub}`, organizationId, environmentId });
+    await this.applied(r.position);
+    return { secret };
+  }
+
+  async listDeliveries(environmentId: string, endpointId: string) {
+    await this.endpoint(environmentId, endpointId);
+    const docs = await this.readStore.list<DeliveryDoc>(Collections.deliveries, endpointId);
+    return docs.map(deliveryView);
+  }
+
+  async retryDelivery(organizationId: string, environmentId: string, endpointId: string, deliveryId: string, actor: StaffActor) {
+    await this.endpoint(environmentId, endpointId);
+    const doc = await this.readStore.get<DeliveryDoc>(Collections.deliveries, deliveryId);
+    if (!doc || doc.endpointId !== endpointId) throw ApiError.notFound('Delivery');
+    const r = await this.deliveries.handle(deliveryStream(deliveryId), { type: 'RequestRetry', by: actor.sub }, { actor: `staff:${actor.sub}`, organizationId, environmentId });
+    await this.applied(r.position);
+    this.kick();
+    return { id: deliveryId, status: r.state.status, nextAttemptAt: r.state.nextAttemptAt };
+  }
+
+  // ---- deliveries from integration events ----
+
+  private async baaSigned(organizationId: string): Promise<boolean> {
+    const org = await this.tenants.organization(organizationId);
+    if (org?.baaSignedAt) return true;
+    return (await this.readStore.get(Collections.baa, organizationId)) !== null;
+  }
+
+  /** Creates one delivery per subscribed endpoint (idempotent: delivery id = f(endpoint, event)). */
+  async dispatch(m: IntegrationMessage): Promise<void> {
+    const orgId = m.metadata.organizationId;
+    if (!orgId) return;
+    let environments: string[];
+    let data: unknown = m.data;
+    let held = false;
+    if (isCaseEvent(m.type)) {
+      if (!m.metadata.environmentId) return;
+      environments = [m.metadata.environmentId];
+      held = !(await this.baaSigned(orgId));
+    } else if (isAccountEvent(m.type)) {
+      const org = await this.tenants.organization(orgId);
+      environments = org?.environments.map((e) => e.id) ?? [];
+      data = accountData(m.type, m.data as Record<string, unknown>);
+    } else return;
+
+    const eventId = m.metadata.eventId;
+    // Serialized once: these bytes are stored, signed and sent on every attempt.
+    const payload = JSON.stringify({ id: eventId, type: m.type, createdAt: m.metadata.recordedAt, data });
+    const caseId = typeof (m.data as { caseId?: unknown })?.caseId === 'string' ? (m.data as { caseId: string }).caseId : null;
+    let position = 0;
+    let createdHeld = false;
+    for (const environmentId of environments) {
+      const endpoints = await this.readStore.list<EndpointDoc>(Collections.endpoints, environmentId);
+      for (const ep of endpoints) {
+        if (ep.deletedAt || !ep.events.includes(m.type)) continue;
+        const deliveryId = stableUuid('delivery', ep.id, eventId);
+        const r = await this.deliveries.handle(
+          deliveryStream(deliveryId),
+          { type: 'CreateDelivery', deliveryId, endpointId: ep.id, organizationId: orgId, environmentId, eventId, eventType: m.type, caseId, payload, held },
+          { actor: SYSTEM, organizationId: orgId, environmentId, causationId: eventId, correlationId: m.metadata.correlationId },
+        );
+        position = Math.max(position, r.position);
+        createdHeld ||= held && r.newEvents.length > 0;
+      }
+    }
+    await this.applied(position);
+    // The BAA may have been signed while these were being held: the BaaSigned handler writes
+    // the signature before it lists held deliveries, and we re-read it after holding.
+    if (createdHeld && (await this.baaSigned(orgId))) await this.releaseHeld(orgId);
+    if (position > 0) this.kick();
+  }
+
+  /** BaaSigned: remember it, then release every held delivery of the organization. */
+  async onBaaSigned(organizationId: string, baaSignedAt: string | null): Promise<void> {
+    await this.readStore.write([{ op: 'put', collection: Collections.baa, key: organizationId, doc: { organizationId, baaSignedAt } }]);
+    await this.releaseHeld(organizationId);
+  }
+
+  private async releaseHeld(organizationId: string): Promise<void> {
+    let position = 0;
+    for (;;) {
+      const held = await this.readStore.list<{ id: string }>(Collections.held, organizationId, { limit: 500 });
+      if (held.length === 0) break;
+      for (const h of held) {
+        const doc = await this.readStore.get<DeliveryDoc>(Collections.deliveries, h.id);
+        const r = await this.deliveries.handle(deliveryStream(h.id), { type: 'ReleaseDelivery' }, { actor: SYSTEM, organizationId, environmentId: doc?.environmentId ?? null });
+        position = Math.max(position, r.position);
+      }
+      await this.applied(position);
+      if (held.length < 500) break;
+    }
+    if (position > 0) this.kick();
+  }
+
+  // ---- the retry worker (durable timers) ----
+
+  /** One attempt for a due timer; a stale timer (already attempted, released, retried) does nothing. */
+  private async attempt(timer: DeliveryTimer): Promise<void> {
+    const stream = deliveryStream(timer.deliveryId);
+    const { state, events } = await this.deliveries.load(stream);
+    if (state.status !== 'pending' || state.nextAttemptAt !== timer.dueAt) return;
+    const created = events.find((e) => e.type === 'WebhookDeliveryCreated')!.data as Extract<DeliveryEvent, { type: 'WebhookDeliveryCreated' }>;
+    const ctx = { actor: SYSTEM, organizationId: state.organizationId, environmentId: state.environmentId };
+    const ep = await this.readStore.get<EndpointDoc>(Collections.endpoints, created.endpointId);
+    if (!ep || ep.deletedAt) {
+      const r = await this.deliveries.handle(stream, { type: 'AbandonDelivery', reason: 'endpoint_deleted' }, ctx);
+      await this.applied(r.position);
+      return;
+    }
+    const secret = this.keyring.decrypt(ep.environmentId, ep.secret);
+    const { attempt, retryAfterMs } = await sendWebhook({
+      url: ep.url,
+      payload: created.payload,
+      secret,
+      eventId: created.eventId,
+      eventType: created.eventType,
+      at: this.clock.now(),
+      production: this.config.production,
+    });
+    const r = await this.deliveries.handle(stream, { type: 'RecordAttempt', dueAt: timer.dueAt, attempt, jitter: Math.random(), retryAfterMs }, ctx);
+    this.log.info({ deliveryId: timer.deliveryId, eventType: created.eventType, statusCode: attempt.statusCode, error: attempt.error, durationMs: attempt.durationMs, status: r.state.status }, 'webhook attempt');
+    await this.applied(r.position);
+  }
+}
+
+function urlMessage(problem: string): string {
+  switch (problem) {
+    case 'https_required':
+      return 'must be an https URL';
+    case 'credentials_in_url':
+      return 'must not contain a user name or password';
+    case 'address_refused':
+      return 'must not point to a loopback, private or link-local address';
+    case 'unresolvable':
+      return 'host name does not resolve';
+    default:
+      return 'must be an http(s) URL';
+  }
+}
+
+/** The webhook `data` of an account event (the stored event carries the organization too). */
+function accountData(type: string, d: Record<string, unknown>): Record<string, unknown> {
+  if (type === 'billing.usage_threshold_reached') {
+    const { threshold, creditsUsed, monthlyCredits, remaining, paused, periodStart } = d;
+    return { threshold, creditsUsed, monthlyCredits, remaining, paused, periodStart };
+  }
+  const { status, previousStatus, reason, recovered } = d;
+  return { status, previousStatus, ...(reason !== undefined ? { reason } : {}), ...(recovered !== undefined ? { recovered } : {}) };
+}

@@ -1,0 +1,105 @@
+import { Decider, DomainError } from '@svc/eventstore';
+
+/** Default plan of a new organization (documented in docs/decisions.md). */
+export const DEFAULT_MONTHLY_CREDITS = 1000;
+
+export type SubscriptionStatus = 'active' | 'grace_period' | 'restricted' | 'canceled';
+export type BillingEventType = 'payment_failed' | 'payment_succeeded' | 'grace_period_expired' | 'subscription_canceled';
+export const BillingEventTypes: BillingEventType[] = ['payment_failed', 'payment_succeeded', 'grace_period_expired', 'subscription_canceled'];
+export const SUBSCRIPTION_UPDATED = 'subscription.updated';
+
+export interface SubscriptionUpdatedData {
+  status: SubscriptionStatus;
+  previousStatus: SubscriptionStatus;
+  reason?: 'PAYMENT_GRACE_PERIOD_EXPIRED';
+  recovered?: true;
+}
+
+/** The organization's account: plan and subscription state (stream per organization). */
+export type AccountEvent =
+  | { type: 'AccountOpened'; organizationId: string; monthlyCredits: number; status: 'active'; openedAt: string }
+  | { type: 'PlanChanged'; organizationId: string; monthlyCredits: number; previousMonthlyCredits: number; changedBy: string; changedAt: string }
+  | { type: 'BillingEventReceived'; organizationId: string; eventId: string; billingType: BillingEventType; invoiceId: string | null; occurredAt: string | null; bodyHash: string; receivedAt: string }
+  | ({ type: typeof SUBSCRIPTION_UPDATED } & SubscriptionUpdatedData);
+
+export type AccountCommand =
+  | { type: 'OpenAccount'; organizationId: string }
+  | { type: 'ChangePlan'; organizationId: string; monthlyCredits: number; by: string }
+  | { type: 'RecordBillingEvent'; organizationId: string; eventId: string; billingType: BillingEventType; invoiceId: string | null; occurredAt: string | null; bodyHash: string };
+
+export interface AccountState {
+  opened: boolean;
+  monthlyCredits: number;
+  status: SubscriptionStatus;
+  /** eventId -> body hash (idempotency of billing events, decisions 3). */
+  billingEvents: Record<string, string>;
+}
+
+function subscriptionChange(status: SubscriptionStatus, type: BillingEventType): SubscriptionUpdatedData | null {
+  switch (type) {
+    case 'payment_failed':
+      return status === 'active' ? { status: 'grace_period', previousStatus: status } : null;
+    case 'grace_period_expired':
+      return status === 'grace_period' ? { status: 'restricted', previousStatus: status, reason: 'PAYMENT_GRACE_PERIOD_EXPIRED' } : null;
+    case 'payment_succeeded':
+      if (status === 'grace_period' || status === 'restricted') return { status: 'active', previousStatus: status, recovered: true };
+      return status === 'active' ? { status: 'active', previousStatus: 'active' } : null; // an ordinary charge: no `recovered`
+    case 'subscription_canceled':
+      return status === 'canceled' ? null : { status: 'canceled', previousStatus: status };
+    default: {
+      const never: never = type;
+      return never;
+    }
+  }
+}
+
+export const accountDecider: Decider<AccountCommand, AccountEvent, AccountState> = {
+  initialState: () => ({ opened: false, monthlyCredits: DEFAULT_MONTHLY_CREDITS, status: 'active', billingEvents: {} }),
+  evolve(state, event) {
+    switch (event.type) {
+      case 'AccountOpened':
+        return { ...state, opened: true, monthlyCredits: event.monthlyCredits, status: event.status };
+      case 'PlanChanged':
+        return { ...state, monthlyCredits: event.monthlyCredits };
+      case 'BillingEventReceived':
+        return { ...state, billingEvents: { ...state.billingEvents, [event.eventId]: event.bodyHash } };
+      case SUBSCRIPTION_UPDATED:
+        return { ...state, status: event.status };
+      default: {
+        const never: never = event;
+        return never;
+      }
+    }
+  },
+  decide(command, state, now) {
+    const nowIso = now.toISOString();
+    const open = (orgId: string): AccountEvent[] => (state.opened ? [] : [{ type: 'AccountOpened', organizationId: orgId, monthlyCredits: DEFAULT_MONTHLY_CREDITS, status: 'active', openedAt: nowIso }]);
+    switch (command.type) {
+      case 'OpenAccount':
+        return open(command.organizationId);
+      case 'ChangePlan':
+        if (command.monthlyCredits === state.monthlyCredits && state.opened) return [];
+        return [...open(command.organizationId), { type: 'PlanChanged', organizationId: command.organizationId, monthlyCredits: command.monthlyCredits, previousMonthlyCredits: state.monthlyCredits, changedBy: command.by, changedAt: nowIso }];
+      case 'RecordBillingEvent': {
+        const seen = state.billingEvents[command.eventId];
+        if (seen !== undefined) {
+          if (seen !== command.bodyHash) throw new DomainError(409, 'IDEMPOTENCY_KEY_REUSED', 'eventId was used with a different body');
+          return [];
+        }
+        const events: AccountEvent[] = [
+          ...open(command.organizationId),
+          { type: 'BillingEventReceived', organizationId: command.organizationId, eventId: command.eventId, billingType: command.billingType, invoiceId: command.invoiceId, occurredAt: command.occurredAt, bodyHash: command.bodyHash, receivedAt: nowIso },
+        ];
+        const change = subscriptionChange(state.status, command.billingType);
+        if (change) events.push({ type: SUBSCRIPTION_UPDATED, ...change });
+        return events;
+      }
+      default: {
+        const never: never = command;
+        return never;
+      }
+    }
+  },
+};
+
+export const accountStream = (organizationId: string) => `webhook-dispatcher-account-${organizationId}`;

@@ -1,0 +1,166 @@
+import { Decider, DomainError } from '@svc/eventstore';
+
+/**
+ * One delivery = one event to one endpoint (stream per delivery). The envelope is serialized
+ * once, at creation, and kept in the event data (encrypted at rest by the event store); every
+ * attempt sends exactly those bytes.
+ */
+export type DeliveryStatus = 'pending' | 'held' | 'delivered' | 'failed';
+
+export interface Attempt {
+  at: string;
+  statusCode: number | null;
+  durationMs: number;
+  error: string | null;
+}
+
+/** Pauses after attempt n (1-based) before attempt n+1 (decisions 9): 8 attempts in all. */
+export const RETRY_DELAYS_MS = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
+export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1;
+/** Up to +20% on each pause. */
+export const MAX_JITTER = 0.2;
+/** A receiver's Retry-After (429/503) is honoured up to this. */
+export const MAX_RETRY_AFTER_MS = 86_400_000;
+
+export const WEBHOOK_DELIVERED = 'webhook.delivered';
+
+export type DeliveryEvent =
+  | {
+      type: 'WebhookDeliveryCreated';
+      deliveryId: string;
+      endpointId: string;
+      organizationId: string;
+      environmentId: string;
+      eventId: string;
+      eventType: string;
+      caseId: string | null;
+      /** The serialized envelope: the exact bytes signed and sent. */
+      payload: string;
+      status: 'pending' | 'held';
+      nextAttemptAt: string | null;
+      createdAt: string;
+    }
+  | { type: 'WebhookDeliveryReleased'; deliveryId: string; nextAttemptAt: string; releasedAt: string }
+  | { type: 'WebhookAttemptRecorded'; deliveryId: string; attempt: Attempt; status: DeliveryStatus; nextAttemptAt: string | null }
+  | { type: 'WebhookRetryRequested'; deliveryId: string; nextAttemptAt: string; requestedBy: string; requestedAt: string }
+  | { type: 'WebhookDeliveryAbandoned'; deliveryId: string; reason: 'endpoint_deleted'; abandonedAt: string }
+  | { type: typeof WEBHOOK_DELIVERED; organizationId: string; environmentId: string; eventId: string; eventType: string; caseId: string | null; deliveredAt: string };
+
+export type DeliveryCommand =
+  | {
+      type: 'CreateDelivery';
+      deliveryId: string;
+      endpointId: string;
+      organizationId: string;
+      environmentId: string;
+      eventId: string;
+      eventType: string;
+      caseId: string | null;
+      payload: string;
+      held: boolean;
+    }
+  | { type: 'ReleaseDelivery' }
+  | {
+      type: 'RecordAttempt';
+      /** The nextAttemptAt this attempt was made for (a stale timer records nothing). */
+      dueAt: string;
+      attempt: Attempt;
+      /** Random in [0, 1): the jitter of the next pause. */
+      jitter: number;
+      retryAfterMs?: number | null;
+    }
+  | { type: 'RequestRetry'; by: string }
+  | { type: 'AbandonDelivery'; reason: 'endpoint_deleted' };
+
+export interface DeliveryState {
+  deliveryId: string | null;
+  organizationId: string | null;
+  environmentId: string | null;
+  eventId: string | null;
+  eventType: string | null;
+  caseId: string | null;
+  status: DeliveryStatus;
+  attempts: number;
+  nextAttemptAt: string | null;
+  delivered: boolean;
+}
+
+const after = (at: string, ms: number) => new Date(Date.parse(at) + ms).toISOString();
+
+/** The retry policy of decisions 9: 2xx delivered; 410 stops; anything else retries on the schedule. */
+export function outcomeOf(statusCode: number | null): 'delivered' | 'gone' | 'retry' {
+  if (statusCode !== null && statusCode >= 200 && statusCode < 300) return 'delivered';
+  if (statusCode === 410) return 'gone';
+  return 'retry';
+}
+
+export const deliveryDecider: Decider<DeliveryCommand, DeliveryEvent, DeliveryState> = {
+  initialState: () => ({ deliveryId: null, organizationId: null, environmentId: null, eventId: null, eventType: null, caseId: null, status: 'pending', attempts: 0, nextAttemptAt: null, delivered: false }),
+  evolve(state, event) {
+    switch (event.type) {
+      case 'WebhookDeliveryCreated':
+        return { ...state, deliveryId: event.deliveryId, organizationId: event.organizationId, environmentId: event.environmentId, eventId: event.eventId, eventType: event.eventType, caseId: event.caseId, status: event.status, nextAttemptAt: event.nextAttemptAt };
+      case 'WebhookDeliveryReleased':
+        return { ...state, status: 'pending', nextAttemptAt: event.nextAttemptAt };
+      case 'WebhookAttemptRecorded':
+        return { ...state, attempts: state.attempts + 1, status: event.status, nextAttemptAt: event.nextAttemptAt, delivered: state.delivered || event.status === 'delivered' };
+      case 'WebhookRetryRequested':
+        return { ...state, status: 'pending', nextAttemptAt: event.nextAttemptAt };
+      case 'WebhookDeliveryAbandoned':
+        return { ...state, status: 'failed', nextAttemptAt: null };
+      case WEBHOOK_DELIVERED:
+        return state;
+      default: {
+        const never: never = event;
+        return never;
+      }
+    }
+  },
+  decide(command, state, now) {
+    const nowIso = now.toISOString();
+    switch (command.type) {
+      case 'CreateDelivery': {
+        if (state.deliveryId) return []; // first writer wins: the same event for the same endpoint is one delivery
+        const { type: _t, held, ...rest } = command;
+        return [{ type: 'WebhookDeliveryCreated', ...rest, status: held ? 'held' : 'pending', nextAttemptAt: held ? null : nowIso, createdAt: nowIso }];
+      }
+      case 'ReleaseDelivery':
+        if (!state.deliveryId || state.status !== 'held') return [];
+        return [{ type: 'WebhookDeliveryReleased', deliveryId: state.deliveryId, nextAttemptAt: nowIso, releasedAt: nowIso }];
+      case 'RecordAttempt': {
+        if (!state.deliveryId || state.status !== 'pending' || state.nextAttemptAt !== command.dueAt) return [];
+        const n = state.attempts + 1;
+        const outcome = outcomeOf(command.attempt.statusCode);
+        let status: DeliveryStatus;
+        let nextAttemptAt: string | null = null;
+        if (outcome === 'delivered') status = 'delivered';
+        else if (outcome === 'gone' || n >= MAX_ATTEMPTS) status = 'failed';
+        else {
+          status = 'pending';
+          const jitter = Math.min(Math.max(command.jitter, 0), 1) * MAX_JITTER;
+          const pause = Math.round(RETRY_DELAYS_MS[n - 1] * (1 + jitter));
+          const retryAfter = Math.min(Math.max(command.retryAfterMs ?? 0, 0), MAX_RETRY_AFTER_MS);
+          nextAttemptAt = after(command.attempt.at, Math.max(pause, retryAfter));
+        }
+        const events: DeliveryEvent[] = [{ type: 'WebhookAttemptRecorded', deliveryId: state.deliveryId, attempt: command.attempt, status, nextAttemptAt }];
+        if (status === 'delivered' && !state.delivered && state.eventType === 'clinical_case.opened') {
+          events.push({ type: WEBHOOK_DELIVERED, organizationId: state.organizationId!, environmentId: state.environmentId!, eventId: state.eventId!, eventType: state.eventType, caseId: state.caseId, deliveredAt: command.attempt.at });
+        }
+        return events;
+      }
+      case 'RequestRetry':
+        if (!state.deliveryId) throw new DomainError(404, 'NOT_FOUND', 'Delivery not found');
+        if (state.status === 'held') throw new DomainError(409, 'INVALID_TRANSITION', 'The delivery is held until the organization signs its BAA');
+        return [{ type: 'WebhookRetryRequested', deliveryId: state.deliveryId, nextAttemptAt: nowIso, requestedBy: command.by, requestedAt: nowIso }];
+      case 'AbandonDelivery':
+        if (!state.deliveryId || (state.status !== 'pending' && state.status !== 'held')) return [];
+        return [{ type: 'WebhookDeliveryAbandoned', deliveryId: state.deliveryId, reason: command.reason, abandonedAt: nowIso }];
+      default: {
+        const never: never = command;
+        return never;
+      }
+    }
+  },
+};
+
+export const deliveryStream = (deliveryId: string) => `webhook-dispatcher-delivery-${deliveryId}`;

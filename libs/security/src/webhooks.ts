@@ -1,0 +1,116 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+
+/**
+ * Receiver-side verification of the service's endpoint webhooks (spec "Verification rules"):
+ * signature over the raw bytes before parsing, constant-time compare, stale timestamps refused,
+ * dedupe by `x-svc-event-id`. Copy-paste friendly: depends on node:crypto only.
+ */
+
+export interface WebhookEnvelope<T = Record<string, unknown>> {
+  id: string;
+  type: string;
+  createdAt: string;
+  data: T;
+}
+
+/** Where seen event ids are remembered (use a durable store in production: a DB unique key). */
+export interface SeenStore {
+  /** Returns true when `eventId` was already recorded; records it otherwise. */
+  checkAndAdd(eventId: string): boolean | Promise<boolean>;
+}
+
+/** In-memory seen-store with a bound (oldest ids forgotten first). */
+export class MemorySeenStore implements SeenStore {
+  private readonly ids = new Set<string>();
+  constructor(private readonly max = 100_000) {}
+  checkAndAdd(eventId: string): boolean {
+    if (this.ids.has(eventId)) return true;
+    this.ids.add(eventId);
+    if (this.ids.size > this.max) this.ids.delete(this.ids.values().next().value as string);
+    return false;
+  }
+}
+
+export type WebhookVerificationCode = 'MISSING_HEADER' | 'BAD_SIGNATURE' | 'STALE_TIMESTAMP' | 'DUPLICATE_EVENT' | 'BAD_PAYLOAD';
+
+export class WebhookVerificationError extends Error {
+  constructor(
+    readonly code: WebhookVerificationCode,
+    message: string,
+    /** On DUPLICATE_EVENT: the (verified) envelope, so the receiver can answer 200 again. */
+    readonly envelope?: WebhookEnvelope<unknown>,
+  ) {
+    super(message);
+    this.name = 'WebhookVerificationError';
+  }
+}
+
+export interface VerifyWebhookInput {
+  /** The request body exactly as received (Buffer or string), before any JSON parsing. */
+  rawBody: Buffer | string;
+  /** Request headers (node's IncomingHttpHeaders, a Fetch Headers, or a plain object; names case-insensitive). */
+  headers: Record<string, string | string[] | undefined> | Headers;
+  /** The endpoint signing secret, used as its UTF-8 string. */
+  secret: string | string[];
+  /** Current time (default: now). */
+  now?: Date;
+  /** Largest accepted age (and future skew) of `x-svc-timestamp`, seconds. Default 300. */
+  toleranceSec?: number;
+  /** Dedupe store; default: a process-wide in-memory one. Pass `null` to skip dedupe. */
+  seen?: SeenStore | null;
+}
+
+const defaultSeen = new MemorySeenStore();
+
+function header(headers: VerifyWebhookInput['headers'], name: string): string | undefined {
+  if (typeof (headers as Headers).get === 'function') return (headers as Headers).get(name) ?? undefined;
+  const h = headers as Record<string, string | string[] | undefined>;
+  const key = Object.keys(h).find((k) => k.toLowerCase() === name);
+  const v = key === undefined ? undefined : h[key];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/** `v1=` + lowercase hex HMAC-SHA256 of `${timestamp}.${rawBody}`. */
+export function signWebhook(secret: string, timestamp: number | string, rawBody: Buffer | string): string {
+  return `v1=${createHmac('sha256', secret).update(`${timestamp}.`).update(rawBody).digest('hex')}`;
+}
+
+/**
+ * Verifies a webhook and returns its envelope; throws WebhookVerificationError otherwise.
+ * `secret` may be a list (old and new secret during a rotation).
+ */
+export async function verifyWebhook<T = Record<string, unknown>>(input: VerifyWebhookInput): Promise<WebhookEnvelope<T>> {
+  const { rawBody, headers } = input;
+  const eventId = header(headers, 'x-svc-event-id');
+  const timestamp = header(headers, 'x-svc-timestamp');
+  const signature = header(headers, 'x-svc-signature');
+  if (!eventId || !timestamp || !signature) throw new WebhookVerificationError('MISSING_HEADER', 'x-svc-event-id, x-svc-timestamp and x-svc-signature are required');
+  if (!/^[0-9]+$/.test(timestamp)) throw new WebhookVerificationError('STALE_TIMESTAMP', 'x-svc-timestamp is not Unix seconds');
+  if (!/^v1=[a-f0-9]{64}$/.test(signature)) throw new WebhookVerificationError('BAD_SIGNATURE', 'x-svc-signature is malformed');
+
+  const given = Buffer.from(signature.slice(3), 'hex');
+  const secrets = Array.isArray(input.secret) ? input.secret : [input.secret];
+  let ok = false;
+  for (const s of secrets) {
+    const expected = Buffer.from(signWebhook(s, timestamp, rawBody).slice(3), 'hex');
+    if (expected.length === given.length && timingSafeEqual(expected, given)) ok = true;
+  }
+  if (!ok) throw new WebhookVerificationError('BAD_SIGNATURE', 'signature does not match');
+
+  const nowSec = Math.floor((input.now ?? new Date()).getTime() / 1000);
+  const tolerance = input.toleranceSec ?? 300;
+  if (Math.abs(nowSec - Number(timestamp)) > tolerance) throw new WebhookVerificationError('STALE_TIMESTAMP', 'x-svc-timestamp is outside the tolerance');
+
+  let envelope: WebhookEnvelope<T>;
+  try {
+    envelope = JSON.parse(Buffer.isBuffer(rawBody) ? rawBody.toString('utf8') : rawBody) as WebhookEnvelope<T>;
+  } catch {
+    throw new WebhookVerificationError('BAD_PAYLOAD', 'body is not JSON');
+  }
+  if (!envelope || typeof envelope !== 'object' || envelope.id !== eventId || typeof envelope.type !== 'string') {
+    throw new WebhookVerificationError('BAD_PAYLOAD', 'envelope does not match x-svc-event-id');
+  }
+  const seen = input.seen === undefined ? defaultSeen : input.seen;
+  if (seen && (await seen.checkAndAdd(eventId))) throw new WebhookVerificationError('DUPLICATE_EVENT', 'event already received', envelope as WebhookEnvelope<unknown>);
+  return envelope;
+}

@@ -1,0 +1,322 @@
+import { randomUUID } from 'node:crypto';
+import { lastValueFrom } from 'rxjs';
+import { TestApp } from '@svc/testing';
+import { BUS_CLIENT, IntegrationMessage, InProcessBroker, Patterns, Topics } from '@svc/messaging';
+import { IN_PROCESS_BROKER } from '@svc/platform';
+import { verifyWebhook, WebhookVerificationError } from '@svc/security';
+import { WebhookReceiver, eventSchemas, until } from '../../apps/webhook-dispatcher/test/receiver';
+
+/** Issue 5, "Must show": signed webhooks over real HTTP to a real receiver on loopback. */
+describe('webhooks (e2e, real HTTP, real receiver)', () => {
+  const app = new TestApp();
+  const receiver = new WebhookReceiver();
+  const validate = eventSchemas();
+  let broker: InProcessBroker;
+  const busOut: IntegrationMessage[] = [];
+
+  beforeAll(async () => {
+    await receiver.start();
+    await app.start();
+    const nest = (app as unknown as { app: { get<T>(t: unknown): T } }).app;
+    broker = nest.get<InProcessBroker>(IN_PROCESS_BROKER);
+    broker.subscribe(Topics.dispatcherEvents, (m) => void busOut.push(m.data as IntegrationMessage));
+  });
+  afterAll(async () => {
+    await app.stop();
+    await receiver.stop();
+  });
+
+  const serviceNow = async () => new Date(await app.advanceClock(0));
+
+  /** Until the case-ledger answers, its integration event is published onto the app's bus as its relay would. */
+  async function publishCase(orgId: string, envId: string, type = 'clinical_case.opened', data?: Record<string, unknown>) {
+    const caseId = randomUUID();
+    const eventId = randomUUID();
+    const message: IntegrationMessage = {
+      type,
+      data: data ?? {
+        caseId,
+        patientId: randomUUID(),
+        priority: 'urgent',
+        source: 'check_in',
+        patientNotes: 'dizzy since this morning',
+        symptomScores: { pain: 7 },
+        matchedRules: ['score:urgent:pain>=7'],
+        stoppedEarly: false,
+        handoff: { progressPath: `/v1/clinical-cases/${caseId}/progress`, updatesPath: `/v1/clinical-cases/${caseId}/updates`, messagesPath: `/v1/clinical-cases/${caseId}/messages` },
+      },
+      metadata: { eventId, correlationId: randomUUID(), causationId: null, organizationId: orgId, environmentId: envId, actor: 'system', recordedAt: (await serviceNow()).toISOString() },
+      streamId: `case-ledger-case-${caseId}`,
+      position: 1,
+    };
+    await broker.publish(Topics.caseEvents, message, { key: message.streamId });
+    return { caseId, eventId };
+  }
+
+  async function verified(r: { headers: Record<string, unknown>; rawBody: Buffer }, secret: string | string[]) {
+    const envelope = await verifyWebhook({ rawBody: r.rawBody, headers: r.headers as Record<string, string>, secret, now: await serviceNow(), seen: null });
+    expect(validate(envelope.type, envelope)).toEqual([]);
+    return envelope;
+  }
+
+  async function endpoint(t: { staff: string; env: string }, path: string, events: string[], statuses: number[] = [200]) {
+    const url = receiver.script(path, statuses);
+    const r = await app.api.post(`${t.env}/webhook-endpoints`, { url, events, description: path }, t.staff);
+    expect(r.status).toBe(201);
+    return r.body as { id: string; url: string; events: string[]; secret: string; createdAt: string };
+  }
+
+  const deliveries = async (t: { staff: string; env: string }, endpointId: string) => (await app.api.get(`${t.env}/webhook-endpoints/${endpointId}/deliveries`, t.staff)).body.deliveries;
+
+  it('manages endpoints: secret shown once, catalog-checked events, list, rotate, delete', async () => {
+    const t = await app.tenant();
+    const ep = await endpoint(t, '/manage', ['clinical_case.opened', 'subscription.updated']);
+    expect(ep).toEqual({ id: expect.any(String), url: `${receiver.baseUrl}/manage`, events: ['clinical_case.opened', 'subscription.updated'], description: '/manage', secret: expect.stringMatching(/^whsec_/), createdAt: expect.any(String) });
+
+    const list = await app.api.get(`${t.env}/webhook-endpoints`, t.staff);
+    expect(list.status).toBe(200);
+    expect(list.body.webhookEndpoints).toEqual([{ id: ep.id, url: ep.url, events: ep.events, description: '/manage', createdAt: ep.createdAt }]);
+    expect(list.text).not.toContain(ep.secret);
+
+    for (const events of [['order_lookup.requested'], ['clinical_case.closed'], []]) {
+      const bad = await app.api.post(`${t.env}/webhook-endpoints`, { url: ep.url, events }, t.staff);
+      expect(bad.status).toBe(400);
+      expect(bad.body.code).toBe('VALIDATION_FAILED');
+    }
+    const badUrl = await app.api.post(`${t.env}/webhook-endpoints`, { url: 'ftp://example.test/x', events: ['clinical_case.opened'] }, t.staff);
+    expect(badUrl.status).toBe(400);
+    expect(badUrl.body.details).toEqual([{ path: 'url', message: expect.any(String) }]);
+
+    const noPerm = await app.staffToken({ sub: t.ownerSub, permissions: [] });
+    expect((await app.api.get(`${t.env}/webhook-endpoints`, noPerm)).status).toBe(403);
+    // Another environment of the same organization: 404.
+    const prodEnv = `/organizations/${t.orgId}/environments/${t.production}`;
+    expect((await app.api.post(`${prodEnv}/webhook-endpoints/${ep.id}/rotate-secret`, undefined, t.staff)).status).toBe(404);
+
+    const rotated = await app.api.post(`${t.env}/webhook-endpoints/${ep.id}/rotate-secret`, undefined, t.staff);
+    expect(rotated.status).toBe(201);
+    expect(rotated.body).toEqual({ secret: expect.stringMatching(/^whsec_/) });
+    expect(rotated.body.secret).not.toBe(ep.secret);
+
+    expect((await app.api.delete(`${t.env}/webhook-endpoints/${ep.id}`, t.staff)).status).toBe(204);
+    expect((await app.api.get(`${t.env}/webhook-endpoints`, t.staff)).body.webhookEndpoints).toEqual([]);
+    expect((await app.api.delete(`${t.env}/webhook-endpoints/${ep.id}`, t.staff)).status).toBe(404);
+  });
+
+  it('holds a case event until the BAA is signed, then delivers it signed; webhook.delivered follows', async () => {
+    const t = await app.tenant({ baa: false });
+    const ep = await endpoint(t, '/held', ['clinical_case.opened']);
+    const { eventId, caseId } = await publishCase(t.orgId, t.sandbox);
+
+    const held = await until(async () => {
+      const d = await deliveries(t, ep.id);
+      return d.length === 1 && d[0].status === 'held' ? d : null;
+    }, 10_000, 'held delivery');
+    expect(held[0]).toEqual({ id: expect.any(String), eventId, eventType: 'clinical_case.opened', status: 'held', attempts: [], nextAttemptAt: null });
+    await app.advanceClock(3600);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(receiver.on('/held')).toHaveLength(0);
+
+    // Sign: the gateway relays BaaSigned on its topic and the held delivery goes out.
+    t.staff = await app.staffToken({ sub: t.ownerSub }); // the clock moved past the first token's hour
+    expect((await app.api.post(`/organizations/${t.orgId}/baa`, { signerName: 'Ada Owner', signerTitle: 'CEO' }, t.staff)).status).toBe(201);
+    const [got] = await receiver.waitFor('/held', 1);
+    const envelope = await verified(got, ep.secret);
+    expect(envelope).toMatchObject({ id: eventId, type: 'clinical_case.opened', data: { caseId } });
+    expect(got.headers['x-svc-event-id']).toBe(eventId);
+    expect(got.headers['idempotency-key']).toBe(eventId);
+    expect(got.headers['x-svc-event-type']).toBe('clinical_case.opened');
+    expect(got.headers['content-type']).toBe('application/json');
+
+    const [d] = await until(async () => {
+      const list = await deliveries(t, ep.id);
+      return list[0]?.status === 'delivered' ? list : null;
+    }, 5000, 'delivered');
+    expect(d.attempts).toEqual([{ at: expect.any(String), statusCode: 200, durationMs: expect.any(Number), error: null }]);
+
+    const delivered = await until(async () => busOut.find((m) => m.type === 'webhook.delivered' && (m.data as { caseId: string }).caseId === caseId), 5000, 'webhook.delivered');
+    expect(delivered.data).toEqual({ organizationId: t.orgId, environmentId: t.sandbox, eventId, eventType: 'clinical_case.opened', caseId, deliveredAt: expect.any(String) });
+  });
+
+  it('retries 500, 500, 200 on the dev clock: three attempts, same event id, fresh valid signatures, same bytes', async () => {
+    const t = await app.tenant();
+    const ep = await endpoint(t, '/flaky', ['clinical_case.opened'], [500, 500, 200]);
+    const { eventId } = await publishCase(t.orgId, t.sandbox);
+
+    const [first] = await receiver.waitFor('/flaky', 1);
+    await verified(first, ep.secret);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(receiver.on('/flaky')).toHaveLength(1); // next attempt is 5-6 s away on the service clock
+
+    await app.advanceClock(7);
+    const second = (await receiver.waitFor('/flaky', 2))[1];
+    await verified(second, ep.secret);
+    await app.advanceClock(240);
+    await new Promise((r) => setTimeout(r, 600));
+    expect(receiver.on('/flaky')).toHaveLength(2); // third attempt is 5-6 min after the second
+    await app.advanceClock(130);
+    const third = (await receiver.waitFor('/flaky', 3))[2];
+    await verified(third, ep.secret);
+
+    const all = [first, second, third];
+    expect(all.map((r) => r.headers['x-svc-event-id'])).toEqual([eventId, eventId, eventId]);
+    expect(all.map((r) => r.headers['idempotency-key'])).toEqual([eventId, eventId, eventId]);
+    expect(new Set(all.map((r) => r.headers['x-svc-timestamp'])).size).toBe(3);
+    expect(new Set(all.map((r) => r.headers['x-svc-signature'])).size).toBe(3);
+    expect(second.rawBody.equals(first.rawBody) && third.rawBody.equals(first.rawBody)).toBe(true);
+    const ts = all.map((r) => Number(r.headers['x-svc-timestamp']));
+    expect(ts[1] - ts[0]).toBeGreaterThanOrEqual(5);
+    expect(ts[2] - ts[1]).toBeGreaterThanOrEqual(300);
+
+    const [d] = await until(async () => {
+      const list = await deliveries(t, ep.id);
+      return list[0]?.status === 'delivered' ? list : null;
+    }, 5000, 'delivered');
+    expect(d.attempts.map((a: { statusCode: number }) => a.statusCode)).toEqual([500, 500, 200]);
+    expect(d.attempts[0].error).toBe('http_500');
+    expect(d.nextAttemptAt).toBeNull();
+    expect(JSON.stringify(d)).not.toContain('dizzy');
+
+    // Manual retry: 202 and a new attempt now (the receiver dedupes by event id).
+    const retry = await app.api.post(`${t.env}/webhook-endpoints/${ep.id}/deliveries/${d.id}/retry`, undefined, t.staff);
+    expect(retry.status).toBe(202);
+    const fourth = (await receiver.waitFor('/flaky', 4))[3];
+    expect(fourth.headers['x-svc-event-id']).toBe(eventId);
+    await verified(fourth, ep.secret);
+    expect((await app.api.post(`${t.env}/webhook-endpoints/${ep.id}/deliveries/${randomUUID()}/retry`, undefined, t.staff)).status).toBe(404);
+  });
+
+  it('stops at once on 410', async () => {
+    const t = await app.tenant();
+    const ep = await endpoint(t, '/gone', ['clinical_case.opened'], [410]);
+    await publishCase(t.orgId, t.sandbox);
+    await receiver.waitFor('/gone', 1);
+    const [d] = await until(async () => {
+      const list = await deliveries(t, ep.id);
+      return list[0]?.status === 'failed' ? list : null;
+    }, 5000, 'failed');
+    expect(d.attempts).toEqual([{ at: expect.any(String), statusCode: 410, durationMs: expect.any(Number), error: 'http_410' }]);
+    expect(d.nextAttemptAt).toBeNull();
+    await app.advanceClock(86_400);
+    await new Promise((r) => setTimeout(r, 600));
+    expect(receiver.on('/gone')).toHaveLength(1);
+  });
+
+  it('signs with the rotated secret from then on; the old one no longer verifies', async () => {
+    const t = await app.tenant();
+    const ep = await endpoint(t, '/rotate', ['clinical_case.opened']);
+    await publishCase(t.orgId, t.sandbox);
+    await verified((await receiver.waitFor('/rotate', 1))[0], ep.secret);
+
+    const { secret } = (await app.api.post(`${t.env}/webhook-endpoints/${ep.id}/rotate-secret`, undefined, t.staff)).body;
+    await publishCase(t.orgId, t.sandbox);
+    const second = (await receiver.waitFor('/rotate', 2))[1];
+    await verified(second, secret);
+    await expect(verifyWebhook({ rawBody: second.rawBody, headers: second.headers as Record<string, string>, secret: ep.secret, now: await serviceNow(), seen: null })).rejects.toMatchObject({ code: 'BAD_SIGNATURE' });
+    // Both secrets during a changeover.
+    await verifyWebhook({ rawBody: second.rawBody, headers: second.headers as Record<string, string>, secret: [ep.secret, secret], now: await serviceNow(), seen: null });
+  });
+
+  it('counts credits, sends usage thresholds to every environment once each, pauses at 100%, and reports subscription changes', async () => {
+    const t = await app.tenant();
+    const prodEnv = `/organizations/${t.orgId}/environments/${t.production}`;
+    const sb = await endpoint(t, '/usage-sb', ['billing.usage_threshold_reached', 'subscription.updated']);
+    const prodUrl = receiver.script('/usage-prod', [200]);
+    const prod = (await app.api.post(`${prodEnv}/webhook-endpoints`, { url: prodUrl, events: ['billing.usage_threshold_reached'] }, t.staff)).body;
+
+    const plan = await app.api.put(`/organizations/${t.orgId}/plan`, { monthlyCredits: 5 }, t.staff);
+    expect(plan.status).toBe(200);
+    expect(plan.body).toMatchObject({ monthlyCredits: 5, creditsUsed: 0, paused: false, subscriptionStatus: 'active' });
+
+    const client = (app as unknown as { app: { get<T>(t: unknown): T } }).app.get<{ send(p: string, d: unknown): import('rxjs').Observable<unknown> }>(BUS_CLIENT);
+    const usage = () => lastValueFrom(client.send(Patterns.usageStatus, { organizationId: t.orgId })) as Promise<{ paused: boolean }>;
+    expect(await usage()).toEqual({ paused: false });
+
+    for (let i = 0; i < 3; i++) await publishCase(t.orgId, t.sandbox);
+    // A check-in and a workflow run use a credit each too: 5 of 5.
+    const pathwayMsg = (type: string, data: Record<string, unknown>): IntegrationMessage => ({ type, data, metadata: { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: t.orgId, environmentId: t.sandbox, actor: 'system', recordedAt: new Date().toISOString() }, streamId: 'x', position: 1 });
+    await broker.publish(Topics.pathwayEvents, pathwayMsg('check_in.sent', { organizationId: t.orgId, environmentId: t.sandbox, checkInId: randomUUID(), patientId: randomUUID(), sentAt: new Date().toISOString() }));
+    const sent = await until(async () => receiver.on('/usage-sb').length >= 1 && receiver.on('/usage-prod').length >= 1, 10_000, '80% event');
+    expect(sent).toBe(true);
+    const run = pathwayMsg('workflow_run.started', { organizationId: t.orgId, environmentId: t.sandbox, runId: randomUUID(), workflowId: randomUUID(), startedAt: new Date().toISOString() });
+    await broker.publish(Topics.workflowEvents, run);
+    await broker.publish(Topics.workflowEvents, run); // a duplicate: no second credit
+    await receiver.waitFor('/usage-sb', 3);
+    await receiver.waitFor('/usage-prod', 3);
+
+    const sbEvents = await Promise.all(receiver.on('/usage-sb').map((r) => verified(r, sb.secret)));
+    await Promise.all(receiver.on('/usage-prod').map((r) => verified(r, prod.secret)));
+    expect(sbEvents.map((e) => e.data)).toEqual([
+      { threshold: 80, creditsUsed: 4, monthlyCredits: 5, remaining: 1, paused: false, periodStart: expect.stringMatching(/-01T00:00:00.000Z$/) },
+      { threshold: 95, creditsUsed: 5, monthlyCredits: 5, remaining: 0, paused: true, periodStart: expect.any(String) },
+      { threshold: 100, creditsUsed: 5, monthlyCredits: 5, remaining: 0, paused: true, periodStart: expect.any(String) },
+    ]);
+    expect(await usage()).toEqual({ paused: true });
+    // Cases still open (and count) while paused; no threshold is sent twice.
+    await publishCase(t.orgId, t.sandbox);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(receiver.on('/usage-sb')).toHaveLength(3);
+    // A larger plan lifts the pause.
+    expect((await app.api.put(`/organizations/${t.orgId}/plan`, { monthlyCredits: 100 }, t.staff)).body.paused).toBe(false);
+    expect(await usage()).toEqual({ paused: false });
+
+    // Billing notices → subscription.updated (idempotent by eventId).
+    const bill = (eventId: string, type: string, extra: Record<string, unknown> = {}) => app.api.post(`/organizations/${t.orgId}/billing-events`, { eventId, type, ...extra }, t.staff);
+    const failed = await bill('evt_1', 'payment_failed', { invoiceId: 'in_1' });
+    expect(failed.status).toBe(202);
+    expect(failed.body).toEqual({ eventId: 'evt_1', duplicate: false, subscriptionStatus: 'grace_period' });
+    expect((await bill('evt_1', 'payment_failed', { invoiceId: 'in_1' })).body.duplicate).toBe(true);
+    const reused = await bill('evt_1', 'payment_succeeded');
+    expect(reused.status).toBe(409);
+    expect(reused.body.code).toBe('IDEMPOTENCY_KEY_REUSED');
+    expect((await bill('evt_2', 'grace_period_expired')).body.subscriptionStatus).toBe('restricted');
+    expect((await bill('evt_3', 'payment_succeeded', { invoiceId: 'in_1' })).body.subscriptionStatus).toBe('active');
+    expect((await bill('evt_4', 'payment_succeeded', { invoiceId: 'in_2' })).status).toBe(202);
+    expect((await bill('evt_5', 'subscription_canceled')).body.subscriptionStatus).toBe('canceled');
+    await receiver.waitFor('/usage-sb', 8);
+    const subs = (await Promise.all(receiver.on('/usage-sb').slice(3).map((r) => verified(r, sb.secret)))).map((e) => e.data);
+    expect(subs).toEqual([
+      { status: 'grace_period', previousStatus: 'active' },
+      { status: 'restricted', previousStatus: 'grace_period', reason: 'PAYMENT_GRACE_PERIOD_EXPIRED' },
+      { status: 'active', previousStatus: 'restricted', recovered: true },
+      { status: 'active', previousStatus: 'active' },
+      { status: 'canceled', previousStatus: 'active' },
+    ]);
+
+    // Members may not change billing.
+    expect((await app.api.post(`/organizations/${t.orgId}/members`, { sub: `m-${t.orgId}`, email: 'm@example.test', role: 'member' }, t.staff)).status).toBe(201);
+    const member = await app.staffToken({ sub: `m-${t.orgId}` });
+    const denied = await app.api.put(`/organizations/${t.orgId}/plan`, { monthlyCredits: 10 }, member);
+    expect(denied.status).toBe(403);
+    expect(denied.body.code).toBe('ROLE_REQUIRED');
+  });
+
+  it('survives a restart with a delivery pending', async () => {
+    const t = await app.tenant();
+    const ep = await endpoint(t, '/restart', ['clinical_case.opened'], [503, 200]);
+    const { eventId } = await publishCase(t.orgId, t.sandbox);
+    await receiver.waitFor('/restart', 1);
+    await until(async () => (await deliveries(t, ep.id))[0]?.attempts.length === 1, 5000, 'first attempt recorded');
+    await app.restart();
+    await app.advanceClock(10);
+    const second = (await receiver.waitFor('/restart', 2))[1];
+    expect(second.headers['x-svc-event-id']).toBe(eventId);
+    await verified(second, ep.secret);
+  });
+});
+
+describe('verifyWebhook', () => {
+  it('rejects stale timestamps and duplicates', async () => {
+    const { signWebhook, MemorySeenStore } = await import('@svc/security');
+    const body = JSON.stringify({ id: 'e1', type: 'subscription.updated', createdAt: '2026-01-01T00:00:00Z', data: {} });
+    const now = new Date('2026-01-01T00:10:00Z');
+    const ts = Math.floor(now.getTime() / 1000);
+    const headers = { 'x-svc-event-id': 'e1', 'x-svc-timestamp': String(ts), 'x-svc-signature': signWebhook('s', ts, body) };
+    const seen = new MemorySeenStore();
+    await expect(verifyWebhook({ rawBody: body, headers, secret: 's', now, seen })).resolves.toMatchObject({ id: 'e1' });
+    await expect(verifyWebhook({ rawBody: body, headers, secret: 's', now, seen })).rejects.toMatchObject({ code: 'DUPLICATE_EVENT' });
+    await expect(verifyWebhook({ rawBody: body, headers, secret: 's', now: new Date(now.getTime() + 301_000), seen: null })).rejects.toBeInstanceOf(WebhookVerificationError);
+    await expect(verifyWebhook({ rawBody: body + ' ', headers, secret: 's', now, seen: null })).rejects.toMatchObject({ code: 'BAD_SIGNATURE' });
+    await expect(verifyWebhook({ rawBody: body, headers: { ...headers, 'x-svc-signature': 'v1=abc' }, secret: 's', now, seen: null })).rejects.toMatchObject({ code: 'BAD_SIGNATURE' });
+  });
+});
