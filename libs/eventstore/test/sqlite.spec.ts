@@ -76,6 +76,20 @@ describe('SqliteEventStore specifics', () => {
     await a.close();
   });
 
+  it('checks expected revisions against appends made by another connection', async () => {
+    const a = new SqliteEventStore(file);
+    const b = new SqliteEventStore(file);
+    await a.append('s-1', [ev('E', { by: 'a' })], 'no_stream');
+    await b.append('s-1', [ev('E', { by: 'b' })], 0);
+    await expect(a.append('s-1', [ev('E', { by: 'a' })], 0)).rejects.toMatchObject({ actual: 1 });
+    await expect(a.append('s-1', [ev('E', { by: 'a' })], 'no_stream')).rejects.toMatchObject({ actual: 1 });
+    await a.append('s-1', [ev('E', { by: 'a' })], 1);
+    await expect(b.append('s-1', [ev('E', { by: 'b' })], 1)).rejects.toMatchObject({ actual: 2 });
+    expect((await b.readStream('s-1')).map((e) => (e.data as { by: string }).by)).toEqual(['a', 'b', 'a']);
+    await a.close();
+    await b.close();
+  });
+
   it('rejects a duplicate event id alone and keeps the rest of the batch', async () => {
     const store = new SqliteEventStore(file);
     const first = ev('E', { n: 1 });
