@@ -1,0 +1,211 @@
+import { randomUUID } from 'node:crypto';
+import { Patterns, Topics } from '@svc/messaging';
+import { TestApp } from '@svc/testing';
+import { Tenant, busRequest, eventually, openCase, update, watchTopic, widgetToken } from './case-helpers';
+
+const sha = 'a'.repeat(64);
+
+/** Issue 4: conversations over real HTTP. */
+describe('conversations (e2e, real HTTP)', () => {
+  const app = new TestApp();
+  let t: Tenant;
+  let caseEvents: ReturnType<typeof watchTopic>;
+  beforeAll(async () => {
+    await app.start();
+    caseEvents = watchTopic(app, Topics.caseEvents);
+    t = await app.tenant();
+  });
+  afterAll(async () => {
+    caseEvents.stop();
+    await app.stop();
+  });
+
+  const list = (id: string, query = '', key = t.apiKey) => app.api.get(`/v1/conversations/${id}/messages${query}`, key);
+  const inbound = (id: string, body: unknown, key = t.apiKey) => app.api.post(`/v1/conversations/${id}/messages`, body, key);
+  /** A case whose thread the conversation service knows (it learns it from clinical_case.opened). */
+  async function caseThread(patientId = randomUUID()) {
+    const c = await openCase(app, t, 'Please check on the patient', patientId);
+    await eventually(() => list(c.caseId), (r) => r.status === 200);
+    return c;
+  }
+
+  it('reads a case thread: empty at first, 404 for unknown, non-uuid or other-environment ids, 400 for a bad afterSequence', async () => {
+    const c = await caseThread();
+    const empty = await list(c.caseId);
+    expect(empty.status).toBe(200);
+    expect(empty.body).toEqual({ conversationId: c.caseId, messages: [] });
+    expect((await list(randomUUID())).status).toBe(404);
+    expect((await list('not-a-uuid')).status).toBe(404);
+    const other = await app.tenant();
+    expect((await list(c.caseId, '', other.apiKey)).status).toBe(404);
+    expect((await inbound(c.caseId, { requestId: randomUUID(), message: 'hi' }, other.apiKey)).status).toBe(404);
+    for (const q of ['?afterSequence=-1', '?afterSequence=abc', '?afterSequence=1.5', '?afterSequence=']) {
+      const r = await list(c.caseId, q);
+      expect(r.status).toBe(400);
+      expect(r.body.code).toBe('VALIDATION_FAILED');
+      expect(r.body.details[0].path).toBe('afterSequence');
+    }
+    expect((await list(c.caseId, '', 'svc_sb_nope')).status).toBe(401);
+  });
+
+  it('takes inbound patient messages: 201, requestId idempotency, attachments, ordering, patient_message_created', async () => {
+    const c = await caseThread();
+    const body = {
+      requestId: randomUUID(),
+      message: 'The swelling went down but I still feel dizzy.',
+      externalMessageId: 'sms-1',
+      attachments: [{ id: randomUUID(), fileName: 'photo.jpg', contentType: 'image/jpeg', sha256: sha }],
+    };
+    const r = await inbound(c.caseId, body);
+    expect(r.status).toBe(201);
+    expect(r.body).toEqual({ id: expect.any(String), conversationId: c.caseId, sequence: 1, duplicate: false, createdAt: expect.any(String) });
+    const again = await inbound(c.caseId, body);
+    expect(again.status).toBe(201);
+    expect(again.body).toEqual({ ...r.body, duplicate: true });
+    const reused = await inbound(c.caseId, { ...body, message: 'Another text' });
+    expect(reused.status).toBe(409);
+    expect(reused.body.code).toBe('IDEMPOTENCY_KEY_REUSED');
+
+    const second = await inbound(c.caseId, { requestId: randomUUID(), message: 'Also a headache.' });
+    expect(second.body.sequence).toBe(2);
+    const all = await list(c.caseId);
+    expect(all.body.messages.map((m: { sequence: number }) => m.sequence)).toEqual([1, 2]);
+    expect(all.body.messages[0]).toEqual({
+      id: r.body.id,
+      conversationId: c.caseId,
+      sequence: 1,
+      sender: 'patient',
+      message: body.message,
+      externalMessageId: 'sms-1',
+      attachments: body.attachments,
+      createdAt: r.body.createdAt,
+      delivery: null,
+    });
+    expect((await list(c.caseId, '?afterSequence=1')).body.messages.map((m: { sequence: number }) => m.sequence)).toEqual([2]);
+    expect((await list(c.caseId, '?afterSequence=2')).body.messages).toEqual([]);
+
+    const ev = await eventually(async () => caseEvents.seen.find((m) => m.type === 'clinical_case.patient_message_created' && m.data.messageId === r.body.id), (v) => !!v);
+    expect(ev!.data).toEqual({
+      caseId: c.caseId,
+      messageId: r.body.id,
+      patientId: c.patientId,
+      sender: 'patient',
+      message: body.message,
+      sentAt: r.body.createdAt,
+      replyPath: `/v1/clinical-cases/${c.caseId}/messages`,
+    });
+    // one event per message, none for the duplicate
+    expect(caseEvents.seen.filter((m) => m.type === 'clinical_case.patient_message_created' && m.data.caseId === c.caseId)).toHaveLength(2);
+
+    const bad: unknown[] = [
+      {},
+      { requestId: 'x', message: 'hi' },
+      { requestId: randomUUID(), message: '' },
+      { requestId: randomUUID(), message: 'x'.repeat(10001) },
+      { requestId: randomUUID(), message: 'hi', externalMessageId: 'x'.repeat(201) },
+      { requestId: randomUUID(), message: 'hi', attachments: [{ id: randomUUID(), fileName: 'a', contentType: 'b', sha256: 'A'.repeat(64) }] },
+      { requestId: randomUUID(), message: 'hi', attachments: [{ id: randomUUID(), fileName: 'a', contentType: 'b' }] },
+      { requestId: randomUUID(), message: 'hi', attachments: [{ id: 'x', fileName: 'x'.repeat(201), contentType: 'x'.repeat(161), sha256: sha }] },
+      { requestId: randomUUID(), message: 'hi', attachments: [{ id: randomUUID(), fileName: 'a', contentType: 'b', sha256: sha, extra: 1 }] },
+      { requestId: randomUUID(), message: 'hi', extra: true },
+    ];
+    for (const b of bad) {
+      const res = await inbound(c.caseId, b);
+      expect(res.status).toBe(400);
+      expect(res.body.code).toBe('VALIDATION_FAILED');
+    }
+    expect((await inbound(randomUUID(), { requestId: randomUUID(), message: 'hi' })).status).toBe(404);
+  });
+
+  it('records delivery reports for messages the service sent; read never moves back to delivered', async () => {
+    const c = await caseThread();
+    expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/messages`, { messageId: randomUUID(), message: 'Please call us', externalReference: 'p-1' }, t.apiKey)).status).toBe(200);
+    const patientMsg = await inbound(c.caseId, { requestId: randomUUID(), message: 'ok' });
+    const [provider] = (await list(c.caseId)).body.messages;
+    expect(provider.sender).toBe('provider');
+    const path = (id: string) => `/v1/conversations/${c.caseId}/messages/${id}/delivery`;
+
+    const delivered = await app.api.post(path(provider.id), { externalMessageId: 'sms-99', status: 'delivered' }, t.apiKey);
+    expect(delivered.status).toBe(201);
+    expect(delivered.body).toEqual({ messageId: provider.id, status: 'delivered', recordedAt: expect.any(String) });
+    expect((await list(c.caseId)).body.messages[0].delivery).toEqual({ status: 'delivered', errorCode: null, reportedAt: delivered.body.recordedAt });
+    const read = await app.api.post(path(provider.id), { externalMessageId: 'sms-99', status: 'read' }, t.apiKey);
+    expect(read.body.status).toBe('read');
+    const back = await app.api.post(path(provider.id), { externalMessageId: 'sms-99', status: 'delivered' }, t.apiKey);
+    expect(back.status).toBe(201);
+    expect(back.body).toEqual({ messageId: provider.id, status: 'read', recordedAt: read.body.recordedAt });
+    expect((await list(c.caseId)).body.messages[0].delivery.status).toBe('read');
+
+    expect((await app.api.post(path(patientMsg.body.id), { externalMessageId: 'x', status: 'delivered' }, t.apiKey)).status).toBe(404);
+    expect((await app.api.post(path(randomUUID()), { externalMessageId: 'x', status: 'delivered' }, t.apiKey)).status).toBe(404);
+    expect((await app.api.post(path('nope'), { externalMessageId: 'x', status: 'delivered' }, t.apiKey)).status).toBe(404);
+    for (const b of [{ status: 'delivered' }, { externalMessageId: 'x', status: 'seen' }, { externalMessageId: 'x', status: 'failed', errorCode: 'e'.repeat(81) }]) {
+      expect((await app.api.post(path(provider.id), b, t.apiKey)).status).toBe(400);
+    }
+    const other = await app.tenant();
+    expect((await app.api.post(path(provider.id), { externalMessageId: 'x', status: 'read' }, other.apiKey)).status).toBe(404);
+  });
+
+  it('takes patient replies from the widget: session required, own cases only, event with replyPath', async () => {
+    const c = await caseThread();
+    const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: c.patientId });
+    const path = `/widget/v1/cases/${c.caseId}/messages`;
+    const r = await app.api.post(path, { message: 'Thank you, I feel better today.' }, token);
+    expect(r.status).toBe(201);
+    expect(r.body).toEqual({ id: expect.any(String), conversationId: c.caseId, sequence: 1, createdAt: expect.any(String) });
+    const thread = await list(c.caseId);
+    expect(thread.body.messages[0]).toMatchObject({ sender: 'patient', message: 'Thank you, I feel better today.' });
+    const ev = await eventually(async () => caseEvents.seen.find((m) => m.type === 'clinical_case.patient_message_created' && m.data.messageId === r.body.id), (v) => !!v);
+    expect(ev!.data.replyPath).toBe(`/v1/clinical-cases/${c.caseId}/messages`);
+    expect(ev!.data.patientId).toBe(c.patientId);
+
+    const none = await app.api.post(path, { message: 'hi' });
+    expect(none.status).toBe(401);
+    expect(none.body.code).toBe('SESSION_REQUIRED');
+    expect((await app.api.post(path, { message: 'hi' }, 'garbage')).body.code).toBe('SESSION_REQUIRED');
+    const stranger = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: randomUUID() });
+    expect((await app.api.post(path, { message: 'hi' }, stranger)).status).toBe(404);
+    const anonymous = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: null });
+    expect((await app.api.post(path, { message: 'hi' }, anonymous)).status).toBe(404);
+    expect((await app.api.post(`/widget/v1/cases/${randomUUID()}/messages`, { message: 'hi' }, token)).status).toBe(404);
+    expect((await app.api.post(path, { message: '' }, token)).status).toBe(400);
+    expect((await app.api.post(path, { message: 'hi', extra: 1 }, token)).status).toBe(400);
+  });
+
+  it("refuses patient messages in a resolved case's thread with 409 CASE_RESOLVED", async () => {
+    const c = await caseThread();
+    const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: c.patientId });
+    expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(1, 'processed'), t.apiKey)).status).toBe(200);
+    const pending = { requestId: randomUUID(), message: 'before resolution' };
+    expect((await inbound(c.caseId, pending)).status).toBe(201);
+    expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(2, 'resolved', { resolutionOutcome: 'no_further_action', resolutionNote: 'Nothing more to do here' }), t.apiKey)).status).toBe(200);
+    const refused = await eventually(() => inbound(c.caseId, { requestId: randomUUID(), message: 'after resolution' }), (r) => r.status === 409);
+    expect(refused.status).toBe(409);
+    expect(refused.body.code).toBe('CASE_RESOLVED');
+    const widget = await app.api.post(`/widget/v1/cases/${c.caseId}/messages`, { message: 'hello?' }, token);
+    expect(widget.status).toBe(409);
+    expect(widget.body.code).toBe('CASE_RESOLVED');
+    // an identical retry of an earlier message is still recognized
+    expect((await inbound(c.caseId, pending)).body.duplicate).toBe(true);
+    // the thread still reads
+    expect((await list(c.caseId)).body.messages).toHaveLength(1);
+  });
+
+  it('lets other apps append over the bus (work items and case threads), idempotent by requestId', async () => {
+    const conversationId = randomUUID();
+    const cmd = { requestId: randomUUID(), organizationId: t.orgId, environmentId: t.sandbox, conversationId, kind: 'work_item', patientId: null, sender: 'system', message: 'Summary: order 123 late' };
+    const [a, b] = await Promise.all([busRequest(app, Patterns.appendConversationMessage, cmd), busRequest(app, Patterns.appendConversationMessage, cmd)]);
+    expect(a.id).toBe(b.id);
+    expect([a.duplicate, b.duplicate].sort()).toEqual([false, true]);
+    expect(a).toMatchObject({ conversationId, sequence: 1, createdAt: expect.any(String) });
+    const agent = await busRequest(app, Patterns.appendConversationMessage, { ...cmd, requestId: randomUUID(), sender: 'agent', message: 'A teammate will reply soon.' });
+    expect(agent.sequence).toBe(2);
+    const thread = await list(conversationId);
+    expect(thread.body.messages.map((m: { sender: string }) => m.sender)).toEqual(['system', 'agent']);
+    await expect(busRequest(app, Patterns.appendConversationMessage, { ...cmd, message: 'changed' })).rejects.toMatchObject({ status: 409, code: 'IDEMPOTENCY_KEY_REUSED' });
+    await expect(busRequest(app, Patterns.appendConversationMessage, { ...cmd, requestId: randomUUID(), environmentId: t.production })).rejects.toMatchObject({ status: 404 });
+    await expect(busRequest(app, Patterns.appendConversationMessage, { ...cmd, kind: 'x' })).rejects.toMatchObject({ status: 400 });
+    // a work item emits no clinical_case event
+    expect(caseEvents.seen.some((m) => m.data?.caseId === conversationId)).toBe(false);
+  });
+});
