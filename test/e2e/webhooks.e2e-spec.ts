@@ -28,7 +28,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
 
   const serviceNow = async () => new Date(await app.advanceClock(0));
 
-  /** Until the case-ledger answers, its integration event is published onto the app's bus as its relay would. */
+  /** A case-ledger integration event published onto the app's bus as its relay would (for the bus-level checks). */
   async function publishCase(orgId: string, envId: string, type = 'clinical_case.opened', data?: Record<string, unknown>) {
     const caseId = randomUUID();
     const eventId = randomUUID();
@@ -51,6 +51,13 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     };
     await broker.publish(Topics.caseEvents, message, { key: message.streamId });
     return { caseId, eventId };
+  }
+
+  /** The real path: a staff clinical request opens a case in the case-ledger, whose relay puts clinical_case.opened on the bus. */
+  async function openCase(t: { staff: string; env: string }) {
+    const r = await app.api.post(`${t.env}/clinical-cases`, { patientId: randomUUID(), request: 'Patient reports dizziness' }, t.staff);
+    expect(r.status).toBe(201);
+    return { caseId: r.body.caseId as string };
   }
 
   async function verified(r: { headers: Record<string, unknown>; rawBody: Buffer }, secret: string | string[]) {
@@ -138,12 +145,40 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     expect(delivered.data).toEqual({ organizationId: t.orgId, environmentId: t.sandbox, eventId, eventType: 'clinical_case.opened', caseId, deliveredAt: expect.any(String) });
   });
 
+  it('real path: a staff case opened before the BAA is held, goes out after signing, and the case shows transportDelivered', async () => {
+    const t = await app.tenant({ baa: false });
+    const ep = await endpoint(t, '/real-held', ['clinical_case.opened']);
+    const opened = await app.api.post(`${t.env}/clinical-cases`, { patientId: randomUUID(), request: 'Please call the patient about the dizziness' }, t.staff);
+    expect(opened.status).toBe(201);
+    const caseId = opened.body.caseId;
+    const [held] = await until(async () => {
+      const d = await deliveries(t, ep.id);
+      return d[0]?.status === 'held' ? d : null;
+    }, 10_000, 'held delivery of the real case');
+    expect(held).toMatchObject({ eventType: 'clinical_case.opened', status: 'held', attempts: [] });
+    await new Promise((r) => setTimeout(r, 400));
+    expect(receiver.on('/real-held')).toHaveLength(0);
+
+    expect((await app.api.post(`/organizations/${t.orgId}/baa`, { signerName: 'Ada Owner', signerTitle: 'CEO' }, t.staff)).status).toBe(201);
+    const [got] = await receiver.waitFor('/real-held', 1);
+    const envelope = await verified(got, ep.secret);
+    expect(envelope).toMatchObject({ id: held.eventId, type: 'clinical_case.opened', data: { caseId, source: 'staff_chat', patientNotes: '', symptomScores: {} } });
+    expect(got.rawBody.toString()).not.toContain('dizziness'); // the teammate's words stay in the service
+
+    const progress = await until(async () => {
+      const p = await app.api.get(`/v1/clinical-cases/${caseId}/progress`, t.apiKey);
+      return p.status === 200 && p.body.transportDelivered ? p : null;
+    }, 10_000, 'transportDelivered');
+    expect(progress.body.transportDelivered).toBe(true);
+  });
+
   it('retries 500, 500, 200 on the dev clock: three attempts, same event id, fresh valid signatures, same bytes', async () => {
     const t = await app.tenant();
     const ep = await endpoint(t, '/flaky', ['clinical_case.opened'], [500, 500, 200]);
-    const { eventId } = await publishCase(t.orgId, t.sandbox);
+    await openCase(t);
 
     const [first] = await receiver.waitFor('/flaky', 1);
+    const eventId = (await deliveries(t, ep.id))[0].eventId;
     await verified(first, ep.secret);
     await new Promise((r) => setTimeout(r, 1500));
     expect(receiver.on('/flaky')).toHaveLength(1); // next attempt is 5-6 s away on the service clock
@@ -189,7 +224,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
   it('stops at once on 410', async () => {
     const t = await app.tenant();
     const ep = await endpoint(t, '/gone', ['clinical_case.opened'], [410]);
-    await publishCase(t.orgId, t.sandbox);
+    await openCase(t);
     await receiver.waitFor('/gone', 1);
     const [d] = await until(async () => {
       const list = await deliveries(t, ep.id);
@@ -205,11 +240,11 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
   it('signs with the rotated secret from then on; the old one no longer verifies', async () => {
     const t = await app.tenant();
     const ep = await endpoint(t, '/rotate', ['clinical_case.opened']);
-    await publishCase(t.orgId, t.sandbox);
+    await openCase(t);
     await verified((await receiver.waitFor('/rotate', 1))[0], ep.secret);
 
     const { secret } = (await app.api.post(`${t.env}/webhook-endpoints/${ep.id}/rotate-secret`, undefined, t.staff)).body;
-    await publishCase(t.orgId, t.sandbox);
+    await openCase(t);
     const second = (await receiver.waitFor('/rotate', 2))[1];
     await verified(second, secret);
     await expect(verifyWebhook({ rawBody: second.rawBody, headers: second.headers as Record<string, string>, secret: ep.secret, now: await serviceNow(), seen: null })).rejects.toMatchObject({ code: 'BAD_SIGNATURE' });
@@ -232,7 +267,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     const usage = () => lastValueFrom(client.send(Patterns.usageStatus, { organizationId: t.orgId })) as Promise<{ paused: boolean }>;
     expect(await usage()).toEqual({ paused: false });
 
-    for (let i = 0; i < 3; i++) await publishCase(t.orgId, t.sandbox);
+    for (let i = 0; i < 3; i++) await openCase(t);
     // A check-in and a workflow run use a credit each too: 5 of 5.
     const pathwayMsg = (type: string, data: Record<string, unknown>): IntegrationMessage => ({ type, data, metadata: { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: t.orgId, environmentId: t.sandbox, actor: 'system', recordedAt: new Date().toISOString() }, streamId: 'x', position: 1 });
     await broker.publish(Topics.pathwayEvents, pathwayMsg('check_in.sent', { organizationId: t.orgId, environmentId: t.sandbox, checkInId: randomUUID(), patientId: randomUUID(), sentAt: new Date().toISOString() }));
@@ -253,7 +288,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     ]);
     expect(await usage()).toEqual({ paused: true });
     // Cases still open (and count) while paused; no threshold is sent twice.
-    await publishCase(t.orgId, t.sandbox);
+    await openCase(t);
     await new Promise((r) => setTimeout(r, 500));
     expect(receiver.on('/usage-sb')).toHaveLength(3);
     // A larger plan lifts the pause.
@@ -294,8 +329,9 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
   it('survives a restart with a delivery pending', async () => {
     const t = await app.tenant();
     const ep = await endpoint(t, '/restart', ['clinical_case.opened'], [503, 200]);
-    const { eventId } = await publishCase(t.orgId, t.sandbox);
+    await openCase(t);
     await receiver.waitFor('/restart', 1);
+    const eventId = (await deliveries(t, ep.id))[0].eventId;
     await until(async () => (await deliveries(t, ep.id))[0]?.attempts.length === 1, 5000, 'first attempt recorded');
     await app.restart();
     await app.advanceClock(10);
