@@ -1,0 +1,39 @@
+import { deciderSpec } from '../../../libs/eventstore/src/testing';
+import { ConversationCommand, ConversationEvent, conversationDecider } from '../src/domain/conversation';
+
+const env = 'e0000000-0000-4000-8000-000000000001';
+const conv = 'c0000000-0000-4000-8000-000000000001';
+const now = new Date('2026-01-01T00:00:00Z');
+const started: ConversationEvent[] = [{ type: 'ConversationStarted', conversationId: conv, kind: 'case', organizationId: 'o', environmentId: env, patientId: 'p1', startedAt: 'x' }];
+const append = (requestId: string, sender: any = 'patient', bodyHash = 'h'): ConversationCommand => ({
+  type: 'AppendMessage', conversationId: conv, start: null, environmentId: env, id: `id-${requestId}`, requestId, bodyHash, sender, message: 'm', externalMessageId: null, attachments: [],
+});
+const fold = (events: ConversationEvent[]) => events.reduce(conversationDecider.evolve, conversationDecider.initialState());
+
+describe('conversation decider', () => {
+  it('appends in sequence; a patient message in a case thread also records clinical_case.patient_message_created', () => {
+    const e1 = conversationDecider.decide(append('r1'), fold(started), now);
+    expect(e1.map((e) => e.type)).toEqual(['ConversationMessageAppended', 'clinical_case.patient_message_created']);
+    expect(e1[1]).toEqual({ type: 'clinical_case.patient_message_created', caseId: conv, messageId: 'id-r1', patientId: 'p1', sender: 'patient', message: 'm', sentAt: now.toISOString(), replyPath: `/v1/clinical-cases/${conv}/messages` });
+    const e2 = conversationDecider.decide(append('r2', 'provider'), fold([...started, ...e1]), now);
+    expect(e2).toHaveLength(1);
+    expect((e2[0] as any).sequence).toBe(2);
+    deciderSpec(conversationDecider).given([...started, ...e1]).when(append('r1'), now).then([]);
+    deciderSpec(conversationDecider).given([...started, ...e1]).when(append('r1', 'patient', 'other'), now).thenThrows('IDEMPOTENCY_KEY_REUSED');
+    deciderSpec(conversationDecider).given([]).when(append('r1'), now).thenThrows('NOT_FOUND');
+  });
+
+  it('closes case threads to patients; delivery reports only for sent messages and never back from read', () => {
+    const closed: ConversationEvent[] = [...started, { type: 'CaseThreadClosed', conversationId: conv, closedAt: 'x' }];
+    deciderSpec(conversationDecider).given(closed).when(append('r9'), now).thenThrows('CASE_RESOLVED');
+    const sent = conversationDecider.decide(append('r1', 'provider'), fold(started), now);
+    const h = [...started, ...sent];
+    const report = (status: any): ConversationCommand => ({ type: 'ReportDelivery', environmentId: env, messageId: 'id-r1', status, errorCode: null, externalMessageId: 'x' });
+    const read = conversationDecider.decide(report('read'), fold(h), now);
+    expect(read).toHaveLength(1);
+    deciderSpec(conversationDecider).given([...h, ...read]).when(report('delivered'), now).then([]);
+    deciderSpec(conversationDecider).given([...h, ...read]).when(report('failed'), now).then([]);
+    const patient = conversationDecider.decide(append('r2'), fold(h), now);
+    deciderSpec(conversationDecider).given([...h, ...patient]).when({ ...(report('read') as any), messageId: 'id-r2' }, now).thenThrows('NOT_FOUND');
+  });
+});
