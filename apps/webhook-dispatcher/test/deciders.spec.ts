@@ -1,0 +1,123 @@
+import { deciderSpec } from '../../../libs/eventstore/src/testing';
+import { accountDecider, AccountEvent } from '../src/domain/account';
+import { deliveryDecider, DeliveryEvent, MAX_ATTEMPTS, RETRY_DELAYS_MS } from '../src/domain/delivery';
+import { endpointDecider } from '../src/domain/endpoint';
+import { periodStartOf, usageDecider, UsageEvent } from '../src/domain/usage';
+import { isBlockedAddress, urlSyntaxProblem, addressProblem } from '../src/application/url-policy';
+import { stableUuid } from '../src/application/ids';
+
+const now = new Date('2026-03-10T12:00:00.000Z');
+const created: DeliveryEvent = {
+  type: 'WebhookDeliveryCreated',
+  deliveryId: 'd1',
+  endpointId: 'e1',
+  organizationId: 'o1',
+  environmentId: 'env1',
+  eventId: 'ev1',
+  eventType: 'clinical_case.opened',
+  caseId: 'c1',
+  payload: '{}',
+  status: 'pending',
+  nextAttemptAt: now.toISOString(),
+  createdAt: now.toISOString(),
+};
+const attempt = (statusCode: number | null, at = now.toISOString()) => ({ at, statusCode, durationMs: 3, error: statusCode === 200 ? null : 'x' });
+
+describe('delivery decider', () => {
+  it('creates once (first writer wins), held without a due time', () => {
+    deciderSpec(deliveryDecider).given([created]).when({ type: 'CreateDelivery', deliveryId: 'd1', endpointId: 'e1', organizationId: 'o1', environmentId: 'env1', eventId: 'ev1', eventType: 'clinical_case.opened', caseId: 'c1', payload: '{}', held: false }, now).then([]);
+    const [e] = deciderSpec(deliveryDecider).given([]).when({ type: 'CreateDelivery', deliveryId: 'd1', endpointId: 'e1', organizationId: 'o1', environmentId: 'env1', eventId: 'ev1', eventType: 'clinical_case.opened', caseId: 'c1', payload: '{}', held: true }, now).result();
+    expect(e).toMatchObject({ status: 'held', nextAttemptAt: null });
+  });
+
+  it('schedules retries 5 s, 5 min, ... with up to 20% jitter, then fails after 8 attempts', () => {
+    let events: DeliveryEvent[] = [created];
+    let due = now.toISOString();
+    for (let n = 1; n <= MAX_ATTEMPTS; n++) {
+      const out = deciderSpec(deliveryDecider).given(events).when({ type: 'RecordAttempt', dueAt: due, attempt: attempt(500, due), jitter: 1 }, now).result();
+      const rec = out[0] as Extract<DeliveryEvent, { type: 'WebhookAttemptRecorded' }>;
+      if (n < MAX_ATTEMPTS) {
+        expect(rec.status).toBe('pending');
+        expect(Date.parse(rec.nextAttemptAt!) - Date.parse(due)).toBe(Math.round(RETRY_DELAYS_MS[n - 1] * 1.2));
+        due = rec.nextAttemptAt!;
+      } else {
+        expect(rec).toMatchObject({ status: 'failed', nextAttemptAt: null });
+      }
+      events = [...events, ...out];
+    }
+  });
+
+  it('ignores a stale timer, stops on 410, emits webhook.delivered on the first 2xx of an opened case only', () => {
+    deciderSpec(deliveryDecider).given([created]).when({ type: 'RecordAttempt', dueAt: '2020-01-01T00:00:00.000Z', attempt: attempt(200), jitter: 0 }, now).then([]);
+    expect(deciderSpec(deliveryDecider).given([created]).when({ type: 'RecordAttempt', dueAt: created.nextAttemptAt!, attempt: attempt(410), jitter: 0 }, now).result()[0]).toMatchObject({ status: 'failed' });
+    const ok = deciderSpec(deliveryDecider).given([created]).when({ type: 'RecordAttempt', dueAt: created.nextAttemptAt!, attempt: attempt(200), jitter: 0 }, now).result();
+    expect(ok.map((e) => e.type)).toEqual(['WebhookAttemptRecorded', 'webhook.delivered']);
+    const retried: DeliveryEvent = { type: 'WebhookRetryRequested', deliveryId: 'd1', nextAttemptAt: '2026-03-10T13:00:00.000Z', requestedBy: 's', requestedAt: '' };
+    const again = deciderSpec(deliveryDecider).given([created, ...ok, retried]).when({ type: 'RecordAttempt', dueAt: retried.nextAttemptAt, attempt: attempt(200), jitter: 0 }, now).result();
+    expect(again.map((e) => e.type)).toEqual(['WebhookAttemptRecorded']);
+  });
+
+  it('honours a receiver Retry-After beyond the schedule; a held delivery cannot be retried by hand', () => {
+    const out = deciderSpec(deliveryDecider).given([created]).when({ type: 'RecordAttempt', dueAt: created.nextAttemptAt!, attempt: attempt(429), jitter: 0, retryAfterMs: 60_000 }, now).result();
+    expect(Date.parse((out[0] as { nextAttemptAt: string }).nextAttemptAt) - now.getTime()).toBe(60_000);
+    deciderSpec(deliveryDecider).given([{ ...created, status: 'held', nextAttemptAt: null }]).when({ type: 'RequestRetry', by: 's' }, now).thenThrows('INVALID_TRANSITION');
+  });
+});
+
+describe('endpoint decider', () => {
+  it('refuses rotation and deletion from another environment (404)', () => {
+    const c = { type: 'WebhookEndpointCreated' as const, endpointId: 'e', organizationId: 'o', environmentId: 'env1', url: 'https://x', events: [], description: null, secret: 's', createdBy: 'u', createdAt: '' };
+    deciderSpec(endpointDecider).given([c]).when({ type: 'RotateSecret', environmentId: 'env2', secret: 's2', by: 'u' }).thenThrows('NOT_FOUND');
+    deciderSpec(endpointDecider).given([c, { type: 'WebhookEndpointDeleted', endpointId: 'e', deletedBy: 'u', deletedAt: '' }]).when({ type: 'DeleteEndpoint', environmentId: 'env1', by: 'u' }).thenThrows('NOT_FOUND');
+  });
+});
+
+describe('account decider (subscription)', () => {
+  const rec = (eventId: string, billingType: 'payment_failed' | 'payment_succeeded' | 'grace_period_expired' | 'subscription_canceled', bodyHash = eventId) => ({ type: 'RecordBillingEvent' as const, organizationId: 'o', eventId, billingType, invoiceId: null, occurredAt: null, bodyHash });
+  const run = (given: AccountEvent[], cmd: ReturnType<typeof rec>) => deciderSpec(accountDecider).given(given).when(cmd, now).result();
+  it('walks active → grace_period → restricted → active (recovered) and refuses a reused eventId', () => {
+    const e1 = run([], rec('a', 'payment_failed'));
+    expect(e1.at(-1)).toEqual({ type: 'subscription.updated', status: 'grace_period', previousStatus: 'active' });
+    const e2 = run(e1, rec('b', 'grace_period_expired'));
+    expect(e2.at(-1)).toEqual({ type: 'subscription.updated', status: 'restricted', previousStatus: 'grace_period', reason: 'PAYMENT_GRACE_PERIOD_EXPIRED' });
+    const e3 = run([...e1, ...e2], rec('c', 'payment_succeeded'));
+    expect(e3.at(-1)).toEqual({ type: 'subscription.updated', status: 'active', previousStatus: 'restricted', recovered: true });
+    expect(run([...e1, ...e2, ...e3], rec('d', 'payment_succeeded')).at(-1)).toEqual({ type: 'subscription.updated', status: 'active', previousStatus: 'active' });
+    expect(run(e1, rec('a', 'payment_failed'))).toEqual([]);
+    deciderSpec(accountDecider).given(e1).when(rec('a', 'payment_succeeded', 'other'), now).thenThrows('IDEMPOTENCY_KEY_REUSED');
+  });
+});
+
+describe('usage decider', () => {
+  const use = (sourceId: string, monthlyCredits = 10) => ({ type: 'UseCredit' as const, organizationId: 'o', environmentId: 'env', source: 'check_in' as const, sourceId, periodStart: periodStartOf(now), monthlyCredits });
+  it('reports 80/95/100 once each, re-arms for a larger plan, one credit per source', () => {
+    let events: UsageEvent[] = [];
+    const thresholds: number[] = [];
+    for (let i = 1; i <= 12; i++) {
+      const out = deciderSpec(usageDecider).given(events).when(use(`s${i}`), now).result();
+      for (const e of out) if (e.type === 'billing.usage_threshold_reached') thresholds.push(e.threshold);
+      events = [...events, ...out];
+    }
+    expect(thresholds).toEqual([80, 95, 100]);
+    deciderSpec(usageDecider).given(events).when(use('s1'), now).then([]);
+    const bigger = deciderSpec(usageDecider).given(events).when(use('s13', 15), now).result();
+    expect(bigger.filter((e) => e.type !== 'CreditUsed').map((e) => (e as { threshold: number }).threshold)).toEqual([80]); // 13/15 = 87%
+    expect(periodStartOf(new Date('2026-03-31T23:59:59Z'))).toBe('2026-03-01T00:00:00.000Z');
+  });
+});
+
+describe('url policy and ids', () => {
+  it('refuses loopback/private/link-local in production only, and http in production', async () => {
+    for (const a of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '0.0.0.0']) expect(isBlockedAddress(a)).toBe(true);
+    for (const a of ['93.184.216.34', '2606:4700::1111']) expect(isBlockedAddress(a)).toBe(false);
+    expect(urlSyntaxProblem('http://example.com/hook', true)).toBe('https_required');
+    expect(urlSyntaxProblem('http://127.0.0.1:9/hook', false)).toBeNull();
+    expect(urlSyntaxProblem('https://u:p@example.com/', true)).toBe('credentials_in_url');
+    expect(await addressProblem('https://127.0.0.1/hook', true)).toBe('address_refused');
+    expect(await addressProblem('https://localhost/hook', true)).toBe('address_refused');
+    expect(await addressProblem('https://[::1]/hook', true)).toBe('address_refused');
+    expect(await addressProblem('http://127.0.0.1/hook', false)).toBeNull();
+    expect(stableUuid('a', 'b')).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(stableUuid('a', 'b')).toBe(stableUuid('a', 'b'));
+  });
+});
