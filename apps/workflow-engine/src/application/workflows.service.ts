@@ -199,7 +199,7 @@ export class WorkflowsService {
     const docs = await this.readStore.list<RunDoc>(WorkflowCollections.runs, workflowId);
     // Outcomes only, never values.
     return docs
-      .reverse()
+      .sort((a, b) => b.position - a.position)
       .slice(0, 100)
       .map((d) => ({ runId: d.runId, versionId: d.versionId, test: d.test, startedAt: d.startedAt, endedAt: d.endedAt, outcome: d.outcome, steps: d.steps.map((s) => ({ stepId: s.stepId, type: s.type, outcome: s.outcome })) }));
   }

@@ -39,6 +39,8 @@ export interface RunDoc {
   versionId: string;
   test: boolean;
   conversationId: string | null;
+  /** Global position of the start (orders runs that started in the same millisecond). */
+  position: number;
   startedAt: string;
   endedAt: string | null;
   outcome: string;
@@ -91,7 +93,7 @@ export function workflowProjection(keyring: Keyring): Projection {
         const event = { type: recorded.type, ...(recorded.data as object) } as RunEvent;
         const prev = await tx.get<RunDoc>(WorkflowCollections.runs, runId);
         if (event.type === 'workflow_run.started' || event.type === 'TestRunStarted') {
-          const doc: RunDoc = { runId, workflowId: event.workflowId, versionId: event.versionId, test: event.type === 'TestRunStarted', conversationId: event.conversationId, startedAt: event.startedAt, endedAt: null, outcome: 'running', steps: [] };
+          const doc: RunDoc = { runId, workflowId: event.workflowId, versionId: event.versionId, test: event.type === 'TestRunStarted', conversationId: event.conversationId, position: recorded.position, startedAt: event.startedAt, endedAt: null, outcome: 'running', steps: [] };
           tx.put(WorkflowCollections.runs, runId, doc, { partition: event.workflowId, score: Date.parse(event.startedAt) });
           if (event.conversationId) tx.put(WorkflowCollections.pending, event.conversationId, { runId, workflowId: event.workflowId, versionId: event.versionId, environmentId: envId });
           return;

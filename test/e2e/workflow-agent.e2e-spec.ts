@@ -1,0 +1,176 @@
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { IncomingMessage, Server, createServer } from 'node:http';
+import { SignJWT } from 'jose';
+import { TestApp } from '@svc/testing';
+
+/** Issue 6: a multi-message conversation (pending asks, ownership, confirm, hand-off) and production address checks. */
+
+class Destination {
+  server!: Server;
+  baseUrl!: string;
+  secret = '';
+  seen: { method: string; url: string; raw: string; ok: boolean }[] = [];
+  async start(owner: string): Promise<void> {
+    this.server = createServer((req: IncomingMessage, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const raw = Buffer.concat(chunks).toString('utf8');
+        const ts = String(req.headers['x-svc-timestamp'] ?? '');
+        const sig = String(req.headers['x-svc-signature'] ?? '');
+        const expected = `v1=${createHmac('sha256', this.secret).update(`${ts}.${req.method} ${req.url}\n${raw}`).digest('hex')}`;
+        const ok = sig.length === expected.length && timingSafeEqual(Buffer.from(sig), Buffer.from(expected));
+        this.seen.push({ method: req.method!, url: req.url!, raw, ok });
+        if (!ok) return void res.writeHead(401).end();
+        const m = /^\/api\/orders\/([^/?]+)(\/returns)?$/.exec(req.url!);
+        if (!m) return void res.writeHead(404).end();
+        const id = decodeURIComponent(m[1]);
+        const record = { id, status: 'delivered', patientId: id.startsWith('B') ? owner : 'someone-else' };
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(m[2] ? { ok: true, patientId: owner } : record));
+      });
+    });
+    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', () => r()));
+    this.baseUrl = `http://127.0.0.1:${(this.server.address() as { port: number }).port}/api`;
+  }
+  stop(): Promise<void> {
+    return new Promise((r) => this.server.close(() => r()));
+  }
+}
+
+const definition = {
+  category: 'fulfillment',
+  description: 'Returns',
+  triggerPhrases: ['return my order', 'devolver mi pedido'],
+  excludePhrases: ['never mind'],
+  steps: [
+    { id: 'which', type: 'ask', variable: 'orderNo', prompt: 'Which order number?', format: 'order_number', label: 'Order number' },
+    {
+      id: 'lookup',
+      type: 'call_api',
+      destinationStableKey: 'shop',
+      method: 'GET',
+      path: '/orders/{{orderNo}}',
+      ownership: { patientIdPath: 'patientId' },
+      save: [{ variable: 'status', path: 'status' }],
+      notFoundReply: 'I could not find order {{orderNo}} for you.',
+      errorReply: 'I could not check that order. Shall I connect you with our team?',
+    },
+    { id: 'delivered', type: 'condition', variable: 'status', operator: 'equals', value: 'delivered', then: 'sure', else: 'not_yet' },
+    { id: 'sure', type: 'confirm', prompt: 'Return order {{orderNo}}?', declineReply: 'OK, nothing was changed.' },
+    {
+      id: 'start_return',
+      type: 'call_api',
+      destinationStableKey: 'shop',
+      method: 'POST',
+      path: '/orders/{{orderNo}}/returns',
+      body: { note: 'Return "{{orderNo}}" for run {{run.id}}' },
+      ownership: { patientIdPath: 'patientId' },
+      save: [],
+      notFoundReply: 'I could not start the return.',
+      errorReply: 'I could not start the return. Shall I connect you with our team?',
+    },
+    { id: 'team', type: 'hand_off', message: 'Your return has started; our team will email the label.', summary: 'Return for {{orderNo}}', category: 'fulfillment' },
+    { id: 'not_yet', type: 'reply', message: 'Order {{orderNo}} is {{status}}; returns open after delivery.' },
+  ],
+};
+
+async function setUp(app: TestApp, dest: Destination, owner: string) {
+  const t = await app.tenant();
+  dest.secret = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'widget_signing' }, t.staff)).body.secret;
+  const d = await app.api.post(`${t.env}/destinations`, { stableKey: 'shop', name: 'Shop', baseUrl: dest.baseUrl }, t.staff);
+  expect(d.status).toBe(201);
+  const c = await app.api.post(`${t.env}/conversation-workflows`, { stableKey: 'returns', name: 'Returns', definition }, t.staff);
+  expect(c.status).toBe(201);
+  return { t, workflow: c.body };
+}
+
+describe('workflow agent conversations (e2e, real HTTP)', () => {
+  const OWNER = 'ext-owner-1';
+  const app = new TestApp();
+  const dest = new Destination();
+  beforeAll(async () => {
+    await app.start();
+    await dest.start(OWNER);
+  });
+  afterAll(async () => {
+    await dest.stop();
+    await app.stop();
+  });
+
+  it('continues a conversation across messages: ask, ownership-checked lookup, confirm, account change, hand-off', async () => {
+    const { t, workflow } = await setUp(app, dest, OWNER);
+    const versionId = workflow.draftVersionId;
+    const test = await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/test`, { expectedRevision: 1, opening: 'return my order', replies: ['B-77', 'yes'], patientId: OWNER }, t.staff);
+    expect(test.status).toBe(201);
+    expect(test.body.passed).toBe(true);
+    expect(test.body.steps.map((s: { stepId: string; outcome: string }) => `${s.stepId}:${s.outcome}`)).toEqual([
+      'which:asked',
+      'which:answered',
+      'lookup:call_ok',
+      'delivered:then',
+      'sure:confirm_asked',
+      'sure:confirmed',
+      'start_return:call_ok',
+      'team:handed_off',
+    ]);
+    const post = dest.seen.find((s) => s.method === 'POST')!;
+    expect(post.url).toBe('/api/orders/B-77/returns');
+    expect(JSON.parse(post.raw).note).toBe(`Return "B-77" for run ${test.body.runId}`);
+    expect((await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
+
+    const rotated = await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff);
+    const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
+    const identityToken = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject(OWNER).setIssuedAt(now).setExpirationTime(now + 300).sign(new TextEncoder().encode(rotated.body.secret));
+    const session = (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken })).body.sessionToken;
+
+    const m1 = await app.api.post('/widget/v1/messages', { message: 'Quiero devolver mi pedido' }, session);
+    expect(m1.status).toBe(201);
+    expect(m1.body.replies).toEqual([{ type: 'text', text: 'Which order number?' }]);
+    const bad = await app.api.post('/widget/v1/messages', { message: 'no idea!!' }, session);
+    expect(bad.body.replies[0].text).toMatch(/order number/);
+    const m2 = await app.api.post('/widget/v1/messages', { message: 'B-77' }, session);
+    expect(m2.body.conversationId).toBe(m1.body.conversationId);
+    expect(m2.body.replies).toEqual([{ type: 'text', text: 'Return order B-77?' }]);
+    const m3 = await app.api.post('/widget/v1/messages', { message: 'sí' }, session);
+    expect(m3.body.handedOff).toBe(true);
+    expect(m3.body.replies).toEqual([{ type: 'text', text: 'Your return has started; our team will email the label.' }]);
+
+    // Another patient's record reads as not found.
+    await app.api.post('/widget/v1/messages', { message: 'return my order' }, session);
+    const other = await app.api.post('/widget/v1/messages', { message: 'C-9' }, session);
+    expect(other.body.replies).toEqual([{ type: 'text', text: 'I could not find order C-9 for you.' }]);
+
+    // An exclude phrase stops the match.
+    const excluded = await app.api.post('/widget/v1/messages', { message: 'return my order... never mind' }, session);
+    expect(excluded.body.replies[0].text).toMatch(/team/);
+
+    const runs = await app.api.get(`${t.env}/conversation-workflows/${workflow.id}/runs`, t.staff);
+    const json = JSON.stringify(runs.body);
+    expect(json).not.toContain('B-77');
+    expect(json).not.toContain(OWNER);
+    expect(runs.body.runs.map((r: { outcome: string }) => r.outcome)).toEqual(['not_found', 'handed_off', 'handed_off']);
+  });
+});
+
+describe('destinations in production mode (e2e)', () => {
+  const app = new TestApp(undefined, { NODE_ENV: 'production', SVC_DEV_TOOLS: '1', SVC_MASTER_KEY: randomBytes(32).toString('base64') });
+  const dest = new Destination();
+  beforeAll(async () => {
+    await app.start();
+    await dest.start('x');
+  });
+  afterAll(async () => {
+    await dest.stop();
+    await app.stop();
+  });
+
+  it('refuses loopback addresses at connect time (no request reaches them)', async () => {
+    const { t, workflow } = await setUp(app, dest, 'x');
+    const r = await app.api.post(`${t.env}/conversation-workflows/versions/${workflow.draftVersionId}/test`, { expectedRevision: 1, opening: 'return my order', replies: ['B-1'], patientId: 'x' }, t.staff);
+    expect(r.status).toBe(201);
+    expect(r.body.passed).toBe(false);
+    const lookup = r.body.steps.find((s: { stepId: string; response?: unknown }) => s.stepId === 'lookup' && s.response);
+    expect(lookup.response).toEqual({ status: null, error: 'refused_address' });
+    expect(dest.seen).toHaveLength(0);
+  });
+});
