@@ -1,0 +1,22 @@
+import { Controller } from '@nestjs/common';
+import { MessagePattern, Payload } from '@nestjs/microservices';
+import { FindPatientQuery, FindPatientReply, PatientContactQuery, PatientContactReply, Patterns } from '@svc/messaging';
+import { PathwayService } from '../../application/pathway.service';
+
+/** Bus queries owned by the patient-pathway (request/reply). Payloads hold PHI: never logged. */
+@Controller()
+export class PathwayQueriesController {
+  constructor(private readonly pathway: PathwayService) {}
+
+  @MessagePattern(Patterns.findPatient)
+  async findPatient(@Payload() q: FindPatientQuery): Promise<FindPatientReply> {
+    if (typeof q?.environmentId !== 'string' || typeof q?.externalPatientId !== 'string' || !q.externalPatientId) return { patientId: null };
+    return { patientId: await this.pathway.findPatient(q.environmentId, q.externalPatientId) };
+  }
+
+  @MessagePattern(Patterns.patientContact)
+  async patientContact(@Payload() q: PatientContactQuery): Promise<PatientContactReply> {
+    if (typeof q?.environmentId !== 'string' || typeof q?.patientId !== 'string') return { email: null, externalPatientId: null };
+    return { email: await this.pathway.patientContact(q.environmentId, q.patientId), externalPatientId: null };
+  }
+}

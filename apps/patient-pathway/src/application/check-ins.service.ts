@@ -1,0 +1,229 @@
+import { randomUUID } from 'node:crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
+import { lastValueFrom, timeout } from 'rxjs';
+import { CLOCK, Clock } from '@svc/clock';
+import { CommandHandler, DomainError, EVENT_STORE, EventStore, toDomainEvent } from '@svc/eventstore';
+import { getLogger } from '@svc/http';
+import { AnyClientProxy, BUS_CLIENT, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns, UsageStatusReply } from '@svc/messaging';
+import { CONFIG, MAILER, Mailer, ServiceConfig } from '@svc/platform';
+import { READ_STORE, ReadStore } from '@svc/read-store';
+import { KEYRING, Keyring, safeEqual, sha256Hex } from '@svc/security';
+import { CaseOpenDoc, CheckInTimerDoc, DispatchDoc, PathwayCollections } from '../adapters/projections/pathway.projection';
+import { CheckInState, EMERGENCY_GUIDANCE, checkInDecider, nextQuestion, tokenRefused } from '../domain/check-in';
+import { PatientEvent } from '../domain/patient';
+import { Question } from '../domain/protocol';
+import { checkInStream, patientStream, protocolStream } from '../domain/streams';
+import { PathwayService, Tenancy } from './pathway.service';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** How long a billing usage query may take before the check-in goes out as not paused. */
+const USAGE_TIMEOUT_MS = 1000;
+/** How long a check-in answer waits for the case-ledger before answering without the reference. */
+const CASE_TIMEOUT_MS = 5000;
+
+/** Check-in scheduling, dispatch (email), the patient-side flow and opening cases. */
+@Injectable()
+export class CheckInsService {
+  readonly checkIns: CommandHandler<Parameters<typeof checkInDecider.decide>[0], Parameters<typeof checkInDecider.evolve>[1], CheckInState>;
+  private readonly log = getLogger();
+
+  constructor(
+    @Inject(EVENT_STORE) store: EventStore,
+    @Inject(CLOCK) private readonly clock: Clock,
+    @Inject(READ_STORE) private readonly readStore: ReadStore,
+    @Inject(KEYRING) private readonly keyring: Keyring,
+    @Inject(MAILER) private readonly mailer: Mailer,
+    @Inject(BUS_CLIENT) private readonly bus: AnyClientProxy,
+    @Inject(CONFIG) private readonly config: ServiceConfig,
+    private readonly pathway: PathwayService,
+    private readonly adapterHost: HttpAdapterHost,
+  ) {
+    this.checkIns = new CommandHandler(store, checkInDecider, () => clock.now(), { maxRetries: 50 });
+  }
+
+  /** The single-use token of a check-in: derived with the environment's key (only its hash is stored). */
+  token(environmentId: string, checkInId: string): string {
+    return this.keyring.keyedHash(environmentId, `check-in-token:${checkInId}`);
+  }
+
+  /** `${WIDGET_BASE_URL}` or, by default, this service's own widget base (`http://localhost:<port>/api/widget/v1`). */
+  widgetBaseUrl(): string {
+    if (this.config.widgetBaseUrl) return this.config.widgetBaseUrl.replace(/\/$/, '');
+    let port = this.config.port;
+    try {
+      const address = this.adapterHost.httpAdapter?.getHttpServer()?.address() as { port?: number } | null;
+      if (address?.port) port = address.port;
+    } catch {
+      /* not listening (yet) */
+    }
+    return `http://localhost:${port}/api/widget/v1`;
+  }
+
+  async usagePaused(organizationId: string): Promise<boolean> {
+    try {
+      const r = await lastValueFrom(this.bus.send<UsageStatusReply>(Patterns.usageStatus, { organizationId }).pipe(timeout(USAGE_TIMEOUT_MS)));
+      return r?.paused === true;
+    } catch {
+      // No billing handler (or no answer in time): not paused.
+      return false;
+    }
+  }
+
+  // ---- scheduling ----
+
+  /** Timer handler: a scheduled check-in is due. */
+  async fireScheduled(timer: CheckInTimerDoc): Promise<void> {
+    const stream = patientStream(timer.patientId);
+    const { state } = await this.pathway.patients.load(stream);
+    if (state.status !== 'active' || state.scheduled?.checkInId !== timer.id) {
+      await this.readStore.write([{ op: 'delete', collection: PathwayCollections.checkInTimers, key: timer.id }]);
+      return;
+    }
+    const paused = await this.usagePaused(state.organizationId!);
+    const r = await this.pathway.patients.handle(
+      stream,
+      { type: 'FireScheduledCheckIn', checkInId: timer.id, paused, nextCheckInId: randomUUID() },
+      { actor: 'system', organizationId: state.organizationId, environmentId: state.environmentId },
+    );
+    if (r.newEvents.length === 0) {
+      await this.readStore.write([{ op: 'delete', collection: PathwayCollections.checkInTimers, key: timer.id }]);
+      return;
+    }
+    await this.pathway.applied(r.position);
+    if (r.newEvents.some((e) => e.type === 'CheckInSent')) await this.dispatch({ id: timer.id, patientId: timer.patientId, dueAt: '' });
+  }
+
+  /** Staff: a check-in now, outside the cadence. */
+  async sendNow(tenancy: Tenancy, patientId: string, actor: string): Promise<{ checkInId: string }> {
+    if (!UUID.test(patientId)) throw new DomainError(404, 'NOT_FOUND', 'Patient not found');
+    const stream = patientStream(patientId);
+    const { state } = await this.pathway.patients.load(stream);
+    if (state.status === 'none' || state.environmentId !== tenancy.environmentId) throw new DomainError(404, 'NOT_FOUND', 'Patient not found');
+    if (await this.usagePaused(tenancy.organizationId)) throw new DomainError(409, 'USAGE_PAUSED', 'Check-ins are paused: the month’s credits are used up');
+    const checkInId = randomUUID();
+    const r = await this.pathway.patients.handle(stream, { type: 'SendCheckInNow', checkInId }, { actor, ...tenancy });
+    await this.pathway.applied(r.position);
+    await this.dispatch({ id: checkInId, patientId, dueAt: '' });
+    return { checkInId };
+  }
+
+  /**
+   * Dispatch of a sent check-in (timer handler too, so a crash never loses it): opens the check-in
+   * stream with the protocol's questions and the token hash, emails the link (idempotent by id),
+   * then records `check_in.sent` (which removes the dispatch document).
+   */
+  async dispatch(doc: DispatchDoc): Promise<void> {
+    const { state, events } = await this.pathway.patients.load(patientStream(doc.patientId));
+    const sent = events.map((e) => toDomainEvent<PatientEvent>(e)).find((e) => e.type === 'CheckInSent' && e.checkInId === doc.id) as Extract<PatientEvent, { type: 'CheckInSent' }> | undefined;
+    if (!sent) return;
+    const ctx = { actor: 'system', organizationId: sent.organizationId, environmentId: sent.environmentId };
+    const { state: protocolState } = await this.pathway.protocols.load(protocolStream(sent.protocolId));
+    const protocol = protocolState.protocol;
+    if (!protocol) throw new Error('protocol of a check-in is missing');
+    const token = this.token(sent.environmentId, sent.checkInId);
+    await this.checkIns.handle(
+      checkInStream(sent.checkInId),
+      {
+        type: 'IssueCheckIn',
+        checkInId: sent.checkInId,
+        patientId: sent.patientId,
+        organizationId: sent.organizationId,
+        environmentId: sent.environmentId,
+        protocolId: sent.protocolId,
+        questions: protocol.questions,
+        redFlags: protocol.redFlags,
+        tokenHash: sha256Hex(token),
+      },
+      ctx,
+    );
+    const email = state.profile.email;
+    if (email) {
+      const link = `${this.widgetBaseUrl()}/check-ins/${sent.checkInId}?token=${token}`;
+      // No clinical content, no name: a link only.
+      const text = `Hello,\n\nIt is time for your regular check-in with your care team. It takes a minute:\n\n${link}\n\nThe link works once. If you need urgent help, call your local emergency number.\n`;
+      const html = `<p>Hello,</p><p>It is time for your regular check-in with your care team. It takes a minute:</p><p><a href="${link}">Start my check-in</a></p><p>The link works once. If you need urgent help, call your local emergency number.</p>`;
+      await this.mailer.send({ id: `check-in-${sent.checkInId}`, to: email, subject: 'Your check-in is ready', text, html }, this.clock.now());
+    }
+    const r = await this.checkIns.handle(checkInStream(sent.checkInId), { type: 'MarkSent' }, ctx);
+    await this.pathway.applied(r.position);
+  }
+
+  // ---- patient side ----
+
+  private async loadForPatient(checkInId: string, token: string | undefined): Promise<CheckInState> {
+    if (!UUID.test(checkInId)) throw new DomainError(404, 'NOT_FOUND', 'Check-in not found');
+    const { state } = await this.checkIns.load(checkInStream(checkInId));
+    if (state.status === 'none') throw new DomainError(404, 'NOT_FOUND', 'Check-in not found');
+    if (typeof token !== 'string' || !token || !safeEqual(sha256Hex(token), state.tokenHash!)) throw tokenRefused();
+    if (state.status !== 'open') throw tokenRefused();
+    return state;
+  }
+
+  async view(checkInId: string, token: string | undefined): Promise<{ checkInId: string; questions: Question[]; answered: Record<string, unknown> }> {
+    const state = await this.loadForPatient(checkInId, token);
+    return { checkInId, questions: state.questions, answered: state.answers };
+  }
+
+  async answer(checkInId: string, token: string, questionKey: string, value: unknown) {
+    const state = await this.loadForPatient(checkInId, token);
+    const r = await this.checkIns.handle(checkInStream(checkInId), { type: 'RecordAnswer', questionKey, value }, { actor: `patient:${state.patientId}`, organizationId: state.organizationId, environmentId: state.environmentId });
+    await this.pathway.applied(r.position);
+    if (r.state.status === 'stopped') {
+      const caseReference = await this.openCase(checkInId);
+      return { next: null, emergency: true, guidance: EMERGENCY_GUIDANCE, ...(caseReference ? { caseReference } : {}) };
+    }
+    return { next: nextQuestion(r.state), emergency: false };
+  }
+
+  async complete(checkInId: string, token: string, notes: string | undefined) {
+    const state = await this.loadForPatient(checkInId, token);
+    const r = await this.checkIns.handle(checkInStream(checkInId), { type: 'CompleteCheckIn', notes }, { actor: `patient:${state.patientId}`, organizationId: state.organizationId, environmentId: state.environmentId });
+    await this.pathway.applied(r.position);
+    if (r.state.outcome !== 'case_opened') return { outcome: 'no_action' as const };
+    const caseReference = await this.openCase(checkInId);
+    return { outcome: 'case_opened' as const, ...(caseReference ? { caseReference } : {}) };
+  }
+
+  /**
+   * Asks the case-ledger to open the check-in's case (requestId = checkInId: idempotent) and links
+   * it. Never throws: on failure the case-open timer (kept until CaseLinked) retries.
+   */
+  async openCase(checkInId: string): Promise<string | null> {
+    try {
+      return await this.openCaseOrThrow(checkInId);
+    } catch (err) {
+      this.log.warn({ error: (err as { code?: string; name?: string })?.code ?? (err as Error)?.name ?? 'error' }, 'opening a check-in case failed; will retry');
+      return null;
+    }
+  }
+
+  async openCaseOrThrow(checkInId: string): Promise<string | null> {
+    const { state } = await this.checkIns.load(checkInStream(checkInId));
+    if (state.caseLink) return state.caseLink.reference;
+    const req = state.caseRequest;
+    if (!req) return null;
+    const command: OpenClinicalCaseCommand = {
+      requestId: checkInId,
+      organizationId: state.organizationId!,
+      environmentId: state.environmentId!,
+      patientId: state.patientId!,
+      source: 'check_in',
+      priority: req.priority,
+      patientNotes: req.patientNotes,
+      symptomScores: req.symptomScores,
+      matchedRules: req.matchedRules,
+      stoppedEarly: req.stoppedEarly,
+      actor: `patient:${state.patientId}`,
+    };
+    const reply = await lastValueFrom(this.bus.send<OpenClinicalCaseReply>(Patterns.openClinicalCase, command).pipe(timeout(CASE_TIMEOUT_MS)));
+    const r = await this.checkIns.handle(checkInStream(checkInId), { type: 'LinkCase', caseId: reply.caseId, reference: reply.reference }, { actor: 'system', organizationId: state.organizationId, environmentId: state.environmentId });
+    await this.pathway.applied(r.position);
+    return reply.reference;
+  }
+
+  /** Timer handler of the case-open documents. */
+  async retryCaseOpen(doc: CaseOpenDoc): Promise<void> {
+    await this.openCaseOrThrow(doc.id);
+  }
+}

@@ -1,0 +1,227 @@
+import { Decider, DomainError } from '@svc/eventstore';
+import { Question, scaleBounds } from './protocol';
+import { AnswerValue, RedFlags, RuleMatch, Tier, evaluateRedFlags, priorityOf } from './red-flags';
+
+export const EMERGENCY_GUIDANCE =
+  'Your answer suggests you may need emergency care. Call 911 (or your local emergency number) now, or go to the nearest emergency department. ' +
+  'Your care team has been notified. / Su respuesta indica que puede necesitar atención de emergencia. Llame al 911 ahora o acuda a urgencias.';
+
+/** What the case-ledger is asked to open (the OpenClinicalCaseCommand minus tenant/ids). */
+export interface CaseRequest {
+  priority: Tier;
+  matchedRules: string[];
+  symptomScores: Record<string, AnswerValue>;
+  patientNotes: string | null;
+  stoppedEarly: boolean;
+}
+
+export type CheckInCommand =
+  | {
+      type: 'IssueCheckIn';
+      checkInId: string;
+      patientId: string;
+      organizationId: string;
+      environmentId: string;
+      protocolId: string;
+      questions: Question[];
+      redFlags: RedFlags;
+      tokenHash: string;
+    }
+  | { type: 'MarkSent' }
+  | { type: 'RecordAnswer'; questionKey: string; value: unknown }
+  | { type: 'CompleteCheckIn'; notes?: string }
+  | { type: 'LinkCase'; caseId: string; reference: string };
+
+export type CheckInEvent =
+  | {
+      type: 'CheckInIssued';
+      checkInId: string;
+      patientId: string;
+      organizationId: string;
+      environmentId: string;
+      protocolId: string;
+      questions: Question[];
+      redFlags: RedFlags;
+      tokenHash: string;
+      issuedAt: string;
+    }
+  /** The integration event of libs/messaging contracts (a credit), relayed as is. */
+  | { type: 'check_in.sent'; organizationId: string; environmentId: string; checkInId: string; patientId: string; sentAt: string }
+  | { type: 'AnswerRecorded'; questionKey: string; value: AnswerValue; at: string }
+  | ({ type: 'CheckInStoppedEarly'; at: string } & CaseRequest)
+  | ({ type: 'CheckInCompleted'; at: string; outcome: 'no_action' | 'case_opened' } & Omit<CaseRequest, 'priority'> & { priority: Tier | null })
+  | { type: 'CaseLinked'; caseId: string; reference: string };
+
+export interface CheckInState {
+  status: 'none' | 'open' | 'stopped' | 'completed';
+  checkInId: string | null;
+  patientId: string | null;
+  organizationId: string | null;
+  environmentId: string | null;
+  questions: Question[];
+  redFlags: RedFlags;
+  tokenHash: string | null;
+  answers: Record<string, AnswerValue>;
+  sent: boolean;
+  outcome: 'no_action' | 'case_opened' | null;
+  caseRequest: CaseRequest | null;
+  caseLink: { caseId: string; reference: string } | null;
+}
+
+/** 400 with details, as the edge would answer. */
+const invalid = (path: string, message: string) => new DomainError(400, 'VALIDATION_FAILED', 'The request is not valid', [{ path, message }]);
+export const tokenRefused = () => new DomainError(401, 'INVALID_CHECK_IN_TOKEN', 'The check-in link is not valid or was already used');
+
+/** Answer values of decisions 12: scale an integer in min..max, yes_no a boolean, text 1-2000 characters. */
+export function checkAnswer(q: Question, value: unknown): AnswerValue {
+  switch (q.type) {
+    case 'scale': {
+      const { min, max } = scaleBounds(q);
+      if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) throw invalid('value', `must be an integer from ${min} to ${max}`);
+      return value;
+    }
+    case 'yes_no':
+      if (typeof value !== 'boolean') throw invalid('value', 'must be a boolean');
+      return value;
+    case 'text':
+      if (typeof value !== 'string' || value.length < 1 || value.length > 2000) throw invalid('value', 'must be a string of 1 to 2000 characters');
+      return value;
+    default: {
+      const never: never = q.type;
+      return never;
+    }
+  }
+}
+
+function textsOf(state: Pick<CheckInState, 'questions' | 'answers'>, notes?: string | null): string[] {
+  const texts = state.questions.filter((q) => q.type === 'text' && typeof state.answers[q.key] === 'string').map((q) => state.answers[q.key] as string);
+  if (notes) texts.push(notes);
+  return texts;
+}
+
+/** All matches of the answers so far (and the notes). */
+export function matchesOf(state: Pick<CheckInState, 'questions' | 'answers' | 'redFlags'>, notes?: string | null): RuleMatch[] {
+  return evaluateRedFlags(state.redFlags, state.answers, textsOf(state, notes));
+}
+
+/** The next question to ask: the first one not answered, in protocol order. */
+export function nextQuestion(state: Pick<CheckInState, 'questions' | 'answers'>): Question | null {
+  return state.questions.find((q) => state.answers[q.key] === undefined) ?? null;
+}
+
+export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState> = {
+  initialState: () => ({
+    status: 'none',
+    checkInId: null,
+    patientId: null,
+    organizationId: null,
+    environmentId: null,
+    questions: [],
+    redFlags: {},
+    tokenHash: null,
+    answers: {},
+    sent: false,
+    outcome: null,
+    caseRequest: null,
+    caseLink: null,
+  }),
+
+  evolve(state, event) {
+    switch (event.type) {
+      case 'CheckInIssued':
+        return {
+          ...state,
+          status: 'open',
+          checkInId: event.checkInId,
+          patientId: event.patientId,
+          organizationId: event.organizationId,
+          environmentId: event.environmentId,
+          questions: event.questions,
+          redFlags: event.redFlags,
+          tokenHash: event.tokenHash,
+        };
+      case 'check_in.sent':
+        return { ...state, sent: true };
+      case 'AnswerRecorded':
+        return { ...state, answers: { ...state.answers, [event.questionKey]: event.value } };
+      case 'CheckInStoppedEarly': {
+        const { type: _t, at: _a, ...request } = event;
+        void _t;
+        void _a;
+        return { ...state, status: 'stopped', outcome: 'case_opened', caseRequest: request };
+      }
+      case 'CheckInCompleted':
+        return {
+          ...state,
+          status: 'completed',
+          outcome: event.outcome,
+          caseRequest:
+            event.outcome === 'case_opened' && event.priority
+              ? { priority: event.priority, matchedRules: event.matchedRules, symptomScores: event.symptomScores, patientNotes: event.patientNotes, stoppedEarly: false }
+              : null,
+        };
+      case 'CaseLinked':
+        return { ...state, caseLink: { caseId: event.caseId, reference: event.reference } };
+      default: {
+        const never: never = event;
+        return never;
+      }
+    }
+  },
+
+  decide(command, state, now) {
+    const at = now.toISOString();
+    switch (command.type) {
+      case 'IssueCheckIn': {
+        if (state.status !== 'none') return [];
+        const { type: _t, ...rest } = command;
+        void _t;
+        return [{ type: 'CheckInIssued', ...rest, issuedAt: at }];
+      }
+      case 'MarkSent':
+        if (state.status === 'none') throw new DomainError(404, 'NOT_FOUND', 'Check-in not found');
+        if (state.sent) return [];
+        return [{ type: 'check_in.sent', organizationId: state.organizationId!, environmentId: state.environmentId!, checkInId: state.checkInId!, patientId: state.patientId!, sentAt: at }];
+      case 'RecordAnswer': {
+        if (state.status === 'none') throw new DomainError(404, 'NOT_FOUND', 'Check-in not found');
+        if (state.status !== 'open') throw tokenRefused();
+        const q = state.questions.find((x) => x.key === command.questionKey);
+        if (!q) throw invalid('questionKey', 'no question with this key in the check-in');
+        const value = checkAnswer(q, command.value);
+        const events: CheckInEvent[] = [{ type: 'AnswerRecorded', questionKey: q.key, value, at }];
+        const after = { ...state, answers: { ...state.answers, [q.key]: value } };
+        const matches = matchesOf(after);
+        if (matches.some((m) => m.tier === 'emergency')) {
+          events.push({ type: 'CheckInStoppedEarly', at, priority: 'emergency', matchedRules: matches.map((m) => m.rule), symptomScores: after.answers, patientNotes: null, stoppedEarly: true });
+        }
+        return events;
+      }
+      case 'CompleteCheckIn': {
+        if (state.status === 'none') throw new DomainError(404, 'NOT_FOUND', 'Check-in not found');
+        if (state.status !== 'open') throw tokenRefused();
+        const notes = command.notes ?? null;
+        const matches = matchesOf(state, notes);
+        const priority = priorityOf(matches);
+        return [
+          {
+            type: 'CheckInCompleted',
+            at,
+            outcome: priority ? 'case_opened' : 'no_action',
+            priority,
+            matchedRules: matches.map((m) => m.rule),
+            symptomScores: state.answers,
+            patientNotes: notes,
+            stoppedEarly: false,
+          },
+        ];
+      }
+      case 'LinkCase':
+        if (state.caseLink) return [];
+        return [{ type: 'CaseLinked', caseId: command.caseId, reference: command.reference }];
+      default: {
+        const never: never = command;
+        return never;
+      }
+    }
+  },
+};
