@@ -1,0 +1,170 @@
+import { deciderSpec } from '../../../libs/eventstore/src/testing';
+import { emergencyKinds, healthQuestion, triggerMatches } from '../src/domain/agent';
+import { Definition, validateDefinition } from '../src/domain/definition';
+import { advance, buildRequest, giveCallResult, giveInput, startRun } from '../src/domain/engine';
+import { ordersToShow, parseOrdersResponse } from '../src/domain/orders';
+import { WorkflowEvent, workflowDecider } from '../src/domain/workflow';
+import { isBlockedAddress, signature, targetUrl } from '../src/application/destination-client';
+import { orderStatusTemplate } from '../src/domain/templates';
+
+const reply = (id: string, next?: string) => ({ id, type: 'reply', message: id, ...(next ? { next } : {}) });
+const base = (steps: unknown[]) => ({ category: 'support', description: 'd', steps });
+
+describe('definition validation', () => {
+  it('accepts the order template', () => {
+    expect(validateDefinition(orderStatusTemplate().definition)).toEqual([]);
+  });
+  it('names each offending step and rule', () => {
+    const d = validateDefinition(base([{ id: 'A', type: 'reply', message: '' }, reply('b', 'zzz'), { id: 'c', type: 'nope' }]));
+    expect(d.map((x) => x.path)).toEqual(['definition.steps[0].id', 'definition.steps[0].message', 'definition.steps[1].next', 'definition.steps[2].type']);
+  });
+  it('checks limits', () => {
+    const many = Array.from({ length: 31 }, (_, i) => reply(`s${i}`));
+    expect(validateDefinition(base(many)).map((x) => x.path)).toContain('definition.steps');
+    expect(validateDefinition({ ...base([reply('a')]), triggerPhrases: Array(21).fill('x') }).map((x) => x.path)).toContain('definition.triggerPhrases');
+    expect(validateDefinition({ ...base([reply('a')]), schema: 3 }).map((x) => x.path)).toContain('definition.schema');
+  });
+  it('refuses a cycle without an ask, allows one through an ask', () => {
+    expect(validateDefinition(base([reply('a', 'b'), reply('b', 'a')])).map((x) => x.message).join()).toMatch(/cycle without an ask/);
+    expect(validateDefinition(base([{ id: 'q', type: 'ask', variable: 'v', prompt: 'p', format: 'text' }, reply('b', 'q')]))).toEqual([]);
+  });
+  it('requires ownership and confirm before an account-changing call, on every path', () => {
+    const call = (id: string, extra: object) => ({ id, type: 'call_api', destinationStableKey: 'shop', method: 'POST', path: '/x', save: [], notFoundReply: 'n', errorReply: 'e', ...extra });
+    const ok = base([call('look', { readOnly: true, ownership: { patientIdPath: 'p' } }), { id: 'c', type: 'confirm', prompt: 'p', declineReply: 'd' }, call('change', {})]);
+    expect(validateDefinition(ok)).toEqual([]);
+    const skip = base([
+      { id: 'cond', type: 'condition', variable: 'x', operator: 'is_empty', then: 'change', else: 'look' },
+      call('look', { readOnly: true, ownership: { patientIdPath: 'p' } }),
+      { id: 'c', type: 'confirm', prompt: 'p', declineReply: 'd' },
+      call('change', {}),
+    ]);
+    const msgs = validateDefinition(skip).map((x) => `${x.path} ${x.message}`);
+    expect(msgs).toEqual([expect.stringMatching(/steps\[3\].*ownership/), expect.stringMatching(/steps\[3\].*confirm/)]);
+  });
+});
+
+const def = (steps: unknown[]) => base(steps) as unknown as Definition;
+const ctx = { runId: 'run-1', patient: { email: 'p@example.test', externalId: 'ext 1' } };
+
+describe('step machine', () => {
+  it('templates, URL-encodes the path and JSON-escapes the body', () => {
+    const r = buildRequest(
+      { id: 'c', type: 'call_api', destinationStableKey: 'x', method: 'POST', path: '/p/{{v}}?id={{patient.externalId}}', body: { note: '{{v}} for {{run.id}}' }, save: [], notFoundReply: 'n', errorReply: 'e' },
+      { v: 'a/b "q"' },
+      ctx,
+    );
+    expect(r.path).toBe('/p/a%2Fb%20%22q%22?id=ext%201');
+    expect(JSON.parse(r.body!)).toEqual({ note: 'a/b "q" for run-1' });
+  });
+  it('asks, validates formats, counts photos and evaluates conditions', () => {
+    const d = def([
+      { id: 'n', type: 'ask', variable: 'count', prompt: 'How many?', format: 'number' },
+      { id: 'ph', type: 'ask', variable: 'pics', prompt: 'Photos?', format: 'photos' },
+      { id: 'c', type: 'condition', variable: 'pics', operator: 'equals', value: '2', then: 'yes', else: 'no' },
+      reply('yes', 'end'),
+      reply('no'),
+    ]);
+    let r = advance(d, startRun(d), ctx);
+    expect(r.next.kind).toBe('await');
+    r = giveInput(d, r.state, ctx, 'many');
+    expect(r.state.steps.at(-1)!.outcome).toBe('invalid_answer');
+    r = giveInput(d, r.state, ctx, '3');
+    expect(r.replies).toEqual([{ type: 'text', text: 'Photos?' }, { type: 'upload', variable: 'pics' }]);
+    r = giveInput(d, r.state, ctx, 'here', 2);
+    expect(r.replies).toEqual([{ type: 'text', text: 'yes' }]);
+    expect(r.state.outcome).toBe('completed');
+  });
+  it('orders_v1: cards, broken contract, empty', () => {
+    const d = orderStatusTemplate().definition;
+    const started = advance(d, startRun(d), ctx);
+    expect(started.next.kind).toBe('call');
+    const ok = giveCallResult(d, started.state, ctx, { kind: 'response', status: 200, body: { orders: [{ id: '1', status: 'shipped' }] } });
+    expect(ok.replies[0]).toMatchObject({ type: 'orders' });
+    expect(ok.state.vars).toMatchObject({ orderCount: '1', latestOrderStatus: 'shipped' });
+    expect(giveCallResult(d, started.state, ctx, { kind: 'response', status: 200, body: { orders: [{ id: '1', status: 'lost' }] } }).state.outcome).toBe('call_failed');
+    expect(giveCallResult(d, started.state, ctx, { kind: 'response', status: 200, body: { orders: [] } }).state.outcome).toBe('not_found');
+    expect(giveCallResult(d, started.state, ctx, { kind: 'failed', reason: 'timeout' }).state.outcome).toBe('call_failed');
+    const anon = advance(d, startRun(d), { runId: 'r', patient: { email: null, externalId: null } });
+    expect(anon.next.kind).toBe('ended');
+    expect(anon.state.outcome).toBe('sign_in_required');
+  });
+  it('enforces the ordering rule again at run time', () => {
+    // A definition that bypassed validation: an account-changing call without confirm.
+    const d = def([{ id: 'x', type: 'call_api', destinationStableKey: 'k', method: 'DELETE', path: '/a', save: [], notFoundReply: 'n', errorReply: 'e' }]);
+    const r = advance(d, startRun(d), ctx);
+    expect(r.next.kind).toBe('ended');
+    expect(r.state.steps[0].outcome).toBe('rule_violation');
+  });
+});
+
+describe('orders contract', () => {
+  it('sorts latest first only when every order has placedAt, shows three, drops unsafe tracking links', () => {
+    const orders = parseOrdersResponse({
+      orders: [
+        { id: 'a', status: 'delivered', placedAt: '2026-01-01', trackingUrl: 'https://t.example/a' },
+        { id: 'b', status: 'shipped', placedAt: '2026-03-01T00:00:00+02:00', trackingUrl: 'http://t.example/b' },
+        { id: 'c', status: 'processing', placedAt: '2026-02-01', trackingUrl: 'https://u:p@t.example/c' },
+        { id: 'd', status: 'cancelled', placedAt: '2025-01-01' },
+      ],
+    })!;
+    expect(ordersToShow(orders).map((o) => o.id)).toEqual(['b', 'c', 'a']);
+    expect(orders.map((o) => o.trackingUrl)).toEqual(['https://t.example/a', null, null, null]);
+    expect(ordersToShow(parseOrdersResponse({ orders: [{ id: 'x', status: 'shipped' }, { id: 'y', status: 'shipped', placedAt: '2026-01-01' }] })!).map((o) => o.id)).toEqual(['x', 'y']);
+  });
+  it('refuses what breaks the contract', () => {
+    for (const body of [{}, { orders: 'x' }, { orders: Array(51).fill({ id: '1', status: 'shipped' }) }, { orders: [{ id: '', status: 'shipped' }] }, { orders: [{ id: '1', status: 'shipped', placedAt: '01/02/2026' }] }, { orders: [{ id: '1', status: 'shipped', items: [{ name: 'x', quantity: 0 }] }] }])
+      expect(parseOrdersResponse(body)).toBeNull();
+  });
+});
+
+describe('agent heuristics', () => {
+  it('finds emergency terms in English and Spanish, accent-insensitive', () => {
+    expect(emergencyKinds('I have CHEST PAIN')).toEqual(['chest_pain']);
+    expect(emergencyKinds('no puedo respirar')).toEqual(['breathing']);
+    expect(emergencyKinds('Tomé una sobredosis')).toEqual(['overdose']);
+    expect(emergencyKinds('where is my order')).toEqual([]);
+  });
+  it('recognises health questions', () => {
+    expect(healthQuestion('What dose should I take?')).toEqual({ matched: true, priority: 'routine' });
+    expect(healthQuestion('el dolor es peor hoy')).toEqual({ matched: true, priority: 'urgent' });
+    expect(healthQuestion('where is my order').matched).toBe(false);
+  });
+  it('matches trigger phrases (EN/ES) unless an exclude phrase is present', () => {
+    const d = orderStatusTemplate().definition;
+    expect(triggerMatches(d, '¿Dónde está mi pedido?')).toBe(true);
+    expect(triggerMatches(d, 'Where is my order??')).toBe(true);
+    expect(triggerMatches(d, 'please cancel my order, where is my order')).toBe(false);
+  });
+});
+
+describe('destination client helpers', () => {
+  it('blocks loopback, link-local and private addresses', () => {
+    for (const a of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '0.0.0.0', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '100.64.0.1']) expect(isBlockedAddress(a)).toBe(true);
+    for (const a of ['93.184.216.34', '2606:4700::1111']) expect(isBlockedAddress(a)).toBe(false);
+  });
+  it('joins the base path and signs the path actually sent', () => {
+    const u = targetUrl('https://shop.example/api/?k=1', '/orders/lookup?x=2');
+    expect(`${u.pathname}${u.search}`).toBe('/api/orders/lookup?k=1&x=2');
+    expect(signature('s', 1700000000, 'POST', '/a', '{}')).toMatch(/^v1=[a-f0-9]{64}$/);
+  });
+});
+
+describe('workflow decider', () => {
+  const audit = { by: 'u', action: 'x', at: '2026-01-01T00:00:00.000Z' };
+  const created: WorkflowEvent = { type: 'WorkflowCreated', workflowId: 'w', organizationId: 'o', environmentId: 'e', stableKey: 'k', name: 'n', versionId: 'v1', definition: orderStatusTemplate().definition, audit };
+  const tested: WorkflowEvent = { type: 'VersionTested', versionId: 'v1', revision: 1, passed: true, runId: 'r', audit };
+  it('activates a draft tested within 24 hours, not later', () => {
+    deciderSpec(workflowDecider)
+      .given([created, tested])
+      .when({ type: 'Activate', versionId: 'v1', expectedRevision: 1, destinationsMissing: [], by: 'u' }, new Date('2026-01-01T23:00:00Z'))
+      .then([{ type: 'VersionActivated', versionId: 'v1', retiredVersionId: null, audit: { by: 'u', action: 'activate', at: '2026-01-01T23:00:00.000Z' } }]);
+    deciderSpec(workflowDecider).given([created, tested]).when({ type: 'Activate', versionId: 'v1', expectedRevision: 1, destinationsMissing: [], by: 'u' }, new Date('2026-01-02T00:00:01Z')).thenThrows('VALIDATION_FAILED');
+  });
+  it('refuses stale revisions, locked versions, ever-live deletes and archived edits', () => {
+    const live: WorkflowEvent = { type: 'VersionActivated', versionId: 'v1', retiredVersionId: null, audit };
+    deciderSpec(workflowDecider).given([created]).when({ type: 'SaveDraft', versionId: 'v1', expectedRevision: 2, definition: created.definition, by: 'u' }).thenThrows('STALE_REVISION');
+    deciderSpec(workflowDecider).given([created, tested, live]).when({ type: 'SaveDraft', versionId: 'v1', expectedRevision: 1, definition: created.definition, by: 'u' }).thenThrows('VERSION_LOCKED');
+    deciderSpec(workflowDecider).given([created, tested, live]).when({ type: 'Delete', by: 'u' }).thenThrows('WORKFLOW_EVER_LIVE');
+    deciderSpec(workflowDecider).given([created, { type: 'WorkflowArchived', retiredVersionId: null, audit }]).when({ type: 'Rename', name: 'z', by: 'u' }).thenThrows('WORKFLOW_ARCHIVED');
+  });
+});
