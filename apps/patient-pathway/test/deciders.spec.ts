@@ -155,8 +155,8 @@ describe('check-in decider', () => {
 
   it('issues once and marks sent once (check_in.sent payload of the contract)', () => {
     spec.given([issued]).when({ ...issued, type: 'IssueCheckIn' } as never, now).then([]);
-    spec.given([issued]).when({ type: 'MarkSent' }, now).then([{ type: 'check_in.sent', organizationId: ORG, environmentId: ENV, checkInId: 'c1', patientId: P, sentAt: at }]);
-    spec.given([issued, { type: 'check_in.sent', organizationId: ORG, environmentId: ENV, checkInId: 'c1', patientId: P, sentAt: at }]).when({ type: 'MarkSent' }, now).then([]);
+    spec.given([issued]).when({ type: 'MarkSent', sentAt: at }, now).then([{ type: 'check_in.sent', organizationId: ORG, environmentId: ENV, checkInId: 'c1', patientId: P, sentAt: at }]);
+    spec.given([issued, { type: 'check_in.sent', organizationId: ORG, environmentId: ENV, checkInId: 'c1', patientId: P, sentAt: at }]).when({ type: 'MarkSent', sentAt: at }, now).then([]);
   });
 
   it('validates answers by question type', () => {

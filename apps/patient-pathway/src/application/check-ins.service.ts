@@ -138,14 +138,15 @@ export class CheckInsService {
       ctx,
     );
     const email = state.profile.email;
+    const sentAt = this.clock.now();
     if (email) {
       const link = `${this.widgetBaseUrl()}/check-ins/${sent.checkInId}?token=${token}`;
       // No clinical content, no name: a link only.
       const text = `Hello,\n\nIt is time for your regular check-in with your care team. It takes a minute:\n\n${link}\n\nThe link works once. If you need urgent help, call your local emergency number.\n`;
       const html = `<p>Hello,</p><p>It is time for your regular check-in with your care team. It takes a minute:</p><p><a href="${link}">Start my check-in</a></p><p>The link works once. If you need urgent help, call your local emergency number.</p>`;
-      await this.mailer.send({ id: `check-in-${sent.checkInId}`, to: email, subject: 'Your check-in is ready', text, html }, this.clock.now());
+      await this.mailer.send({ id: `check-in-${sent.checkInId}`, to: email, subject: 'Your check-in is ready', text, html }, sentAt);
     }
-    const r = await this.checkIns.handle(checkInStream(sent.checkInId), { type: 'MarkSent' }, ctx);
+    const r = await this.checkIns.handle(checkInStream(sent.checkInId), { type: 'MarkSent', sentAt: sentAt.toISOString() }, ctx);
     await this.pathway.applied(r.position);
   }
 

@@ -27,7 +27,7 @@ export type CheckInCommand =
       redFlags: RedFlags;
       tokenHash: string;
     }
-  | { type: 'MarkSent' }
+  | { type: 'MarkSent'; sentAt: string }
   | { type: 'RecordAnswer'; questionKey: string; value: unknown }
   | { type: 'CompleteCheckIn'; notes?: string }
   | { type: 'LinkCase'; caseId: string; reference: string };
@@ -181,7 +181,7 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
       case 'MarkSent':
         if (state.status === 'none') throw new DomainError(404, 'NOT_FOUND', 'Check-in not found');
         if (state.sent) return [];
-        return [{ type: 'check_in.sent', organizationId: state.organizationId!, environmentId: state.environmentId!, checkInId: state.checkInId!, patientId: state.patientId!, sentAt: at }];
+        return [{ type: 'check_in.sent', organizationId: state.organizationId!, environmentId: state.environmentId!, checkInId: state.checkInId!, patientId: state.patientId!, sentAt: command.sentAt }];
       case 'RecordAnswer': {
         if (state.status === 'none') throw new DomainError(404, 'NOT_FOUND', 'Check-in not found');
         if (state.status !== 'open') throw tokenRefused();

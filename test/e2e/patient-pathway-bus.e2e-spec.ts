@@ -1,0 +1,130 @@
+import { randomUUID } from 'node:crypto';
+import { TestApp } from '@svc/testing';
+import { BrokerMessage, IntegrationMessage, Patterns, ReplyPacket, Topics } from '@svc/messaging';
+import { IN_PROCESS_BROKER } from '@svc/platform';
+import { DAY, created, emailsTo, link, setUpTenant, sleep, waitForEmails } from '../../apps/patient-pathway/test/e2e-helpers';
+
+/**
+ * Issue 3: the pathway's side of the bus, over real HTTP. The broker's `request` is wrapped at the
+ * transport to stand for a billing service that says "paused" and a case-ledger that is down: the
+ * messages still go through the app's real in-process broker.
+ */
+
+describe('patient pathway on the bus (e2e)', () => {
+  const app = new TestApp();
+  type Broker = {
+    request(pattern: string, data: unknown, onReply: (p: ReplyPacket) => void, options?: unknown): () => void;
+    subscribe(pattern: string, handler: (m: BrokerMessage) => unknown): () => void;
+  };
+  let broker: Broker;
+  let original: Broker['request'];
+  const overrides = new Map<string, (data: unknown) => ReplyPacket>();
+  const requests: { pattern: string; data: unknown }[] = [];
+
+  beforeAll(async () => {
+    await app.start();
+    broker = (app as unknown as { app: { get(t: unknown): Broker } }).app.get(IN_PROCESS_BROKER);
+    original = broker.request.bind(broker);
+    broker.request = (pattern, data, onReply, options) => {
+      const raw = data as { json?: unknown };
+      requests.push({ pattern, data: typeof raw?.json === 'string' ? JSON.parse(raw.json) : JSON.parse(JSON.stringify(data)) });
+      const o = overrides.get(pattern);
+      if (o) {
+        setImmediate(() => onReply(o(data)));
+        return () => undefined;
+      }
+      return original(pattern, data, onReply, options);
+    };
+  });
+  afterAll(async () => {
+    if (broker) broker.request = original;
+    await app.stop();
+  });
+
+  it('emits check_in.sent on the pathway topic, once per check-in', async () => {
+    const seen: IntegrationMessage[] = [];
+    const off = broker.subscribe(Topics.pathwayEvents, (m) => void seen.push(m.data as IntegrationMessage));
+    try {
+      const t = await setUpTenant(app);
+      const email = `relay-${randomUUID()}@example.test`;
+      const p = await app.api.post('/client/patient-events', created('EXT-RELAY', email, { checkInCadenceDays: 1 }), t.apiKey);
+      await app.advanceClock(DAY + 60);
+      const [mail] = await waitForEmails(app.api, email, 1);
+      const { checkInId } = link(mail.text);
+      const until = Date.now() + 5000;
+      while (!seen.some((m) => m.data && (m.data as { checkInId: string }).checkInId === checkInId) && Date.now() < until) await sleep(50);
+      const mine = seen.filter((m) => (m.data as { checkInId: string }).checkInId === checkInId);
+      expect(mine).toHaveLength(1);
+      expect(mine[0].type).toBe('check_in.sent');
+      expect(mine[0].data).toEqual({ organizationId: t.orgId, environmentId: t.sandbox, checkInId, patientId: p.body.patientId, sentAt: mail.sentAt });
+      expect(mine[0].metadata).toMatchObject({ organizationId: t.orgId, environmentId: t.sandbox, eventId: expect.any(String) });
+    } finally {
+      off();
+    }
+  });
+
+  it('asks billing before a scheduled check-in and skips it (rescheduling the next) while usage is paused', async () => {
+    const t = await setUpTenant(app);
+    const email = `paused-${randomUUID()}@example.test`;
+    await app.api.post('/client/patient-events', created('EXT-PAUSED', email, { checkInCadenceDays: 2 }), t.apiKey);
+    overrides.set(Patterns.usageStatus, () => ({ response: { paused: true }, isDisposed: true }));
+    try {
+      await app.advanceClock(2 * DAY + 60);
+      await sleep(800);
+      expect(requests.some((r) => r.pattern === Patterns.usageStatus && (r.data as { organizationId: string }).organizationId === t.orgId)).toBe(true);
+      expect(await emailsTo(app.api, email)).toHaveLength(0);
+    } finally {
+      overrides.delete(Patterns.usageStatus);
+    }
+    // Not paused any more: the next cadence sends it.
+    await app.advanceClock(2 * DAY + 60);
+    expect(await waitForEmails(app.api, email, 1)).toHaveLength(1);
+  });
+
+  it('keeps a completion when the case-ledger is down and opens the case later (requestId = checkInId)', async () => {
+    const t = await setUpTenant(app);
+    const email = `down-${randomUUID()}@example.test`;
+    const p = await app.api.post('/client/patient-events', created('EXT-DOWN', email, { checkInCadenceDays: 1 }), t.apiKey);
+    await app.advanceClock(DAY + 60);
+    const [mail] = await waitForEmails(app.api, email, 1);
+    const { checkInId, token } = link(mail.text);
+    await app.api.post(`/widget/v1/check-ins/${checkInId}/answers`, { token, questionKey: 'pain', value: 9 });
+
+    overrides.set(Patterns.openClinicalCase, () => ({ err: { status: 503, code: 'NO_HANDLER', message: 'down' }, isDisposed: true }));
+    let done;
+    try {
+      done = await app.api.post(`/widget/v1/check-ins/${checkInId}/complete`, { token });
+    } finally {
+      overrides.delete(Patterns.openClinicalCase);
+    }
+    expect(done.status).toBe(200);
+    expect(done.body).toEqual({ outcome: 'case_opened' });
+    const sent = requests.filter((r) => r.pattern === Patterns.openClinicalCase && (r.data as { requestId: string }).requestId === checkInId);
+    expect(sent.length).toBeGreaterThanOrEqual(1);
+    expect(sent[0].data).toEqual({
+      requestId: checkInId,
+      organizationId: t.orgId,
+      environmentId: t.sandbox,
+      patientId: p.body.patientId,
+      source: 'check_in',
+      priority: 'urgent',
+      patientNotes: null,
+      symptomScores: { pain: 9 },
+      matchedRules: ['score:urgent:pain>=7'],
+      stoppedEarly: false,
+      actor: `patient:${p.body.patientId}`,
+    });
+
+    // The retry timer opens it once the case-ledger answers again.
+    const staff = await app.staffToken({ sub: t.ownerSub });
+    const until = Date.now() + 15000;
+    let cases: { patientId: string; priority: string }[] = [];
+    while (Date.now() < until) {
+      await app.advanceClock(1);
+      cases = (await app.api.get(`${t.env}/clinical-cases`, staff)).body.clinicalCases;
+      if (cases.some((c) => c.patientId === p.body.patientId)) break;
+      await sleep(250);
+    }
+    expect(cases.filter((c) => c.patientId === p.body.patientId)).toEqual([expect.objectContaining({ priority: 'urgent' })]);
+  });
+});
