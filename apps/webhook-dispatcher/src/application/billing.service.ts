@@ -44,7 +44,7 @@ export class BillingService {
       { type: 'UseCredit', organizationId, environmentId, source, sourceId, periodStart, monthlyCredits: state.monthlyCredits },
       { actor: SYSTEM, organizationId },
     );
-    await this.applied(r.position);
+    void r; // no reader waits on this write (usage status is read from the projection as it goes)
   }
 
   async changePlan(organizationId: string, monthlyCredits: number, by: string) {

@@ -178,11 +178,19 @@ export class WebhooksService implements OnModuleDestroy {
         createdHeld ||= held && r.newEvents.length > 0;
       }
     }
-    await this.applied(position);
-    // The BAA may have been signed while these were being held: the BaaSigned handler writes
-    // the signature before it lists held deliveries, and we re-read it after holding.
-    if (createdHeld && (await this.baaSigned(orgId))) await this.releaseHeld(orgId);
-    if (position > 0) this.kick();
+    if (createdHeld) {
+      // The BAA may have been signed while these were being held: the BaaSigned handler writes
+      // the signature before it lists held deliveries, and we re-read it once ours are listed.
+      await this.applied(position);
+      if (await this.baaSigned(orgId)) await this.releaseHeld(orgId);
+    } else if (position > 0) {
+      // Not awaited: the timer doc exists once the projection applied the delivery; fire it then
+      // (the poll would within 250 ms anyway). The bus handler does not wait for the read model.
+      this.applied(position).then(
+        () => this.kick(),
+        () => undefined,
+      );
+    }
   }
 
   /** BaaSigned: remember it, then release every held delivery of the organization. */
@@ -218,8 +226,7 @@ export class WebhooksService implements OnModuleDestroy {
     const ctx = { actor: SYSTEM, organizationId: state.organizationId, environmentId: state.environmentId };
     const ep = await this.readStore.get<EndpointDoc>(Collections.endpoints, created.endpointId);
     if (!ep || ep.deletedAt) {
-      const r = await this.deliveries.handle(stream, { type: 'AbandonDelivery', reason: 'endpoint_deleted' }, ctx);
-      await this.applied(r.position);
+      await this.deliveries.handle(stream, { type: 'AbandonDelivery', reason: 'endpoint_deleted' }, ctx);
       return;
     }
     const secret = this.keyring.decrypt(ep.environmentId, ep.secret);
@@ -234,7 +241,8 @@ export class WebhooksService implements OnModuleDestroy {
     });
     const r = await this.deliveries.handle(stream, { type: 'RecordAttempt', dueAt: timer.dueAt, attempt, jitter: Math.random(), retryAfterMs }, ctx);
     this.log.info({ deliveryId: timer.deliveryId, eventType: created.eventType, statusCode: attempt.statusCode, error: attempt.error, durationMs: attempt.durationMs, status: r.state.status }, 'webhook attempt');
-    await this.applied(r.position);
+    // Not waiting for the projection: until it moves the timer doc, a re-fire finds the stream
+    // no longer due for this time and does nothing.
   }
 }
 

@@ -21,15 +21,19 @@ export class DispatcherEventsController {
     this.processed = new ProcessedEvents(readStore);
   }
 
+  /**
+   * Deduped by event id in the streams themselves: a delivery's id is f(endpoint, eventId) and is
+   * created first-writer-wins, a credit is keyed by its case id in the month's stream. That is
+   * atomic with the effect (a processed-events mark would be a second write and an fsync on the
+   * path that the case-ledger's relay waits for). The two appends run together (group commit).
+   */
   @EventPattern(Topics.caseEvents)
   async onCaseEvent(@Payload() m: IntegrationMessage) {
     if (!m?.metadata?.eventId || !m.type?.startsWith('clinical_case.')) return;
-    await this.processed.once(CONSUMER, m.metadata.eventId, async () => {
-      const orgId = m.metadata.organizationId;
-      const caseId = (m.data as { caseId?: string })?.caseId;
-      if (m.type === IntegrationEventTypes.caseOpened && orgId && caseId) await this.billing.useCredit(orgId, m.metadata.environmentId, 'clinical_case', caseId);
-      await this.webhooks.dispatch(m);
-    });
+    const orgId = m.metadata.organizationId;
+    const caseId = (m.data as { caseId?: string })?.caseId;
+    const credit = m.type === IntegrationEventTypes.caseOpened && orgId && caseId ? this.billing.useCredit(orgId, m.metadata.environmentId, 'clinical_case', caseId) : Promise.resolve();
+    await Promise.all([credit, this.webhooks.dispatch(m)]);
   }
 
   @EventPattern(Topics.gatewayEvents)

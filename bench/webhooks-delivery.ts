@@ -1,0 +1,128 @@
+/**
+ * Webhook delivery throughput and opened-to-delivered latency, against the standalone app
+ * (in-process, real HTTP, SQLite) and a real receiver on 127.0.0.1 that verifies every signature.
+ *
+ *   npm run build && node dist/bench/webhooks-delivery.js [--cases 500] [--concurrency 16]
+ *
+ * Workload: staff `POST E/clinical-cases` (case-ledger) with `--concurrency` callers until
+ * `--cases` cases are open; each `clinical_case.opened` goes case-ledger relay → bus →
+ * dispatcher → delivery stream → timer → signed POST. Figures:
+ *   - deliveries/s: cases delivered / (first open request → last delivery received);
+ *   - opened-to-delivered latency: 201 of the open request → the receiver has the webhook (p50/p95/p99);
+ *   - baseline in the same run: the same receiver fed by a plain signed-fetch loop with the same
+ *     concurrency (what the HTTP path alone can do), and the open requests alone (cases/s with no endpoint).
+ * A benchmark, not a test: never in CI.
+ */
+process.env.SVC_LOG_LEVEL ??= 'warn';
+import { createServer } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { TestApp } from '@svc/testing';
+import { signWebhook, verifyWebhook } from '@svc/security';
+
+function arg(name: string, fallback: number): number {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+}
+
+const pct = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] : NaN;
+};
+
+async function main() {
+  const cases = arg('cases', 500);
+  const concurrency = arg('concurrency', 16);
+  let secret = '';
+  const arrivals = new Map<string, number>();
+  let bad = 0;
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', async () => {
+      const rawBody = Buffer.concat(chunks);
+      try {
+        const env = await verifyWebhook<{ caseId?: string }>({ rawBody, headers: req.headers as Record<string, string>, secret, seen: null, toleranceSec: 3600 });
+        const key = env.data.caseId ?? env.id;
+        if (!arrivals.has(key)) arrivals.set(key, performance.now());
+      } catch {
+        bad++;
+      }
+      res.writeHead(200).end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const receiverUrl = `http://127.0.0.1:${(server.address() as { port: number }).port}/hook`;
+
+  // Baseline 1: signed POSTs straight to the receiver, same concurrency, same body size.
+  secret = 'whsec_baseline';
+  const sample = JSON.stringify({ id: randomUUID(), type: 'clinical_case.opened', createdAt: new Date().toISOString(), data: { caseId: 'x', patientNotes: 'y'.repeat(200) } });
+  let sent = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (sent < cases) {
+        sent++;
+        const id = randomUUID();
+        const body = sample.replace(/"id":"[^"]+"/, `"id":"${id}"`).replace('"caseId":"x"', `"caseId":"${id}"`);
+        const ts = Math.floor(Date.now() / 1000);
+        await fetch(receiverUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'x-svc-event-id': id, 'x-svc-event-type': 'clinical_case.opened', 'x-svc-timestamp': String(ts), 'x-svc-signature': signWebhook(secret, ts, body), 'idempotency-key': id }, body }).then((r) => r.arrayBuffer());
+      }
+    }),
+  );
+  const baselinePerS = cases / ((performance.now() - t0) / 1000);
+  arrivals.clear();
+
+  const app = await new TestApp().start();
+  try {
+    // Baseline 2: opening cases with no endpoint subscribed (the case path alone).
+    const t = await app.tenant();
+    const open = async (n: number, onOpened?: (caseId: string, at: number) => void) => {
+      let opened = 0;
+      await Promise.all(
+        Array.from({ length: concurrency }, async () => {
+          while (opened < n) {
+            opened++;
+            const r = await app.api.post(`${t.env}/clinical-cases`, { patientId: randomUUID(), request: 'Please call the patient back about the medication' }, t.staff);
+            if (r.status !== 201) throw new Error(`open: ${r.status} ${r.text}`);
+            onOpened?.(r.body.caseId, performance.now());
+          }
+        }),
+      );
+    };
+    const plan = await app.api.put(`/organizations/${t.orgId}/plan`, { monthlyCredits: 10_000_000 }, t.staff);
+    if (plan.status !== 200) throw new Error(`plan: ${plan.status}`);
+    const b0 = performance.now();
+    await open(cases);
+    const openOnlyPerS = cases / ((performance.now() - b0) / 1000);
+
+    // The measured run: an endpoint subscribed to clinical_case.opened.
+    const ep = await app.api.post(`${t.env}/webhook-endpoints`, { url: receiverUrl, events: ['clinical_case.opened'] }, t.staff);
+    if (ep.status !== 201) throw new Error(`endpoint: ${ep.status} ${ep.text}`);
+    secret = ep.body.secret;
+    const openedAt = new Map<string, number>();
+    const s0 = performance.now();
+    await open(cases, (id, at) => openedAt.set(id, at));
+    const openedDone = performance.now();
+    const deadline = Date.now() + 120_000;
+    while ([...openedAt.keys()].some((id) => !arrivals.has(id)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    const delivered = [...openedAt.keys()].filter((id) => arrivals.has(id));
+    const last = Math.max(...delivered.map((id) => arrivals.get(id)!));
+    const latencies = delivered.map((id) => arrivals.get(id)! - openedAt.get(id)!);
+    const perS = delivered.length / ((last - s0) / 1000);
+
+    const f = (x: number) => x.toFixed(1);
+    console.log(`webhook delivery bench: ${cases} cases, concurrency ${concurrency}, node ${process.version}`);
+    console.log(`  baseline  signed POST loop → receiver            ${f(baselinePerS)} req/s`);
+    console.log(`  baseline  open cases, no endpoint                ${f(openOnlyPerS)} cases/s`);
+    console.log(`  measured  open + deliver (end to end)            ${f(perS)} deliveries/s  (${delivered.length}/${cases} delivered, ${bad} bad signatures; opens took ${f((openedDone - s0) / 1000)} s)`);
+    console.log(`  latency   201 of open → webhook received          p50 ${f(pct(latencies, 50))} ms  p95 ${f(pct(latencies, 95))} ms  p99 ${f(pct(latencies, 99))} ms  max ${f(Math.max(...latencies))} ms`);
+  } finally {
+    await app.stop();
+    server.close();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
