@@ -4,11 +4,24 @@ import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import { ErrorFilter, createValidationPipe, getLogger } from '@svc/http';
 import { BusExceptionFilter, busServerStrategy } from '@svc/messaging';
+import { ArgumentsHost, Catch, ExceptionFilter } from '@nestjs/common';
 import { DynamicModule } from '@nestjs/common';
 import { ServiceConfig, loadConfig } from './config';
 import { IN_PROCESS_BROKER, PlatformModule } from './platform.module';
 
 export const BODY_LIMIT = 1024 * 1024;
+
+/** HTTP errors as `{ code, message }`; bus (RPC) errors as the bus's error payload. */
+@Catch()
+export class AnyContextFilter implements ExceptionFilter {
+  private readonly http = new ErrorFilter();
+  private readonly bus = new BusExceptionFilter();
+
+  catch(exception: unknown, host: ArgumentsHost): unknown {
+    if (host.getType() === 'rpc') return this.bus.catch(exception, host);
+    return this.http.catch(exception, host);
+  }
+}
 
 /**
  * Builds the HTTP app for a root module: Fastify, the `/api` prefix, the error filter and
@@ -19,7 +32,7 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   const adapter = new FastifyAdapter({ bodyLimit: BODY_LIMIT, genReqId: () => randomUUID(), logger: false, return503OnClosing: false });
   const app = await NestFactory.create<NestFastifyApplication>(rootModule as never, adapter, { logger: false, abortOnError: false });
   app.setGlobalPrefix('api');
-  app.useGlobalFilters(new ErrorFilter());
+  app.useGlobalFilters(new AnyContextFilter());
   app.useGlobalPipes(createValidationPipe());
   app.enableShutdownHooks();
 
@@ -53,8 +66,9 @@ export async function listen(app: INestApplication, config: ServiceConfig): Prom
 /** Connects the app's message handlers to the bus (in-process broker or Kafka) and starts them. */
 export async function connectBus(app: INestApplication, serviceName: string, config: ServiceConfig): Promise<void> {
   const broker = app.get(IN_PROCESS_BROKER);
-  const ms = app.connectMicroservice(busServerStrategy(serviceName, { kind: config.bus, broker, brokers: config.kafkaBrokers }) as never, { inheritAppConfig: false });
-  ms.useGlobalFilters(new BusExceptionFilter());
+  // The bus handlers inherit the app's global filter, which answers RPC contexts the bus way
+  // (status/code of a domain refusal kept; anything unexpected hidden).
+  app.connectMicroservice(busServerStrategy(serviceName, { kind: config.bus, broker, brokers: config.kafkaBrokers }) as never, { inheritAppConfig: true });
   await app.startAllMicroservices();
 }
 
