@@ -211,6 +211,11 @@ describe('patient pathway (e2e, real HTTP)', () => {
     await sleep(500);
     expect(await emailsTo(api, newEmail)).toHaveLength(1);
 
+    // Staff cannot send a check-in to a cancelled pathway.
+    const staffNow = await api.post(`${t.env}/patients/${c.body.patientId}/check-ins`, undefined, await app.staffToken({ sub: t.ownerSub }));
+    expect(staffNow.status).toBe(409);
+    expect(staffNow.body.code).toBe('OUT_OF_ORDER');
+
     // A cancelled patient can be enrolled again with patient.created (same patientId).
     const re = await api.post('/client/patient-events', created('EXT-SEQ', newEmail, { checkInCadenceDays: 2 }), t.apiKey);
     expect(re.status).toBe(202);
