@@ -4,7 +4,7 @@ import { NestFactory } from '@nestjs/core';
 import { Ctx, EventPattern, MessagePattern, Payload, RpcException } from '@nestjs/microservices';
 import { lastValueFrom } from 'rxjs';
 import { DomainError } from '../../eventstore/src/decider';
-import { BusExceptionFilter, BusRecord, InProcessBroker, InProcessClient, InProcessContext, InProcessServer } from '../src';
+import { BusExceptionFilter, BusRecord, InProcessBroker, InProcessClient, InProcessContext, InProcessServer, SubscriberFailedError } from '../src';
 
 const EVENT = 'test.something-happened';
 
@@ -241,7 +241,7 @@ describe('InProcessBroker', () => {
     expect(got[0]).not.toBe(data);
   });
 
-  it('a failing subscriber does not fail the publisher nor the other subscribers', async () => {
+  it('a failing subscriber does not stop the other subscribers, and the publish rejects so it is retried', async () => {
     const errors: string[] = [];
     const broker = new InProcessBroker({ onError: (_e, p) => errors.push(p) });
     const got: unknown[] = [];
@@ -249,7 +249,7 @@ describe('InProcessBroker', () => {
       throw new Error('x');
     });
     broker.subscribe('t', (m) => void got.push(m.data));
-    await expect(broker.publish('t', 1)).resolves.toBe(2);
+    await expect(broker.publish('t', 1)).rejects.toBeInstanceOf(SubscriberFailedError);
     expect(got).toEqual([1]);
     expect(errors).toEqual(['t']);
   });

@@ -169,6 +169,21 @@ describe('IntegrationEventRelay on the SQLite event store and read store', () =>
     expect(warnings.some((w) => /failed \(attempt 2\)/.test(w))).toBe(true);
   });
 
+  it('a consumer that fails gets the event again (never skipped past a failing subscriber)', async () => {
+    let failures = 1;
+    const seen: number[] = [];
+    broker.subscribe(TOPIC, (m) => {
+      const i = ((m.data as IntegrationMessage).data as { i: number }).i;
+      if (failures-- > 0) throw new Error('consumer down');
+      seen.push(i);
+    });
+    const r = relay({ retryDelayMs: 10 });
+    await r.start();
+    const { position } = await store.append('case-y', [event('clinical_case.opened', { i: 7 })], 'no_stream');
+    await r.waitFor(position);
+    expect(seen).toEqual([7]);
+  });
+
   it('stopped while the bus is down: the checkpoint stays, the next run publishes the event', async () => {
     class DownClient extends InProcessClient {
       protected override async dispatchEvent<T = any>(): Promise<T> {

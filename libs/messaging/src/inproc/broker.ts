@@ -48,6 +48,17 @@ export interface InProcessBrokerOptions {
   onError?: (error: unknown, pattern: string) => void;
 }
 
+/** A published event that one or more subscribers failed to handle (the publisher should retry). */
+export class SubscriberFailedError extends Error {
+  constructor(
+    readonly pattern: string,
+    readonly failed: number,
+  ) {
+    super(`${failed} subscriber(s) of ${pattern} failed`);
+    this.name = 'SubscriberFailedError';
+  }
+}
+
 /** Error payload sent back when a request pattern has no handler. */
 export const NO_HANDLER_ERROR = (pattern: string) => ({
   status: 503,
@@ -187,7 +198,7 @@ export class InProcessBroker {
    * Publishes an event to every current subscriber of `pattern` (none: dropped, no error).
    * Serialized now, delivered later. Resolves with the number of subscribers it was delivered
    * to, after they all handled it (or right after the hand-off with `awaitSubscribers: false`).
-   * Rejects only when the event cannot be serialized.
+   * Rejects when the event cannot be serialized, or (awaiting subscribers) when a subscriber failed.
    */
   publish(pattern: string, data: unknown, options: SendOptions = {}): Promise<number> {
     let json: string;
@@ -200,19 +211,27 @@ export class InProcessBroker {
     if (handlers.length === 0) return Promise.resolve(0);
     const deliveries = handlers.map(
       (h) =>
-        new Promise<void>((resolve) =>
+        new Promise<boolean>((resolve) =>
           setImmediate(async () => {
             try {
               await h(JSON.parse(json) as BrokerMessage);
+              resolve(true);
             } catch (e) {
               this.onError(e, pattern);
+              resolve(false);
             }
-            resolve();
           }),
         ),
     );
     if (!this.awaitSubscribers) return Promise.resolve(handlers.length);
-    return Promise.all(deliveries).then(() => handlers.length);
+    // A subscriber that failed must get the event again: the publish rejects (after every
+    // subscriber ran), so a relay retries it rather than moving its checkpoint past it. Consumers
+    // dedupe by event id, so the subscribers that succeeded take the retry as a no-op.
+    return Promise.all(deliveries).then((ok) => {
+      const failed = ok.filter((x) => !x).length;
+      if (failed > 0) throw new SubscriberFailedError(pattern, failed);
+      return handlers.length;
+    });
   }
 }
 
