@@ -66,6 +66,16 @@ describe('gateway access (e2e, real HTTP)', () => {
     expect(prodKey.body.key).toMatch(/^svc_prod_/);
     expect((await api.get('/v1/ping', prodKey.body.key)).body.environmentId).toBe(production);
 
+    // A production key gets 404 on a sandbox resource (a sandbox case), the sandbox key reads it.
+    const sandboxKey = await api.post(`/organizations/${orgId}/environments/${sandbox}/api-keys`, { name: 'sandbox-2' }, owner);
+    const opened = await api.post(`/organizations/${orgId}/environments/${sandbox}/clinical-cases`, { patientId: '7d0c6f5e-3f7a-4a43-9b7e-5d1f3c2b1a00', request: 'Please review the dosage' }, owner);
+    expect(opened.status).toBe(201);
+    const progressPath = `/v1/clinical-cases/${opened.body.caseId}/progress`;
+    expect((await api.get(progressPath, sandboxKey.body.key)).status).toBe(200);
+    const crossEnv = await api.get(progressPath, prodKey.body.key);
+    expect(crossEnv.status).toBe(404);
+    expect(crossEnv.body.code).toBe('NOT_FOUND');
+
     // API key on a staff endpoint: 401.
     const keyOnStaff = await api.get(`/organizations/${orgId}`, prodKey.body.key);
     expect(keyOnStaff.status).toBe(401);
