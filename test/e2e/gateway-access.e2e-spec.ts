@@ -147,6 +147,13 @@ describe('gateway access (e2e, real HTTP)', () => {
 
     const badClock = await api.post('/dev/clock', { advanceSeconds: -5 });
     expect(badClock.status).toBe(400);
+    const hugeClock = await api.post('/dev/clock', { advanceSeconds: 9e15 });
+    expect(hugeClock.status).toBe(400);
+    expect((await api.post('/dev/clock', { advanceSeconds: 0 })).status).toBe(201);
+
+    const longId = await api.get(`/organizations/${'x'.repeat(300)}`, owner);
+    expect(longId.status).toBe(404);
+    expect(longId.body.code).toBe('NOT_FOUND');
     const badKey = await api.get('/v1/ping', 'svc_sb_nope');
     expect(badKey.status).toBe(401);
     expect(badKey.body.code).toBe('INVALID_API_CREDENTIAL');

@@ -1,5 +1,7 @@
 import { SignJWT } from 'jose';
+import { randomUUID } from 'node:crypto';
 import { TestApp } from '@svc/testing';
+import { created, protocolBody } from '../../apps/patient-pathway/test/e2e-helpers';
 
 async function identityToken(secret: string, claims: { sub: string; email?: string }, iat: number, lifetime = 300) {
   return new SignJWT({ ...(claims.email ? { email: claims.email } : {}) })
@@ -46,8 +48,34 @@ describe('widget sessions (e2e, real HTTP)', () => {
     await app.advanceClock(120);
     expect((await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: soon })).body.code).toBe('INVALID_IDENTITY_TOKEN');
 
+    // An identity token issued in the future (to live long) is refused.
+    const future = await identityToken(secret, { sub: 'x' }, now + 365 * 86400, 300);
+    expect((await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: future })).body.code).toBe('INVALID_IDENTITY_TOKEN');
+
     expect((await app.api.post('/widget/v1/sessions', { environmentId: '00000000-0000-4000-8000-000000000000' })).status).toBe(404);
     expect((await app.api.post('/widget/v1/sessions', { environmentId: 'nope' })).status).toBe(400);
+  });
+
+  it('links an enrolled patient, and only while the pathway is active', async () => {
+    const t = await app.tenant();
+    const protocol = await app.api.post(`${t.env}/protocols`, protocolBody('widget-check'), t.staff);
+    expect((await app.api.post(`${t.env}/protocols/${protocol.body.id}/activate`, undefined, t.staff)).status).toBe(200);
+    const enrolled = await app.api.post('/client/patient-events', created('ext-widget-1', 'w1@example.test'), t.apiKey);
+    expect(enrolled.status).toBe(202);
+    const secret = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff)).body.secret as string;
+    const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
+
+    const session = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(secret, { sub: 'ext-widget-1' }, now) });
+    expect(session.status).toBe(201);
+    expect(session.body.patientId).toBe(enrolled.body.patientId);
+
+    const stranger = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(secret, { sub: 'ext-unknown' }, now) });
+    expect(stranger.body.patientId).toBeNull();
+
+    const cancelled = await app.api.post('/client/patient-events', { eventId: randomUUID(), type: 'patient.cancelled', externalPatientId: 'ext-widget-1' }, t.apiKey);
+    expect(cancelled.status).toBe(202);
+    const after = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(secret, { sub: 'ext-widget-1' }, now) });
+    expect(after.body.patientId).toBeNull();
   });
 
   it('refuses sessions before the BAA is signed', async () => {

@@ -40,6 +40,7 @@ export class DevClock implements Clock {
 
   advance(seconds: number): Date {
     if (!Number.isInteger(seconds) || seconds < 0) throw new RangeError('advanceSeconds must be an integer >= 0');
+    if (Number.isNaN(new Date(Date.now() + this.offsetMs + seconds * 1000).getTime())) throw new RangeError('advanceSeconds moves the clock past the last valid date');
     this.offsetMs += seconds * 1000;
     if (this.file) {
       mkdirSync(dirname(this.file), { recursive: true });

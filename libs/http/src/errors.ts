@@ -27,6 +27,7 @@ export type ErrorCode =
   | 'RATE_LIMITED'
   | 'PROTOCOL_NOT_FOUND'
   | 'PROTOCOL_AMBIGUOUS'
+  | 'UNAVAILABLE'
   | 'INTERNAL_ERROR';
 
 export interface ErrorDetail {

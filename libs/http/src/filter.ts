@@ -31,13 +31,20 @@ export function toErrorResponse(err: unknown): { status: number; body: ErrorBody
     const details = Array.isArray(err.details) ? (err.details as ErrorBody['details']) : undefined;
     return { status: err.status, body: { code: err.code, message: err.message, ...(details ? { details } : {}) } };
   }
-  const e = err as { code?: string; statusCode?: number; status?: number; message?: string };
+  const e = err as { code?: string; statusCode?: number; status?: number; message?: string; name?: string };
+  // The write is committed but a read model did not catch up in time: the caller retries with
+  // the same idempotency id and gets the original result.
+  if (e?.name === 'ProjectionWaitTimeoutError') {
+    return { status: 503, body: { code: 'UNAVAILABLE', message: 'Accepted but not yet visible; retry with the same request' }, headers: { 'retry-after': '1' } };
+  }
   // Fastify's own errors (body parsing, content type, size).
   switch (e?.code) {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return { status: 415, body: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'Content-Type must be application/json' } };
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return { status: 413, body: { code: 'PAYLOAD_TOO_LARGE', message: 'The request body is larger than 1 MiB' } };
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return { status: 404, body: { code: 'NOT_FOUND', message: 'Resource not found' } };
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':

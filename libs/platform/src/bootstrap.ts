@@ -29,7 +29,7 @@ export class AnyContextFilter implements ExceptionFilter {
  * no headers).
  */
 export async function createHttpApp(rootModule: unknown, config: ServiceConfig): Promise<NestFastifyApplication> {
-  const adapter = new FastifyAdapter({ bodyLimit: BODY_LIMIT, genReqId: () => randomUUID(), logger: false, return503OnClosing: false });
+  const adapter = new FastifyAdapter({ bodyLimit: BODY_LIMIT, genReqId: () => randomUUID(), logger: false, return503OnClosing: false, maxParamLength: 2048 });
   const app = await NestFactory.create<NestFastifyApplication>(rootModule as never, adapter, { logger: false, abortOnError: false });
   app.setGlobalPrefix('api');
   app.useGlobalFilters(new AnyContextFilter());

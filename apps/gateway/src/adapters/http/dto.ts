@@ -1,4 +1,4 @@
-import { IsArray, IsBoolean, IsEmail, IsIn, IsInt, IsOptional, IsString, Length, MaxLength, Min } from 'class-validator';
+import { IsArray, IsBoolean, IsEmail, IsIn, IsInt, IsOptional, IsString, Length, Max, MaxLength, Min } from 'class-validator';
 
 export class CreateOrganizationDto {
   @IsString() @Length(1, 200) name!: string;
@@ -30,6 +30,9 @@ export class StaffTokenDto {
   @IsOptional() @IsBoolean() mfa?: boolean;
 }
 
+/** At most ten years a step: the dev clock must stay a valid date. */
+export const MAX_ADVANCE_SECONDS = 10 * 366 * 86_400;
+
 export class AdvanceClockDto {
-  @IsInt() @Min(0) advanceSeconds!: number;
+  @IsInt() @Min(0) @Max(MAX_ADVANCE_SECONDS) advanceSeconds!: number;
 }

@@ -43,6 +43,9 @@ export class WidgetSessionsController {
           algorithms: ['HS256'],
           currentDate: this.clock.now(),
           requiredClaims: ['sub', 'iat', 'exp'],
+          // Short-lived means issued recently too: an `iat` in the future or older than the
+          // lifetime is refused (jose checks both with maxTokenAge).
+          maxTokenAge: MAX_IDENTITY_TOKEN_LIFETIME_S,
         });
         if (typeof payload.sub !== 'string' || payload.sub.length < 1 || payload.sub.length > 200) throw new Error('sub');
         if (payload.exp! - payload.iat! > MAX_IDENTITY_TOKEN_LIFETIME_S) throw new Error('lifetime');
@@ -59,9 +62,12 @@ export class WidgetSessionsController {
       const reply = await lastValueFrom(
         this.bus.send<FindPatientReply>(Patterns.findPatient, query).pipe(
           timeout(5000),
-          catchError(() => of({ patientId: null })),
+          catchError(() => of(null)),
         ),
       );
+      // A signed-in patient must not silently become an unlinked session: if the pathway cannot
+      // be asked, the caller retries.
+      if (reply === null) throw new ApiError(503, 'UNAVAILABLE', 'The patient directory is not reachable; retry shortly', undefined, { 'retry-after': '1' });
       patientId = reply.patientId;
     }
     const { sessionToken, expiresAt } = await this.sessions.issue({
