@@ -73,7 +73,7 @@ function rawSingleRowInserts(file: string, seconds: number): Row {
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = FULL');
   db.exec(`CREATE TABLE events (
-    position INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL UNIQUE, stream_id TEXT NOT NULL,
+    position INTEGER PRIMARY KEY, event_id TEXT NOT NULL, stream_id TEXT NOT NULL,
     revision INTEGER NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL, metadata TEXT NOT NULL,
     UNIQUE (stream_id, revision))`);
   const insert = db.prepare(

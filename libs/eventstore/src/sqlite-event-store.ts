@@ -49,8 +49,8 @@ interface EventRow {
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS events (
-  position  INTEGER PRIMARY KEY AUTOINCREMENT,
-  event_id  TEXT    NOT NULL UNIQUE,
+  position  INTEGER PRIMARY KEY,
+  event_id  TEXT    NOT NULL,
   stream_id TEXT    NOT NULL,
   revision  INTEGER NOT NULL,
   type      TEXT    NOT NULL,
@@ -59,6 +59,11 @@ CREATE TABLE IF NOT EXISTS events (
   UNIQUE (stream_id, revision)
 );
 `;
+// No AUTOINCREMENT: rows are never deleted, so the rowid (max + 1) is already strictly increasing,
+// and AUTOINCREMENT only added a sqlite_sequence update to every commit. No UNIQUE on event_id:
+// event ids are minted by the services (randomUUID) and idempotency lives in the streams
+// (architecture rule 2), so the index only cost a scattered B-tree page per appended event
+// (docs/decisions.md, Performance). Files created with the older schema keep working as they are.
 
 /**
  * The embedded event store of standalone mode: one SQLite file (WAL, synchronous=FULL).
@@ -163,78 +168,99 @@ export class SqliteEventStore implements EventStore {
     const batch = this.queue;
     this.queue = [];
     if (batch.length === 0) return;
-    const outcomes: (AppendResult | { error: unknown })[] = new Array(batch.length);
-    const { stmt } = this;
+    let outcomes: (AppendResult | { error: unknown })[] | null;
     try {
-      stmt.begin.run();
-      // Stream state as of this transaction, including earlier appends of the same batch.
-      const streams = new Map<string, { revision: number; position: number }>();
-      try {
-        // Holding the write lock: if another connection wrote since our last commit, forget the cache.
-        const version = stmt.dataVersion.get() as number;
-        if (version !== this.dataVersion || this.known.size > 100_000) this.known.clear();
-        this.dataVersion = version;
-        for (let i = 0; i < batch.length; i++) {
-          const p = batch[i];
-          let current = streams.get(p.streamId);
-          if (!current) {
-            current = this.known.get(p.streamId) ?? stmt.last.get(p.streamId) ?? { revision: -1, position: 0 };
-            streams.set(p.streamId, current);
-          }
-          const e = p.expected;
-          const ok = e === 'any' || (e === 'no_stream' ? current.revision === -1 : current.revision === e);
-          if (!ok) {
-            outcomes[i] = {
-              error: new WrongExpectedRevisionError(p.streamId, e, current.revision < 0 ? 'no_stream' : current.revision),
-            };
-            continue;
-          }
-          if (p.rows.length === 0) {
-            outcomes[i] = { nextExpectedRevision: current.revision, position: current.position };
-            continue;
-          }
-          // A single INSERT that fails is undone by SQLite on its own; several need a savepoint.
-          const multi = p.rows.length > 1;
-          if (multi) stmt.savepoint.run();
-          try {
-            let revision = current.revision;
-            let position = 0;
-            for (const r of p.rows) {
-              revision++;
-              position = Number(stmt.insert.run(r.eventId, p.streamId, revision, r.type, r.data, r.metadata).lastInsertRowid);
-            }
-            if (multi) stmt.release.run();
-            current = { revision, position };
-            streams.set(p.streamId, current);
-            outcomes[i] = { nextExpectedRevision: revision, position };
-          } catch (err) {
-            if (multi) {
-              stmt.rollbackTo.run();
-              stmt.release.run();
-            }
-            outcomes[i] = { error: err };
-          }
-        }
-        stmt.commit.run();
-        this.stats.commits++;
-        this.stats.appends += batch.length;
-        for (const [id, state] of streams) this.known.set(id, state);
-      } catch (err) {
-        this.known.clear();
-        if (this.db.inTransaction) stmt.rollback.run();
-        throw err;
-      }
+      // Fast path: no savepoints. Each append's expected revision is checked against the stream
+      // head as it stands in this transaction, so its INSERTs cannot hit UNIQUE(stream_id,
+      // revision); if an INSERT fails anyway (a bad value), the whole transaction is rolled back
+      // and the batch is written again with a savepoint around each several-event append.
+      outcomes = this.writeBatch(batch, false) ?? this.writeBatch(batch, true);
     } catch (err) {
       // The transaction itself failed (lock timeout, I/O): nothing of the batch was written.
       for (const p of batch) p.reject(err);
       return;
     }
+    const results = outcomes as (AppendResult | { error: unknown })[];
     for (let i = 0; i < batch.length; i++) {
-      const o = outcomes[i];
+      const o = results[i];
       if ('error' in o) batch[i].reject(o.error);
       else batch[i].resolve(o);
     }
     for (const s of this.subscriptions) s.notify();
+  }
+
+  /**
+   * One write transaction for the batch. Returns each append's outcome after COMMIT; returns null
+   * (after rolling back) when `safe` is false and an INSERT of a several-event append failed.
+   */
+  private writeBatch(batch: PendingAppend[], safe: boolean): (AppendResult | { error: unknown })[] | null {
+    const outcomes: (AppendResult | { error: unknown })[] = new Array(batch.length);
+    const { stmt } = this;
+    stmt.begin.run();
+    // Stream state as of this transaction, including earlier appends of the same batch.
+    const streams = new Map<string, { revision: number; position: number }>();
+    try {
+      // Holding the write lock: if another connection wrote since our last commit, forget the cache.
+      const version = stmt.dataVersion.get() as number;
+      if (version !== this.dataVersion || this.known.size > 100_000) this.known.clear();
+      this.dataVersion = version;
+      for (let i = 0; i < batch.length; i++) {
+        const p = batch[i];
+        let current = streams.get(p.streamId);
+        if (!current) {
+          current = this.known.get(p.streamId) ?? stmt.last.get(p.streamId) ?? { revision: -1, position: 0 };
+          streams.set(p.streamId, current);
+        }
+        const e = p.expected;
+        const ok = e === 'any' || (e === 'no_stream' ? current.revision === -1 : current.revision === e);
+        if (!ok) {
+          outcomes[i] = {
+            error: new WrongExpectedRevisionError(p.streamId, e, current.revision < 0 ? 'no_stream' : current.revision),
+          };
+          continue;
+        }
+        if (p.rows.length === 0) {
+          outcomes[i] = { nextExpectedRevision: current.revision, position: current.position };
+          continue;
+        }
+        // A single INSERT that fails is undone by SQLite on its own; several need a savepoint.
+        const multi = p.rows.length > 1;
+        if (multi && safe) stmt.savepoint.run();
+        try {
+          let revision = current.revision;
+          let position = 0;
+          for (const r of p.rows) {
+            revision++;
+            position = Number(stmt.insert.run(r.eventId, p.streamId, revision, r.type, r.data, r.metadata).lastInsertRowid);
+          }
+          if (multi && safe) stmt.release.run();
+          current = { revision, position };
+          streams.set(p.streamId, current);
+          outcomes[i] = { nextExpectedRevision: revision, position };
+        } catch (err) {
+          if (multi && !safe) {
+            // Part of this append may be written: undo the transaction, redo with savepoints.
+            this.known.clear();
+            if (this.db.inTransaction) stmt.rollback.run();
+            return null;
+          }
+          if (multi) {
+            stmt.rollbackTo.run();
+            stmt.release.run();
+          }
+          outcomes[i] = { error: err };
+        }
+      }
+      stmt.commit.run();
+      this.stats.commits++;
+      this.stats.appends += batch.length;
+      for (const [id, state] of streams) this.known.set(id, state);
+    } catch (err) {
+      this.known.clear();
+      if (this.db.inTransaction) stmt.rollback.run();
+      throw err;
+    }
+    return outcomes;
   }
 
   async readStream(streamId: string, fromRevision = 0): Promise<RecordedEvent[]> {

@@ -90,18 +90,46 @@ describe('SqliteEventStore specifics', () => {
     await b.close();
   });
 
-  it('rejects a duplicate event id alone and keeps the rest of the batch', async () => {
+  it('rejects an append whose INSERT fails alone (nothing of it written) and keeps the rest of the batch', async () => {
+    const store = new SqliteEventStore(file);
+    await store.append('s-1', [ev('E', { n: 1 })], 'no_stream');
+    // A null type violates NOT NULL on the second row: the first row of that append must not stay.
+    const bad = { ...ev('E', { n: 3 }), type: null as unknown as string };
+    const results = await Promise.allSettled([
+      store.append('s-1', [ev('E', { n: 2 })], 0),
+      store.append('s-2', [ev('E', { n: 2 }), bad], 'no_stream'),
+      store.append('s-3', [ev('E', { n: 4 })], 'no_stream'),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(await store.readStream('s-1')).toHaveLength(2);
+    expect(await store.readStream('s-2')).toEqual([]);
+    expect(await store.readStream('s-3')).toHaveLength(1);
+    // The store's cached heads are still right after the batch was redone.
+    await store.append('s-1', [ev('E', { n: 5 }), ev('E', { n: 6 })], 1);
+    await store.append('s-2', [ev('E', { n: 7 })], 'no_stream');
+    expect((await store.readStream('s-1')).map((e) => e.revision)).toEqual([0, 1, 2, 3]);
+    const all = await store.readAll(0, 100);
+    expect(all.map((e) => e.position)).toEqual([1, 2, 3, 4, 5, 6]);
+    await store.close();
+  });
+
+  it('does not police event id uniqueness (ids are minted by the services; idempotency lives in the streams)', async () => {
     const store = new SqliteEventStore(file);
     const first = ev('E', { n: 1 });
     await store.append('s-1', [first], 'no_stream');
-    const results = await Promise.allSettled([
-      store.append('s-2', [ev('E', { n: 2 }), { ...ev('E', { n: 3 }), metadata: first.metadata }], 'no_stream'),
-      store.append('s-3', [ev('E', { n: 4 })], 'no_stream'),
-    ]);
-    expect(results.map((r) => r.status)).toEqual(['rejected', 'fulfilled']);
-    expect(await store.readStream('s-2')).toEqual([]);
-    expect(await store.readStream('s-3')).toHaveLength(1);
+    await store.append('s-2', [{ ...ev('E', { n: 2 }), metadata: first.metadata }], 'no_stream');
+    expect((await store.readStream('s-2'))[0].metadata.eventId).toBe(first.metadata.eventId);
     await store.close();
+  });
+
+  it('keeps positions strictly increasing across reopen (plain INTEGER PRIMARY KEY, rows never deleted)', async () => {
+    const a = new SqliteEventStore(file);
+    const r1 = await a.append('s-1', [ev('E', {}), ev('E', {})], 'no_stream');
+    await a.close();
+    const b = new SqliteEventStore(file);
+    const r2 = await b.append('s-2', [ev('E', {})], 'no_stream');
+    expect(r2.position).toBe(r1.position + 1);
+    await b.close();
   });
 
   it('answers appends queued before close, then refuses new ones', async () => {
