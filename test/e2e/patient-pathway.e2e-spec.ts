@@ -309,6 +309,43 @@ describe('patient pathway (e2e, real HTTP)', () => {
     expect((await api.get(`${t.env}/protocols`, noPerm)).body.code).toBe('PERMISSION_REQUIRED');
   });
 
+  it('ten concurrent creates with one programKey: exactly one 201, the others 409 DUPLICATE_KEY, the stored body is the winner\'s', async () => {
+    const api = app.api;
+    const t = await app.tenant();
+    for (let round = 0; round < 3; round++) {
+      const key = `race-key-${round}`;
+      const results = await Promise.all(Array.from({ length: 10 }, (_, i) => api.post(`${t.env}/protocols`, protocolBody(key, { name: `Racer ${i}` }), t.staff)));
+      const statuses = results.map((r) => r.status);
+      expect(statuses.filter((s) => s === 201)).toHaveLength(1);
+      expect(statuses.filter((s) => s === 409)).toHaveLength(9);
+      for (const r of results.filter((x) => x.status === 409)) expect(r.body.code).toBe('DUPLICATE_KEY');
+      const winner = results.find((r) => r.status === 201)!.body;
+      const listed = (await api.get(`${t.env}/protocols`, t.staff)).body.protocols.filter((p: { programKey: string }) => p.programKey === key);
+      expect(listed).toHaveLength(1);
+      expect(listed[0]).toEqual(winner);
+    }
+  });
+
+  it("another environment's protocols answer 404 (production staff path, foreign protocol id)", async () => {
+    const api = app.api;
+    const t = await setUpTenant(app, 'env-scope');
+    const prodEnv = `/organizations/${t.orgId}/environments/${t.production}`;
+    // Same organization and staff, production environment: the sandbox protocol is not there.
+    for (const action of ['activate', 'deactivate']) {
+      const r = await api.post(`${prodEnv}/protocols/${t.protocol.id}/${action}`, undefined, t.staff);
+      expect({ action, status: r.status, code: r.body.code }).toEqual({ action, status: 404, code: 'NOT_FOUND' });
+    }
+    // A production protocol's id used on the sandbox path is 404 as well.
+    const prod = await api.post(`${prodEnv}/protocols`, protocolBody('env-scope'), t.staff);
+    expect(prod.status).toBe(201);
+    for (const action of ['activate', 'deactivate']) {
+      expect((await api.post(`${t.env}/protocols/${prod.body.id}/${action}`, undefined, t.staff)).status).toBe(404);
+    }
+    // Nothing changed: the sandbox one is still active, the production one still inactive.
+    expect((await api.get(`${t.env}/protocols`, t.staff)).body.protocols).toEqual([expect.objectContaining({ id: t.protocol.id, active: true })]);
+    expect((await api.get(`${prodEnv}/protocols`, t.staff)).body.protocols).toEqual([expect.objectContaining({ id: prod.body.id, active: false })]);
+  });
+
   it('validates lifecycle events: every field rule, malformed JSON and unknown fields are 400', async () => {
     const api = app.api;
     const t = await setUpTenant(app);

@@ -219,6 +219,11 @@ describe('protocol decider and body rules', () => {
     spec.given([]).when({ type: 'ActivateProtocol' }, now).thenThrows('NOT_FOUND');
   });
 
+  it('a second CreateProtocol on a created protocol is DUPLICATE_KEY, never a silent success (S1)', () => {
+    const [created] = spec.given([]).when({ type: 'CreateProtocol', protocolId: 'p1', organizationId: ORG, environmentId: ENV, ...def }, now).result();
+    spec.given([created]).when({ type: 'CreateProtocol', protocolId: 'p1', organizationId: ORG, environmentId: ENV, ...def, name: 'Other' }, now).thenThrows('DUPLICATE_KEY');
+  });
+
   it('cross-field rules', () => {
     expect(protocolProblems(def)).toEqual([]);
     expect(protocolProblems({ ...def, questions: [...def.questions, { key: 'pain', text: 'again', type: 'text' }] }).map((p) => p.path)).toEqual(['questions[1].key']);

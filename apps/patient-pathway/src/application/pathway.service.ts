@@ -168,6 +168,7 @@ export class PathwayService {
     let id: string = protocolId;
     if (!claimed.won) {
       // A claim whose protocol was never written (a crash in between) is taken over; otherwise the key is taken.
+      // Concurrent takers race on the protocol stream itself (no_stream): CreateProtocol refuses the losers with DUPLICATE_KEY.
       id = (claimed.first.data as { protocolId: string }).protocolId;
       if ((await this.store.readStream(protocolStream(id))).length) throw new DomainError(409, 'DUPLICATE_KEY', `A protocol with programKey ${def.programKey} exists in this environment`);
     }

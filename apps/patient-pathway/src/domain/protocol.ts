@@ -106,7 +106,9 @@ export const protocolDecider: Decider<ProtocolCommand, ProtocolEvent, ProtocolSt
   decide(command, state, now) {
     switch (command.type) {
       case 'CreateProtocol': {
-        if (state.protocol) return [];
+        // First writer of the protocol stream wins: a concurrent create that took over the same
+        // programKey claim must not answer 201 with someone else's protocol.
+        if (state.protocol) throw new DomainError(409, 'DUPLICATE_KEY', `A protocol with programKey ${command.programKey} exists in this environment`);
         const { type: _t, ...rest } = command;
         void _t;
         return [{ type: 'ProtocolCreated', ...rest, createdAt: now.toISOString() }];
