@@ -319,6 +319,24 @@ describe('conversation workflows (e2e, real HTTP)', () => {
     expect(messages).toMatch(/cycle without an ask/);
   });
 
+  it('refuses Destination headers Node could never send (400 VALIDATION_FAILED headers.<name>)', async () => {
+    const cases: [Record<string, string>, string][] = [
+      [{ 'x-token': 'abc\r\nx-injected: 1' }, 'headers.x-token'],
+      [{ 'x-token': 'line\nbreak' }, 'headers.x-token'],
+      [{ 'x-price': 'price €5' }, 'headers.x-price'],
+      [{ 'bad name': 'v' }, 'headers.bad name'],
+    ];
+    for (const [headers, path] of cases) {
+      const r = await app.api.post(`${t.env}/destinations`, { stableKey: 'bad_headers', name: 'Bad', baseUrl: dest.baseUrl, headers }, t.staff);
+      expect(r.status).toBe(400);
+      expect(r.body.code).toBe('VALIDATION_FAILED');
+      expect(r.body.details.map((d: { path: string }) => d.path)).toEqual([path]);
+    }
+    const latin1 = await app.api.post(`${t.env}/destinations`, { stableKey: 'latin1_headers', name: 'Latin-1', baseUrl: dest.baseUrl, headers: { 'x-name': 'caf\u00e9' } }, t.staff);
+    expect(latin1.status).toBe(201);
+    expect((await app.api.delete(`${t.env}/destinations/${latin1.body.id}`, t.staff)).status).toBe(204);
+  });
+
   it('refuses a test that would call a Destination before the BAA is signed (403 BAA_REQUIRED)', async () => {
     const u = await app.tenant({ baa: false });
     const created = await app.api.post(`${u.env}/conversation-workflows/from-template`, { templateKey: 'order_status_tracking' }, u.staff);

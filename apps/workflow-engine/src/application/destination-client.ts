@@ -43,7 +43,9 @@ export interface SignedCall {
   production: boolean;
 }
 
-export type CallOutcome = { kind: 'response'; status: number; body: unknown; pathAndQuery: string } | { kind: 'failed'; reason: 'timeout' | 'network' | 'refused_address' | 'invalid_response'; pathAndQuery: string };
+export type CallOutcome =
+  | { kind: 'response'; status: number; body: unknown; pathAndQuery: string }
+  | { kind: 'failed'; reason: 'timeout' | 'network' | 'refused_address' | 'invalid_response' | 'invalid_request'; pathAndQuery: string };
 
 /** The URL actually requested: the destination's address (with its own path) plus the step's path. */
 export function targetUrl(baseUrl: string, path: string): URL {
@@ -63,8 +65,27 @@ export function signature(secret: string, ts: number, method: string, pathAndQue
 
 const MAX_RESPONSE_BYTES = 1024 * 1024;
 
-/** One attempt, no redirects followed, signed (decisions 10). Never logs headers or bodies. */
-export function callDestination(c: SignedCall): Promise<CallOutcome> {
+/**
+ * One attempt, no redirects followed, signed (decisions 10). Never logs headers or bodies. Never
+ * rejects: anything that throws while building the request (a header value Node refuses, a bad
+ * URL) is a failed call (`invalid_request`), which the step answers with its errorReply.
+ */
+export async function callDestination(c: SignedCall): Promise<CallOutcome> {
+  try {
+    return await attempt(c);
+  } catch {
+    let pathAndQuery = '';
+    try {
+      const u = targetUrl(c.baseUrl, c.path);
+      pathAndQuery = `${u.pathname}${u.search}`;
+    } catch {
+      pathAndQuery = '';
+    }
+    return { kind: 'failed', reason: 'invalid_request', pathAndQuery };
+  }
+}
+
+function attempt(c: SignedCall): Promise<CallOutcome> {
   const url = targetUrl(c.baseUrl, c.path);
   const pathAndQuery = `${url.pathname}${url.search}`;
   const rawBody = c.body ?? '';

@@ -77,7 +77,7 @@ export interface CallRequest {
   body: string | undefined;
 }
 
-export type CallResult = { kind: 'response'; status: number; body: unknown } | { kind: 'failed'; reason: 'timeout' | 'network' | 'refused_address' | 'destination_missing' | 'invalid_response' };
+export type CallResult = { kind: 'response'; status: number; body: unknown } | { kind: 'failed'; reason: 'timeout' | 'network' | 'refused_address' | 'destination_missing' | 'invalid_response' | 'invalid_request' };
 
 export type Next = { kind: 'await' } | { kind: 'call'; request: CallRequest } | { kind: 'ended' };
 

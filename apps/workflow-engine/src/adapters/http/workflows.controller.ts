@@ -112,6 +112,17 @@ export class WorkflowsController {
   }
 }
 
+/** HTTP token names (RFC 9110), not ours; values Node can send (no CR/LF or other controls, Latin-1 only). */
+export function validHeader(name: string, value: unknown): boolean {
+  return (
+    typeof value === 'string' &&
+    value.length <= 4000 &&
+    /^[\t\x20-\x7e\x80-\xff]*$/.test(value) &&
+    /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$/.test(name) &&
+    !/^x-svc-/i.test(name)
+  );
+}
+
 /** Destinations of decisions 3 (E/destinations). Header values are never returned or logged. */
 @Controller('organizations/:orgId/environments/:envId/destinations')
 @UseGuards(StaffGuard)
@@ -122,8 +133,8 @@ export class DestinationsController {
   @Post()
   create(@Body() body: CreateDestinationDto, @Staff() staff: StaffContext) {
     const headers = body.headers ?? {};
-    const bad = Object.entries(headers).filter(([k, v]) => typeof v !== 'string' || v.length > 4000 || !/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$/.test(k) || /^x-svc-/i.test(k));
-    if (bad.length || Object.keys(headers).length > 20) throw ApiError.validation(bad.map(([k]) => ({ path: `headers.${k}`, message: 'must be a header name (not x-svc-*) with a string value of up to 4000 characters' })).concat(Object.keys(headers).length > 20 ? [{ path: 'headers', message: 'at most 20 headers' }] : []));
+    const bad = Object.entries(headers).filter(([k, v]) => !validHeader(k, v));
+    if (bad.length || Object.keys(headers).length > 20) throw ApiError.validation(bad.map(([k]) => ({ path: `headers.${k}`, message: 'must be an HTTP token header name (not x-svc-*) with a string value of up to 4000 characters, no CR, LF or other control characters, Latin-1 only' })).concat(Object.keys(headers).length > 20 ? [{ path: 'headers', message: 'at most 20 headers' }] : []));
     try {
       new URL(body.baseUrl);
     } catch {

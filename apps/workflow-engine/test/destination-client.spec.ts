@@ -1,0 +1,52 @@
+import { Server, createServer } from 'node:http';
+import { callDestination } from '../src/application/destination-client';
+import { validHeader } from '../src/adapters/http/workflows.controller';
+
+/** B2: whatever Node refuses while building a request is a failed call, never a rejection (500). */
+describe('callDestination never rejects', () => {
+  let server: Server;
+  let baseUrl: string;
+  let hits = 0;
+  beforeAll(async () => {
+    server = createServer((_req, res) => {
+      hits++;
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"orders":[]}');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    baseUrl = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  });
+  afterAll(() => new Promise<void>((r) => server.close(() => r())));
+
+  const call = (headers: Record<string, string>) =>
+    callDestination({ baseUrl, path: '/orders', method: 'POST', body: '{}', headers, secret: 's', nowS: 1, timeoutMs: 2000, production: false });
+
+  it.each([
+    ['CR/LF in a value', { 'x-token': 'abc\r\nx-injected: 1' }],
+    ['a non-Latin-1 value', { 'x-token': 'price €5' }],
+    ['an invalid header name', { 'bad name': 'v' }],
+  ])('%s: failed call (invalid_request), nothing sent', async (_what, headers) => {
+    const before = hits;
+    await expect(call(headers)).resolves.toMatchObject({ kind: 'failed', reason: 'invalid_request', pathAndQuery: '/orders' });
+    expect(hits).toBe(before);
+  });
+
+  it('a valid call still goes through', async () => {
+    await expect(call({ authorization: 'Bearer ok', 'x-latin1': 'caf\u00e9' })).resolves.toMatchObject({ kind: 'response', status: 200 });
+  });
+});
+
+describe('destination header check (creation)', () => {
+  it('accepts tokens with printable or Latin-1 values', () => {
+    expect(validHeader('authorization', 'Bearer abc')).toBe(true);
+    expect(validHeader('x-name', 'caf\u00e9\tok')).toBe(true);
+  });
+  it('refuses CR, LF, other controls, non-Latin-1, bad names and x-svc-*', () => {
+    expect(validHeader('x-token', 'a\r\nb')).toBe(false);
+    expect(validHeader('x-token', 'a\nb')).toBe(false);
+    expect(validHeader('x-token', 'a\u0000b')).toBe(false);
+    expect(validHeader('x-token', '€')).toBe(false);
+    expect(validHeader('x token', 'v')).toBe(false);
+    expect(validHeader('x-svc-signature', 'v')).toBe(false);
+    expect(validHeader('x-token', 'x'.repeat(4001))).toBe(false);
+  });
+});
