@@ -200,7 +200,8 @@ export class PathwayService {
     const patientId = await this.patientIdFor({ environmentId, organizationId: '' }, externalPatientId, false);
     if (!patientId) return null;
     const { state } = await this.patients.load(patientStream(patientId));
-    return state.status === 'none' ? null : patientId;
+    // Enrolled patients only: a cancelled (or never enrolled) patient is not found.
+    return state.status === 'active' && state.environmentId === environmentId ? patientId : null;
   }
 
   async patientContact(environmentId: string, patientId: string): Promise<string | null> {
