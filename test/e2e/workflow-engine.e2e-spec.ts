@@ -20,12 +20,15 @@ class Destination {
   secret = '';
   mode: 'orders' | 'broken' | 'empty' = 'orders';
   seen: Seen[] = [];
+  /** When set, each answer waits for it (a slow Destination). */
+  gate: Promise<void> | null = null;
 
   async start(): Promise<void> {
     this.server = createServer((req: IncomingMessage, res: ServerResponse) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
+      req.on('end', async () => {
+        if (this.gate) await this.gate;
         const raw = Buffer.concat(chunks).toString('utf8');
         const ts = String(req.headers['x-svc-timestamp'] ?? '');
         const sig = String(req.headers['x-svc-signature'] ?? '');
@@ -335,6 +338,44 @@ describe('conversation workflows (e2e, real HTTP)', () => {
     const latin1 = await app.api.post(`${t.env}/destinations`, { stableKey: 'latin1_headers', name: 'Latin-1', baseUrl: dest.baseUrl, headers: { 'x-name': 'caf\u00e9' } }, t.staff);
     expect(latin1.status).toBe(201);
     expect((await app.api.delete(`${t.env}/destinations/${latin1.body.id}`, t.staff)).status).toBe(204);
+  });
+
+  it('checks the revision before any call, and records no test run when the version changed during the calls (409 STALE_REVISION)', async () => {
+    const api = app.api;
+    expect((await api.post(`${t.env}/destinations`, { stableKey: 'slow_system', name: 'Slow', baseUrl: dest.baseUrl }, t.staff)).status).toBe(201);
+    const created = await api.post(`${P}/from-template`, { templateKey: 'order_status_tracking', stableKey: 'slow_orders', destinationStableKey: 'slow_system' }, t.staff);
+    expect(created.status).toBe(201);
+    const versionId = created.body.draftVersionId;
+    const body = { opening: 'where is my order', replies: [], patientId: PATIENT_EXT };
+
+    // Stale before any call: no call at all.
+    const calls = dest.seen.length;
+    const early = await api.post(`${P}/versions/${versionId}/test`, { ...body, expectedRevision: 2 }, t.staff);
+    expect(early.status).toBe(409);
+    expect(early.body.code).toBe('STALE_REVISION');
+    expect(dest.seen.length).toBe(calls);
+
+    // Saved while the Destination is answering: 409, and neither a test result nor a run is kept.
+    let release!: () => void;
+    dest.gate = new Promise<void>((r) => (release = r));
+    try {
+      const pending = api.post(`${P}/versions/${versionId}/test`, { ...body, expectedRevision: 1 }, t.staff);
+      for (let i = 0; i < 200 && dest.seen.length === calls; i++) await new Promise((r) => setTimeout(r, 10));
+      const saved = await api.put(`${P}/versions/${versionId}`, { expectedRevision: 1, definition: created.body.versions[0].definition }, t.staff);
+      expect(saved.status).toBe(200);
+      release();
+      const late = await pending;
+      expect(late.status).toBe(409);
+      expect(late.body.code).toBe('STALE_REVISION');
+    } finally {
+      dest.gate = null;
+      release();
+    }
+    expect(dest.seen.length).toBe(calls + 1);
+    const runs = await api.get(`${P}/${created.body.id}/runs`, t.staff);
+    expect(runs.body.runs).toEqual([]);
+    const list = await api.get(P, t.staff);
+    expect(list.body.workflows.find((w: { id: string }) => w.id === created.body.id).versions[0]).toMatchObject({ revision: 2, lastTest: null });
   });
 
   it('refuses a test that would call a Destination before the BAA is signed (403 BAA_REQUIRED)', async () => {

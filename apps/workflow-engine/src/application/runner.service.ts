@@ -20,7 +20,7 @@ import { EMERGENCY_GUIDANCE, GENERIC_REPLY, emergencyKinds, healthQuestion, trig
 import { Definition } from '../domain/definition';
 import { Advance, CallRequest, CallResult, Patient, Reply, RunContext, RunState, advance, giveCallResult, giveInput, startRun } from '../domain/engine';
 import { runDecider, runStream } from '../domain/run';
-import { WorkflowState } from '../domain/workflow';
+import { WorkflowState, workflowStream } from '../domain/workflow';
 import { WorkflowCollections } from '../adapters/projections/workflow.projection';
 import { callDestination } from './destination-client';
 import { Actor, Scope, WorkflowsService } from './workflows.service';
@@ -101,7 +101,11 @@ export class RunnerService {
     actor: Actor,
     baaSigned: boolean,
   ) {
-    const { state, version } = await this.workflows.byVersion(scope.environmentId, versionId);
+    const { state: viewed } = await this.workflows.byVersion(scope.environmentId, versionId);
+    // The revision is checked on the workflow's stream (not a read model) before any call is made.
+    const { state } = await this.workflows.workflows.load(workflowStream(viewed.id!));
+    const version = state.versions.find((v) => v.id === versionId);
+    if (!version || version.state === 'discarded' || state.deleted) throw ApiError.notFound('Workflow version');
     if (body.expectedRevision !== version.revision) throw new DomainError(409, 'STALE_REVISION', `The version is at revision ${version.revision}`);
     const def = version.definition;
     if (!baaSigned && def.steps.some((s) => s.type === 'call_api')) throw new ApiError(403, 'BAA_REQUIRED', 'A test run that calls a Destination needs a signed business associate agreement');
@@ -126,14 +130,16 @@ export class RunnerService {
     }
     const s = r.state;
     const passed = s.status === 'ended' && !s.stepError && s.outcome !== 'sign_in_required' && s.outcome !== 'error';
+    // The version may have changed while the calls ran: RecordTest answers 409 STALE_REVISION
+    // then, and the run is recorded only once the test result is.
+    const recorded = await this.workflows.workflows.handle(
+      workflowStream(state.id!),
+      { type: 'RecordTest', versionId, expectedRevision: body.expectedRevision, passed, runId, by: actor.sub },
+      { actor: `staff:${actor.sub}`, organizationId: scope.organizationId, environmentId: scope.environmentId },
+    );
     const started = await this.runs.handle(
       runStream(runId),
       { type: 'Start', header: { organizationId: scope.organizationId, environmentId: scope.environmentId, runId, workflowId: state.id!, versionId, conversationId: null }, test: true, state: s },
-      { actor: `staff:${actor.sub}`, organizationId: scope.organizationId, environmentId: scope.environmentId },
-    );
-    const recorded = await this.workflows.workflows.handle(
-      `workflow-engine-workflow-${state.id}`,
-      { type: 'RecordTest', versionId, expectedRevision: body.expectedRevision, passed, runId, by: actor.sub },
       { actor: `staff:${actor.sub}`, organizationId: scope.organizationId, environmentId: scope.environmentId },
     );
     await this.workflows.applied(Math.max(started.position, recorded.position));
