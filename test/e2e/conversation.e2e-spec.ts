@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Patterns, Topics } from '@svc/messaging';
 import { TestApp } from '@svc/testing';
-import { Tenant, busRequest, eventually, openCase, update, watchTopic, widgetToken } from './case-helpers';
+import { Tenant, brokerOf, busRequest, eventually, openCase, update, watchTopic, widgetToken } from './case-helpers';
 
 const sha = 'a'.repeat(64);
 
@@ -22,12 +22,25 @@ describe('conversations (e2e, real HTTP)', () => {
 
   const list = (id: string, query = '', key = t.apiKey) => app.api.get(`/v1/conversations/${id}/messages${query}`, key);
   const inbound = (id: string, body: unknown, key = t.apiKey) => app.api.post(`/v1/conversations/${id}/messages`, body, key);
-  /** A case whose thread the conversation service knows (it learns it from clinical_case.opened). */
+  /** A case: its thread exists as soon as the open answers (read your writes, no waiting). */
   async function caseThread(patientId = randomUUID()) {
-    const c = await openCase(app, t, 'Please check on the patient', patientId);
-    await eventually(() => list(c.caseId), (r) => r.status === 200);
-    return c;
+    return openCase(app, t, 'Please check on the patient', patientId);
   }
+
+  it('read your writes: the thread of a case exists when its open answers (staff and bus opens), 10 of 10', async () => {
+    for (let i = 0; i < 10; i++) {
+      const staff = await openCase(app, t);
+      expect((await list(staff.caseId)).status).toBe(200);
+      expect((await inbound(staff.caseId, { requestId: randomUUID(), message: 'right away' })).status).toBe(201);
+      const bus = await busRequest(app, Patterns.openClinicalCase, {
+        requestId: randomUUID(), organizationId: t.orgId, environmentId: t.sandbox, patientId: randomUUID(), source: 'patient_concern', priority: 'routine',
+        patientNotes: 'I feel worse', symptomScores: {}, matchedRules: [], stoppedEarly: false, actor: 'system',
+      });
+      const r = await inbound(bus.caseId, { requestId: randomUUID(), message: 'right away' });
+      expect(r.status).toBe(201);
+      expect(r.body.sequence).toBe(1);
+    }
+  });
 
   it('reads a case thread: empty at first, 404 for unknown, non-uuid or other-environment ids, 400 for a bad afterSequence', async () => {
     const c = await caseThread();
@@ -172,6 +185,25 @@ describe('conversations (e2e, real HTTP)', () => {
     expect((await app.api.post(path, { message: 'hi', extra: 1 }, token)).status).toBe(400);
   });
 
+  it('read your writes: a resolve that answered 200 has closed the thread (inbound sent at once is 409), 10 of 10', async () => {
+    // A slow consumer of case events (as a busy webhook dispatcher would be) holds the case relay:
+    // a thread closed only by the relayed clinical_case.resolved would still take messages.
+    const slow = brokerOf(app).subscribe(Topics.caseEvents, async (m) => {
+      if ((m.data as { type?: string })?.type === 'clinical_case.resolved') await new Promise((r) => setTimeout(r, 150));
+    });
+    const cases = await Promise.all(Array.from({ length: 10 }, () => caseThread()));
+    await Promise.all(cases.map(async (c) => expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(1, 'processed'), t.apiKey)).status).toBe(200)));
+    const results = await Promise.all(
+      cases.map(async (c) => {
+        const r = await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(2, 'resolved', { resolutionOutcome: 'other', resolutionNote: 'Closed by the team' }), t.apiKey);
+        expect(r.status).toBe(200);
+        return (await inbound(c.caseId, { requestId: randomUUID(), message: 'too late' })).status;
+      }),
+    );
+    slow();
+    expect(results).toEqual(cases.map(() => 409));
+  });
+
   it("refuses patient messages in a resolved case's thread with 409 CASE_RESOLVED", async () => {
     const c = await caseThread();
     const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: c.patientId });
@@ -179,7 +211,8 @@ describe('conversations (e2e, real HTTP)', () => {
     const pending = { requestId: randomUUID(), message: 'before resolution' };
     expect((await inbound(c.caseId, pending)).status).toBe(201);
     expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(2, 'resolved', { resolutionOutcome: 'no_further_action', resolutionNote: 'Nothing more to do here' }), t.apiKey)).status).toBe(200);
-    const refused = await eventually(() => inbound(c.caseId, { requestId: randomUUID(), message: 'after resolution' }), (r) => r.status === 409);
+    // read your writes: the resolve's 200 means the thread already refuses patient messages
+    const refused = await inbound(c.caseId, { requestId: randomUUID(), message: 'after resolution' });
     expect(refused.status).toBe(409);
     expect(refused.body.code).toBe('CASE_RESOLVED');
     const widget = await app.api.post(`/widget/v1/cases/${c.caseId}/messages`, { message: 'hello?' }, token);

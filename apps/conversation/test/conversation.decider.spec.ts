@@ -36,4 +36,13 @@ describe('conversation decider', () => {
     const patient = conversationDecider.decide(append('r2'), fold(h), now);
     deciderSpec(conversationDecider).given([...h, ...patient]).when({ ...(report('read') as any), messageId: 'id-r2' }, now).thenThrows('NOT_FOUND');
   });
+
+  it('a close that arrives before the thread was started starts it closed (the resolve is never lost); closing twice is a no-op', () => {
+    const close: ConversationCommand = { type: 'CloseCaseThread', environmentId: env, start: { organizationId: 'o', conversationId: conv, patientId: 'p1' } };
+    const events = conversationDecider.decide(close, fold([]), now);
+    expect(events.map((e) => e.type)).toEqual(['ConversationStarted', 'CaseThreadClosed']);
+    deciderSpec(conversationDecider).given(events).when(append('r1'), now).thenThrows('CASE_RESOLVED');
+    deciderSpec(conversationDecider).given(events).when(close, now).then([]);
+    deciderSpec(conversationDecider).given([]).when({ type: 'CloseCaseThread', environmentId: env }, now).then([]);
+  });
 });

@@ -43,6 +43,20 @@ export interface ProviderMessageInput {
   externalReference: string;
 }
 
+/**
+ * Wire shape of the conversation service's case-thread control (a variant of
+ * Patterns.appendConversationMessage, the only request/reply pattern into that service): start or
+ * close a case's thread, answered after the conversation read model has it.
+ */
+interface CaseThreadControl {
+  control: 'start_case_thread' | 'close_case_thread';
+  organizationId: string;
+  environmentId: string;
+  conversationId: string;
+  kind: 'case';
+  patientId: string | null;
+}
+
 export interface Tenant {
   organizationId: string;
   environmentId: string;
@@ -101,7 +115,20 @@ export class CaseLedgerService {
     );
     if (r.newEvents.length) await this.applied(r.position);
     else await this.caughtUp();
+    // Read your writes across contexts: the case's thread exists when the open answers (also on
+    // an identical retry, which completes a start an interrupted first attempt left undone).
+    try {
+      await this.caseThread('start_case_thread', { organizationId: cmd.organizationId, environmentId: cmd.environmentId }, caseId, r.state.patientId);
+    } catch (err) {
+      // The case is recorded; the relayed clinical_case.opened starts the thread as a backstop.
+      this.log.warn({ caseId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'case open: thread start failed; left to the relayed event');
+    }
     return { caseId, reference: r.state.reference!, priority: r.state.priority!, duplicate: r.newEvents.length === 0 };
+  }
+
+  private async caseThread(control: CaseThreadControl['control'], tenant: Tenant, caseId: string, patientId: string | null): Promise<void> {
+    const cmd: CaseThreadControl = { control, organizationId: tenant.organizationId, environmentId: tenant.environmentId, conversationId: caseId, kind: 'case', patientId };
+    await lastValueFrom(this.bus.send<AppendConversationMessageReply>(Patterns.appendConversationMessage, cmd).pipe(timeout(10_000)));
   }
 
   /** A clinical request from the team chat channel (source staff_chat). */
@@ -185,6 +212,15 @@ export class CaseLedgerService {
     const duplicate = r.newEvents.length === 0;
     if (duplicate) await this.caughtUp();
     else await this.applied(r.position);
+    if (r.state.status === 'resolved' && r.state.updates[input.updateId].result.status === 'resolved') {
+      // The resolve answers only once the thread refuses patient messages (an identical retry redoes it).
+      try {
+        await this.caseThread('close_case_thread', tenant, caseId, r.state.patientId);
+      } catch (err) {
+        this.log.warn({ caseId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'case resolve: thread close failed');
+        throw new ApiError(503, 'UNAVAILABLE', 'The case is resolved but its thread could not be closed yet; retry with the same updateId');
+      }
+    }
     return { ...r.state.updates[input.updateId].result, duplicate };
   }
 

@@ -27,6 +27,21 @@ export interface Tenant {
   environmentId: string;
 }
 
+/**
+ * A control variant of Patterns.appendConversationMessage used by the case-ledger only: it starts
+ * or closes a case thread without a message. It rides on the existing request/reply pattern
+ * because the pattern list (libs/messaging names.ts, also the Kafka reply subscriptions) is not
+ * ours to extend; see docs/decisions.md.
+ */
+export interface CaseThreadControl {
+  control: 'start_case_thread' | 'close_case_thread';
+  organizationId: string;
+  environmentId: string;
+  conversationId: string;
+  kind: 'case';
+  patientId: string | null;
+}
+
 export interface InboundInput {
   requestId: string;
   message: string;
@@ -164,7 +179,24 @@ export class ConversationService {
     return { messageId, status: delivery.status, recordedAt: delivery.reportedAt };
   }
 
-  /** Case facts from the case-ledger: a case opens its thread; a resolution closes it to patients. */
+  /**
+   * The case-ledger's synchronous step (see CaseThreadControl): start or close a case's thread
+   * and answer only once the conversation read model has it, so the case's open (or resolve)
+   * answer already implies the thread exists (or is closed to patients). Idempotent.
+   */
+  async controlCaseThread(cmd: CaseThreadControl): Promise<AppendConversationMessageReply> {
+    const ctx = { actor: 'system', organizationId: cmd.organizationId, environmentId: cmd.environmentId };
+    const command: ConversationCommand =
+      cmd.control === 'start_case_thread'
+        ? { type: 'StartConversation', conversationId: cmd.conversationId, kind: 'case', organizationId: cmd.organizationId, environmentId: cmd.environmentId, patientId: cmd.patientId }
+        : { type: 'CloseCaseThread', environmentId: cmd.environmentId, start: { organizationId: cmd.organizationId, conversationId: cmd.conversationId, patientId: cmd.patientId } };
+    const r = await this.conversations.handle(conversationStream(cmd.conversationId), command, ctx);
+    await this.applied(r.position);
+    if (r.state.environmentId !== cmd.environmentId) throw new DomainError(404, 'NOT_FOUND', 'Conversation not found');
+    return { id: cmd.conversationId, conversationId: cmd.conversationId, sequence: r.state.lastSequence, createdAt: new Date(0).toISOString(), duplicate: r.newEvents.length === 0 };
+  }
+
+  /** Case facts from the case-ledger (the relayed events; a backstop to controlCaseThread): a case opens its thread; a resolution closes it to patients. */
   async onCaseEvent(m: IntegrationMessage<{ caseId?: string; patientId?: string }>): Promise<void> {
     const envId = m.metadata.environmentId;
     const orgId = m.metadata.organizationId;
@@ -175,7 +207,7 @@ export class ConversationService {
       if (m.type === IntegrationEventTypes.caseOpened) {
         await this.conversations.handle(conversationStream(caseId), { type: 'StartConversation', conversationId: caseId, kind: 'case', organizationId: orgId, environmentId: envId, patientId: m.data.patientId ?? null }, ctx);
       } else if (m.type === IntegrationEventTypes.caseResolved) {
-        await this.conversations.handle(conversationStream(caseId), { type: 'CloseCaseThread', environmentId: envId }, ctx);
+        await this.conversations.handle(conversationStream(caseId), { type: 'CloseCaseThread', environmentId: envId, start: { organizationId: orgId, conversationId: caseId, patientId: m.data.patientId ?? null } }, ctx);
       }
     } catch (err) {
       if (err instanceof DomainError) return;

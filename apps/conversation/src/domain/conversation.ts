@@ -55,7 +55,8 @@ export type ConversationCommand =
       attachments: Attachment[];
     }
   | { type: 'ReportDelivery'; environmentId: string; messageId: string; status: DeliveryStatus; errorCode: string | null; externalMessageId: string }
-  | { type: 'CloseCaseThread'; environmentId: string };
+  /** `start` given: a thread not started yet is started and closed at once (the close must never be lost). */
+  | { type: 'CloseCaseThread'; environmentId: string; start?: { organizationId: string; conversationId: string; patientId: string | null } | null };
 
 export interface ConversationState {
   conversationId: string | null;
@@ -162,7 +163,15 @@ export const conversationDecider: Decider<ConversationCommand, ConversationEvent
         return [{ type: 'MessageDeliveryReported', conversationId: state.conversationId, messageId: command.messageId, status: command.status, errorCode: command.errorCode, externalMessageId: command.externalMessageId, reportedAt: at }];
       }
       case 'CloseCaseThread': {
-        if (!state.conversationId || state.environmentId !== command.environmentId || state.closed) return [];
+        if (!state.conversationId) {
+          const s = command.start;
+          if (!s) return [];
+          return [
+            { type: 'ConversationStarted', conversationId: s.conversationId, kind: 'case', organizationId: s.organizationId, environmentId: command.environmentId, patientId: s.patientId, startedAt: at },
+            { type: 'CaseThreadClosed', conversationId: s.conversationId, closedAt: at },
+          ];
+        }
+        if (state.environmentId !== command.environmentId || state.closed) return [];
         return [{ type: 'CaseThreadClosed', conversationId: state.conversationId, closedAt: at }];
       }
       default: {
