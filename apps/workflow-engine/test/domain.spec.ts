@@ -3,7 +3,7 @@ import { emergencyKinds, healthQuestion, triggerMatches } from '../src/domain/ag
 import { Definition, validateDefinition } from '../src/domain/definition';
 import { advance, buildRequest, giveCallResult, giveInput, startRun } from '../src/domain/engine';
 import { ordersToShow, parseOrdersResponse } from '../src/domain/orders';
-import { WorkflowEvent, workflowDecider } from '../src/domain/workflow';
+import { KEY_CLAIM_GRACE_MS, WorkflowEvent, workflowDecider, workflowKeyDecider } from '../src/domain/workflow';
 import { isBlockedAddress, signature, targetUrl } from '../src/application/destination-client';
 import { orderStatusTemplate } from '../src/domain/templates';
 
@@ -166,5 +166,25 @@ describe('workflow decider', () => {
     deciderSpec(workflowDecider).given([created, tested, live]).when({ type: 'SaveDraft', versionId: 'v1', expectedRevision: 1, definition: created.definition, by: 'u' }).thenThrows('VERSION_LOCKED');
     deciderSpec(workflowDecider).given([created, tested, live]).when({ type: 'Delete', by: 'u' }).thenThrows('WORKFLOW_EVER_LIVE');
     deciderSpec(workflowDecider).given([created, { type: 'WorkflowArchived', retiredVersionId: null, audit }]).when({ type: 'Rename', name: 'z', by: 'u' }).thenThrows('WORKFLOW_ARCHIVED');
+  });
+});
+
+describe('stableKey claims (S2: never blocked forever)', () => {
+  const at = '2026-01-01T00:00:00.000Z';
+  const claimed = { type: 'KeyClaimed' as const, workflowId: 'w1', at };
+  const soon = new Date(Date.parse(at) + 1000);
+  const later = new Date(Date.parse(at) + KEY_CLAIM_GRACE_MS);
+  it('refuses a second claim while the holder exists', () => {
+    deciderSpec(workflowKeyDecider).given([claimed]).when({ type: 'Claim', workflowId: 'w2', holderCheck: null }, later).thenThrows('DUPLICATE_KEY');
+  });
+  it('takes over a key whose holder was deleted but never released', () => {
+    deciderSpec(workflowKeyDecider).given([claimed]).when({ type: 'Claim', workflowId: 'w2', holderCheck: { holder: 'w1', found: 'deleted' } }, soon).then([{ type: 'KeyClaimed', workflowId: 'w2', at: soon.toISOString(), takenOverFrom: 'w1' }]);
+  });
+  it('takes over a key whose holder was never created, after the grace period only', () => {
+    deciderSpec(workflowKeyDecider).given([claimed]).when({ type: 'Claim', workflowId: 'w2', holderCheck: { holder: 'w1', found: 'missing' } }, soon).thenThrows('DUPLICATE_KEY');
+    deciderSpec(workflowKeyDecider).given([claimed]).when({ type: 'Claim', workflowId: 'w2', holderCheck: { holder: 'w1', found: 'missing' } }, later).then([{ type: 'KeyClaimed', workflowId: 'w2', at: later.toISOString(), takenOverFrom: 'w1' }]);
+  });
+  it('ignores a check about another holder (the key changed hands meanwhile)', () => {
+    deciderSpec(workflowKeyDecider).given([claimed, { type: 'KeyReleased', workflowId: 'w1', at }, { type: 'KeyClaimed', workflowId: 'w3', at }]).when({ type: 'Claim', workflowId: 'w2', holderCheck: { holder: 'w1', found: 'deleted' } }, later).thenThrows('DUPLICATE_KEY');
   });
 });

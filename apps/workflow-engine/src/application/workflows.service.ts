@@ -8,7 +8,7 @@ import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
 import { KEYRING, Keyring } from '@svc/security';
 import { Definition, validateDefinition } from '../domain/definition';
 import { destinationDecider, destinationKeyStream, destinationStream } from '../domain/destination';
-import { Blocker, VersionRecord, WorkflowCommand, WorkflowState, readiness, workflowDecider, workflowKeyDecider, workflowKeyStream, workflowStream } from '../domain/workflow';
+import { Blocker, HolderCheck, VersionRecord, WorkflowCommand, WorkflowState, readiness, workflowDecider, workflowKeyDecider, workflowKeyStream, workflowStream } from '../domain/workflow';
 import { DestinationDoc, RunDoc, WORKFLOW_PROJECTION, WorkflowCollections } from '../adapters/projections/workflow.projection';
 
 export interface Actor {
@@ -112,11 +112,26 @@ export class WorkflowsService {
     return r;
   }
 
+  /** Claims a stableKey, telling the decider what the current holder's own stream shows (S2). */
+  private async claimKey(scope: Scope, actor: Actor, keyStream: string, id: string, holderFound: (holder: string) => Promise<'missing' | 'deleted' | null>): Promise<void> {
+    const { state } = await this.keys.load(keyStream);
+    let holderCheck: HolderCheck | null = null;
+    if (state.holder && state.holder !== id) {
+      const found = await holderFound(state.holder);
+      if (found) holderCheck = { holder: state.holder, found };
+    }
+    await this.keys.handle(keyStream, { type: 'Claim', workflowId: id, holderCheck }, this.ctx(scope, actor));
+  }
+
   async create(scope: Scope, body: { stableKey: string; name: string; definition: unknown }, actor: Actor) {
     const definition = WorkflowsService.checkDefinition(body.definition);
     const workflowId = randomUUID();
-    // First writer wins on the key stream; a concurrent or later duplicate gets 409 DUPLICATE_KEY.
-    await this.keys.handle(workflowKeyStream(scope.environmentId, body.stableKey), { type: 'Claim', workflowId }, this.ctx(scope, actor));
+    // First writer wins on the key stream; a concurrent or later duplicate gets 409 DUPLICATE_KEY
+    // (unless the holder's own stream shows it never got created or was deleted: then taken over).
+    await this.claimKey(scope, actor, workflowKeyStream(scope.environmentId, body.stableKey), workflowId, async (holder) => {
+      const { state } = await this.workflows.load(workflowStream(holder));
+      return !state.id ? 'missing' : state.deleted ? 'deleted' : null;
+    });
     const r = await this.exec(scope, actor, workflowId, {
       type: 'Create',
       workflowId,
@@ -208,7 +223,10 @@ export class WorkflowsService {
 
   async createDestination(scope: Scope, body: { stableKey: string; name: string; baseUrl: string; headers?: Record<string, string>; timeoutMs?: number }, actor: Actor) {
     const destinationId = randomUUID();
-    await this.keys.handle(destinationKeyStream(scope.environmentId, body.stableKey), { type: 'Claim', workflowId: destinationId }, this.ctx(scope, actor));
+    await this.claimKey(scope, actor, destinationKeyStream(scope.environmentId, body.stableKey), destinationId, async (holder) => {
+      const { state } = await this.destinations.load(destinationStream(holder));
+      return !state.id ? 'missing' : state.deleted ? 'deleted' : null;
+    });
     const r = await this.destinations.handle(
       destinationStream(destinationId),
       {

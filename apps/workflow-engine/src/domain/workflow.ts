@@ -252,19 +252,32 @@ export const workflowDecider: Decider<WorkflowCommand, WorkflowEvent, WorkflowSt
 
 // ---------- stableKey uniqueness: first writer wins ----------
 
-export type KeyEvent = { type: 'KeyClaimed'; workflowId: string; at: string } | { type: 'KeyReleased'; workflowId: string; at: string };
-export type KeyCommand = { type: 'Claim'; workflowId: string } | { type: 'Release'; workflowId: string };
+/**
+ * How the service found the current holder's own stream when it asked to claim: `deleted` (its
+ * delete was recorded; the process died before the release) or `missing` (no stream: the process
+ * died between the claim and the create). A `missing` holder is taken over only after
+ * KEY_CLAIM_GRACE_MS, so a create still in flight is never overtaken.
+ */
+export interface HolderCheck {
+  holder: string;
+  found: 'missing' | 'deleted';
+}
+
+export const KEY_CLAIM_GRACE_MS = 60_000;
+
+export type KeyEvent = { type: 'KeyClaimed'; workflowId: string; at: string; takenOverFrom?: string } | { type: 'KeyReleased'; workflowId: string; at: string };
+export type KeyCommand = { type: 'Claim'; workflowId: string; holderCheck?: HolderCheck | null } | { type: 'Release'; workflowId: string };
 
 export const workflowKeyStream = (envId: string, stableKey: string) => `workflow-engine-key-${envId}-${stableKey}`;
 
-export const workflowKeyDecider: Decider<KeyCommand, KeyEvent, { holder: string | null }> = {
-  initialState: () => ({ holder: null }),
+export const workflowKeyDecider: Decider<KeyCommand, KeyEvent, { holder: string | null; claimedAt: string | null }> = {
+  initialState: () => ({ holder: null, claimedAt: null }),
   evolve: (state, event) => {
     switch (event.type) {
       case 'KeyClaimed':
-        return { holder: event.workflowId };
+        return { holder: event.workflowId, claimedAt: event.at };
       case 'KeyReleased':
-        return { holder: null };
+        return { holder: null, claimedAt: null };
       default: {
         const never: never = event;
         return never;
@@ -273,10 +286,16 @@ export const workflowKeyDecider: Decider<KeyCommand, KeyEvent, { holder: string 
   },
   decide(command, state, now) {
     switch (command.type) {
-      case 'Claim':
+      case 'Claim': {
         if (state.holder === command.workflowId) return [];
-        if (state.holder) throw new DomainError(409, 'DUPLICATE_KEY', 'A workflow with this stableKey exists in the environment');
+        if (state.holder) {
+          const check = command.holderCheck;
+          const stale = !!check && check.holder === state.holder && (check.found === 'deleted' || now.getTime() - Date.parse(state.claimedAt ?? '') >= KEY_CLAIM_GRACE_MS);
+          if (!stale) throw new DomainError(409, 'DUPLICATE_KEY', 'A resource with this stableKey exists in the environment');
+          return [{ type: 'KeyClaimed', workflowId: command.workflowId, at: now.toISOString(), takenOverFrom: state.holder }];
+        }
         return [{ type: 'KeyClaimed', workflowId: command.workflowId, at: now.toISOString() }];
+      }
       case 'Release':
         if (state.holder !== command.workflowId) return [];
         return [{ type: 'KeyReleased', workflowId: command.workflowId, at: now.toISOString() }];
