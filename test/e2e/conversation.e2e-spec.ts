@@ -224,6 +224,21 @@ describe('conversations (e2e, real HTTP)', () => {
     expect((await list(c.caseId)).body.messages).toHaveLength(1);
   });
 
+  it('a provider messageId equal to an inbound requestId of the same thread is a different message (no 503)', async () => {
+    const c = await caseThread();
+    const shared = randomUUID();
+    expect((await inbound(c.caseId, { requestId: shared, message: 'from the patient' })).status).toBe(201);
+    const pm = { messageId: shared, message: 'from the provider', externalReference: 'ref-1' };
+    const r = await app.api.post(`/v1/clinical-cases/${c.caseId}/messages`, pm, t.apiKey);
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ caseId: c.caseId, messageId: shared, duplicate: false });
+    const again = await app.api.post(`/v1/clinical-cases/${c.caseId}/messages`, pm, t.apiKey);
+    expect(again.status).toBe(200);
+    expect(again.body.duplicate).toBe(true);
+    const thread = await list(c.caseId);
+    expect(thread.body.messages.map((m: { sender: string; message: string }) => [m.sender, m.message])).toEqual([['patient', 'from the patient'], ['provider', 'from the provider']]);
+  });
+
   it('lets other apps append over the bus (work items and case threads), idempotent by requestId', async () => {
     const conversationId = randomUUID();
     const cmd = { requestId: randomUUID(), organizationId: t.orgId, environmentId: t.sandbox, conversationId, kind: 'work_item', patientId: null, sender: 'system', message: 'Summary: order 123 late' };

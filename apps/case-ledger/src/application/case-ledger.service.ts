@@ -26,6 +26,12 @@ import { bodyHash, isUuid } from './canonical';
 
 /** Namespace of case ids derived from (environmentId, requestId): first writer wins. */
 const CASE_ID_NAMESPACE = '8f0c3a8e-6a0e-4f53-9a53-4c6f1f1a2b10';
+/**
+ * Namespace of the thread requestId of a provider message: uuid v5 of `provider:<messageId>`, so
+ * a provider messageId can never collide with a caller's inbound requestId in the same thread.
+ */
+const PROVIDER_REQUEST_NAMESPACE = '3b6f2d4c-91a7-5e02-8c4d-7a1e9f0b6c35';
+export const providerRequestId = (messageId: string) => uuidv5(`provider:${messageId}`, PROVIDER_REQUEST_NAMESPACE);
 
 export interface CaseUpdateInput {
   updateId: string;
@@ -232,10 +238,10 @@ export class CaseLedgerService {
       this.ctx(tenant, actor),
     );
     const createdAt = r.state.messages[input.messageId].createdAt;
-    // The thread append and the email are idempotent (requestId = messageId, email id from it),
-    // so an identical retry completes whatever an interrupted first attempt left undone.
+    // The thread append and the email are idempotent (requestId derived from messageId, email id
+    // from it), so an identical retry completes whatever an interrupted first attempt left undone.
     const append: AppendConversationMessageCommand = {
-      requestId: input.messageId,
+      requestId: providerRequestId(input.messageId),
       organizationId: tenant.organizationId,
       environmentId: tenant.environmentId,
       conversationId: caseId,
