@@ -170,6 +170,44 @@ describe('patient pathway (e2e, real HTTP)', () => {
     expect(await emailsTo(api, email)).toHaveLength(1);
   });
 
+  it('writes nothing on a refusal: the same eventId, corrected, is then accepted (PROTOCOL_NOT_FOUND, PROTOCOL_AMBIGUOUS, OUT_OF_ORDER)', async () => {
+    const api = app.api;
+    const t = await app.tenant();
+    const a = (await api.post(`${t.env}/protocols`, protocolBody('fix-a'), t.staff)).body;
+    const b = (await api.post(`${t.env}/protocols`, protocolBody('fix-b'), t.staff)).body;
+    await api.post(`${t.env}/protocols/${a.id}/activate`, undefined, t.staff);
+
+    const wrongKey = created('EXT-FIX-1', `fix1-${randomUUID()}@example.test`, { programKey: 'no-such-program' });
+    const r1 = await api.post('/client/patient-events', wrongKey, t.apiKey);
+    expect([r1.status, r1.body.code]).toEqual([404, 'PROTOCOL_NOT_FOUND']);
+    const fixed1 = await api.post('/client/patient-events', { ...wrongKey, programKey: 'fix-a' }, t.apiKey);
+    expect(fixed1.status).toBe(202);
+    expect(fixed1.body).toEqual({ accepted: true, duplicate: false, patientId: expect.any(String) });
+    // And the corrected one is now the eventId's body: a retry is a duplicate, the wrong one is reused.
+    expect((await api.post('/client/patient-events', { ...wrongKey, programKey: 'fix-a' }, t.apiKey)).body).toEqual({ ...fixed1.body, duplicate: true });
+    expect((await api.post('/client/patient-events', wrongKey, t.apiKey)).body.code).toBe('IDEMPOTENCY_KEY_REUSED');
+
+    await api.post(`${t.env}/protocols/${b.id}/activate`, undefined, t.staff);
+    const unnamed = created('EXT-FIX-2', `fix2-${randomUUID()}@example.test`);
+    const r2 = await api.post('/client/patient-events', unnamed, t.apiKey);
+    expect([r2.status, r2.body.code]).toEqual([400, 'PROTOCOL_AMBIGUOUS']);
+    expect((await api.post('/client/patient-events', { ...unnamed, protocolId: b.id }, t.apiKey)).status).toBe(202);
+
+    // Out of order: an update before the patient exists, then the same eventId as the create.
+    const early = { eventId: randomUUID(), type: 'patient.updated', externalPatientId: 'EXT-FIX-3', firstName: 'Early' };
+    const r3 = await api.post('/client/patient-events', early, t.apiKey);
+    expect([r3.status, r3.body.code]).toEqual([409, 'OUT_OF_ORDER']);
+    const asCreate = { ...created('EXT-FIX-3', `fix3-${randomUUID()}@example.test`, { programKey: 'fix-a' }), eventId: early.eventId };
+    const r4 = await api.post('/client/patient-events', asCreate, t.apiKey);
+    expect(r4.status).toBe(202);
+    expect(r4.body.duplicate).toBe(false);
+    // A create while active is refused without taking the eventId either.
+    const again = created('EXT-FIX-3', `fix3b-${randomUUID()}@example.test`, { programKey: 'fix-a' });
+    expect((await api.post('/client/patient-events', again, t.apiKey)).body.code).toBe('OUT_OF_ORDER');
+    const asUpdate = { eventId: again.eventId, type: 'patient.updated', externalPatientId: 'EXT-FIX-3', firstName: 'Later' };
+    expect((await api.post('/client/patient-events', asUpdate, t.apiKey)).body).toEqual({ accepted: true, duplicate: false, patientId: r4.body.patientId });
+  });
+
   it('applies updates to the sent fields only, answers 409 OUT_OF_ORDER out of sequence, and cancellation stops check-ins', async () => {
     const api = app.api;
     const t = await setUpTenant(app);

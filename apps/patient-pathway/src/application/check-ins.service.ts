@@ -7,9 +7,8 @@ import { CommandHandler, DomainError, EVENT_STORE, EventStore, toDomainEvent } f
 import { getLogger } from '@svc/http';
 import { AnyClientProxy, BUS_CLIENT, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns, UsageStatusReply } from '@svc/messaging';
 import { CONFIG, MAILER, Mailer, ServiceConfig } from '@svc/platform';
-import { READ_STORE, ReadStore } from '@svc/read-store';
 import { KEYRING, Keyring, safeEqual, sha256Hex } from '@svc/security';
-import { CaseOpenDoc, CheckInTimerDoc, DispatchDoc, PathwayCollections } from '../adapters/projections/pathway.projection';
+import { CaseOpenDoc, CheckInTimerDoc, DispatchDoc } from '../adapters/projections/pathway.projection';
 import { CheckInState, EMERGENCY_GUIDANCE, checkInDecider, nextQuestion, tokenRefused } from '../domain/check-in';
 import { PatientEvent } from '../domain/patient';
 import { Question } from '../domain/protocol';
@@ -31,7 +30,6 @@ export class CheckInsService {
   constructor(
     @Inject(EVENT_STORE) store: EventStore,
     @Inject(CLOCK) private readonly clock: Clock,
-    @Inject(READ_STORE) private readonly readStore: ReadStore,
     @Inject(KEYRING) private readonly keyring: Keyring,
     @Inject(MAILER) private readonly mailer: Mailer,
     @Inject(BUS_CLIENT) private readonly bus: AnyClientProxy,
@@ -76,20 +74,16 @@ export class CheckInsService {
   async fireScheduled(timer: CheckInTimerDoc): Promise<void> {
     const stream = patientStream(timer.patientId);
     const { state } = await this.pathway.patients.load(stream);
-    if (state.status !== 'active' || state.scheduled?.checkInId !== timer.id) {
-      await this.readStore.write([{ op: 'delete', collection: PathwayCollections.checkInTimers, key: timer.id }]);
-      return;
-    }
+    // A stale timer (cancelled, fired or replaced) is left alone: the event that made it stale
+    // removes its document through the projection (a rebuild gives the same documents).
+    if (state.status !== 'active' || state.scheduled?.checkInId !== timer.id) return;
     const paused = await this.usagePaused(state.organizationId!);
     const r = await this.pathway.patients.handle(
       stream,
       { type: 'FireScheduledCheckIn', checkInId: timer.id, paused, nextCheckInId: randomUUID() },
       { actor: 'system', organizationId: state.organizationId, environmentId: state.environmentId },
     );
-    if (r.newEvents.length === 0) {
-      await this.readStore.write([{ op: 'delete', collection: PathwayCollections.checkInTimers, key: timer.id }]);
-      return;
-    }
+    if (r.newEvents.length === 0) return;
     await this.pathway.applied(r.position);
     if (r.newEvents.some((e) => e.type === 'CheckInSent')) await this.dispatch({ id: timer.id, patientId: timer.patientId, dueAt: '' });
   }

@@ -1,13 +1,14 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, Clock } from '@svc/clock';
-import { CommandContext, CommandHandler, DomainError, EVENT_STORE, EventStore, NewEvent, RecordedEvent, WrongExpectedRevisionError } from '@svc/eventstore';
+import { CommandContext, CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
 import { ApiError } from '@svc/http';
 import { PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
 import { KEYRING, Keyring } from '@svc/security';
 import { PATHWAY_PROJECTION, PathwayCollections, ProtocolDoc } from '../adapters/projections/pathway.projection';
-import { LifecycleType, PatientState, Profile, ProtocolResolution, patientDecider } from '../domain/patient';
+import { ClaimCommand, ClaimEvent, ClaimState, Claimed, claimDecider } from '../domain/claim';
+import { LifecycleType, PatientCommand, PatientState, Profile, ProtocolResolution, patientDecider } from '../domain/patient';
 import { ProtocolDefinition, ProtocolView, protocolDecider, protocolProblems } from '../domain/protocol';
 import { eventIdStream, identityStream, patientStream, programKeyStream, protocolStream } from '../domain/streams';
 
@@ -40,6 +41,7 @@ export function canonicalJson(value: unknown): string {
 @Injectable()
 export class PathwayService {
   readonly patients: CommandHandler<Parameters<typeof patientDecider.decide>[0], Parameters<typeof patientDecider.evolve>[1], PatientState>;
+  readonly claims: CommandHandler<ClaimCommand, ClaimEvent, ClaimState>;
   readonly protocols: CommandHandler<Parameters<typeof protocolDecider.decide>[0], Parameters<typeof protocolDecider.evolve>[1], ReturnType<typeof protocolDecider.initialState>>;
 
   constructor(
@@ -52,6 +54,7 @@ export class PathwayService {
     const now = () => clock.now();
     this.patients = new CommandHandler(store, patientDecider, now, { maxRetries: 50 });
     this.protocols = new CommandHandler(store, protocolDecider, now);
+    this.claims = new CommandHandler(store, claimDecider, now, { maxRetries: 50 });
   }
 
   async applied(position: number): Promise<void> {
@@ -59,33 +62,12 @@ export class PathwayService {
   }
 
   /**
-   * Appends the first event of a claim stream with `no_stream`. Returns the stream's first event:
-   * ours when we won, the earlier writer's otherwise.
+   * First-writer-wins claim (claim decider through the CommandHandler): returns the holder, ours
+   * when we won, the earlier writer's otherwise.
    */
-  async claim(streamId: string, type: string, data: Record<string, unknown>, ctx: CommandContext): Promise<{ won: boolean; first: RecordedEvent | { type: string; data: unknown } }> {
-    const existing = await this.store.readStream(streamId);
-    if (existing.length) return { won: false, first: existing[0] };
-    const event: NewEvent = {
-      type,
-      data,
-      metadata: {
-        eventId: randomUUID(),
-        correlationId: ctx.correlationId ?? randomUUID(),
-        causationId: ctx.causationId ?? null,
-        organizationId: ctx.organizationId ?? null,
-        environmentId: ctx.environmentId ?? null,
-        actor: ctx.actor,
-        recordedAt: this.clock.now().toISOString(),
-      },
-    };
-    try {
-      await this.store.append(streamId, [event], 'no_stream');
-      return { won: true, first: event };
-    } catch (err) {
-      if (!(err instanceof WrongExpectedRevisionError)) throw err;
-      const after = await this.store.readStream(streamId);
-      return { won: false, first: after[0] };
-    }
+  async claim<C extends Claimed>(streamId: string, claim: C, ctx: CommandContext): Promise<{ won: boolean; holder: C }> {
+    const r = await this.claims.handle(streamId, { type: 'Claim', claim }, ctx);
+    return { won: r.newEvents.length > 0, holder: r.state.holder as C };
   }
 
   externalIdHash(environmentId: string, externalPatientId: string): string {
@@ -99,44 +81,57 @@ export class PathwayService {
       const events = await this.store.readStream(stream);
       return events.length ? (events[0].data as { patientId: string }).patientId : null;
     }
-    const r = await this.claim(stream, 'PatientIdentityAssigned', { patientId: randomUUID() }, { actor, ...tenancy });
-    return (r.first.data as { patientId: string }).patientId;
+    const r = await this.claim(stream, { type: 'PatientIdentityAssigned', patientId: randomUUID() }, { actor, ...tenancy });
+    return r.holder.patientId;
   }
 
   /** POST /client/patient-events (decisions 4). */
   async acceptLifecycleEvent(input: LifecycleInput, tenancy: Tenancy, actor: string): Promise<{ accepted: true; duplicate: boolean; patientId: string }> {
     const bodyHash = createHash('sha256').update(canonicalJson(input)).digest('hex');
     const ctx = { actor, ...tenancy };
-    // 1. Idempotency of the eventId in the environment: first writer wins, its body hash decides.
-    const claimed = await this.claim(eventIdStream(tenancy.environmentId, input.eventId), 'EventIdClaimed', { bodyHash }, ctx);
-    if (!claimed.won && (claimed.first.data as { bodyHash: string }).bodyHash !== bodyHash) {
+    const eventIdClaim = eventIdStream(tenancy.environmentId, input.eventId);
+    // 1. Read only: a known eventId with another body is reused.
+    const known = (await this.claims.load(eventIdClaim)).state.holder;
+    if (known?.type === 'EventIdClaimed' && known.bodyHash !== bodyHash) {
       throw new DomainError(409, 'IDEMPOTENCY_KEY_REUSED', 'This eventId was already used with a different body');
     }
-    // 2. Identity: one patientId per (environment, keyed hash of the external ID).
-    const patientId = await this.patientIdFor(tenancy, input.externalPatientId, input.type === 'patient.created', actor);
-    if (!patientId) throw new DomainError(409, 'OUT_OF_ORDER', 'The patient has no active pathway');
-    // 3. The patient stream decides (it also keeps the eventIds it applied, for replays).
+    // 2. Read only: every refusal that can be known before writing (protocol, sequence) is decided by a
+    //    dry run of the patient decider on the current state, so a 4xx leaves no claim behind.
     const protocol = input.type === 'patient.created' ? await this.resolveProtocol(tenancy.environmentId, input) : undefined;
+    const existingId = await this.patientIdFor(tenancy, input.externalPatientId, false);
+    if (!existingId && input.type !== 'patient.created') throw new DomainError(409, 'OUT_OF_ORDER', 'The patient has no active pathway');
     const profile: Profile = { firstName: input.firstName, lastName: input.lastName, dateOfBirth: input.dateOfBirth, phone: input.phone, email: input.email };
-    const r = await this.patients.handle(
-      patientStream(patientId),
-      {
-        type: 'ApplyLifecycleEvent',
-        eventId: input.eventId,
-        bodyHash,
-        lifecycle: input.type,
-        patientId,
-        organizationId: tenancy.organizationId,
-        environmentId: tenancy.environmentId,
-        profile,
-        checkInCadenceDays: input.checkInCadenceDays,
-        protocol,
-        firstCheckInId: randomUUID(),
-      },
-      { ...ctx, correlationId: input.eventId },
-    );
-    await this.applied(r.position);
-    return { accepted: true, duplicate: r.newEvents.length === 0, patientId };
+    const command = (patientId: string): PatientCommand => ({
+      type: 'ApplyLifecycleEvent',
+      eventId: input.eventId,
+      bodyHash,
+      lifecycle: input.type,
+      patientId,
+      organizationId: tenancy.organizationId,
+      environmentId: tenancy.environmentId,
+      profile,
+      checkInCadenceDays: input.checkInCadenceDays,
+      protocol,
+      firstCheckInId: randomUUID(),
+    });
+    const current = existingId ? (await this.patients.load(patientStream(existingId))).state : patientDecider.initialState();
+    patientDecider.decide(command(existingId ?? randomUUID()), current, this.clock.now());
+    // 3. Idempotency of the eventId in the environment: first writer wins, its body hash decides.
+    const claimed = await this.claim(eventIdClaim, { type: 'EventIdClaimed', bodyHash }, ctx);
+    if (claimed.holder.bodyHash !== bodyHash) throw new DomainError(409, 'IDEMPOTENCY_KEY_REUSED', 'This eventId was already used with a different body');
+    try {
+      // 4. Identity: one patientId per (environment, keyed hash of the external ID).
+      const patientId = existingId ?? (await this.patientIdFor(tenancy, input.externalPatientId, true, actor))!;
+      // 5. The patient stream decides (it also keeps the eventIds it applied, for replays).
+      const r = await this.patients.handle(patientStream(patientId), command(patientId), { ...ctx, correlationId: input.eventId });
+      await this.applied(r.position);
+      return { accepted: true, duplicate: r.newEvents.length === 0, patientId };
+    } catch (err) {
+      // Refused after the claim (a concurrent request changed the patient in between): release the
+      // claim of this body, so nothing stays applied for this eventId and a corrected retry is accepted.
+      if (err instanceof DomainError) await this.claims.handle(eventIdClaim, { type: 'ReleaseEventId', bodyHash, code: err.code }, ctx);
+      throw err;
+    }
   }
 
   async resolveProtocol(environmentId: string, input: { protocolId?: string; programKey?: string }): Promise<ProtocolResolution> {
@@ -164,12 +159,11 @@ export class PathwayService {
     if (problems.length) throw ApiError.validation(problems);
     const ctx = { actor, ...tenancy };
     const protocolId = randomUUID();
-    const claimed = await this.claim(programKeyStream(tenancy.environmentId, def.programKey), 'ProgramKeyClaimed', { protocolId, programKey: def.programKey }, ctx);
-    let id: string = protocolId;
+    const claimed = await this.claim(programKeyStream(tenancy.environmentId, def.programKey), { type: 'ProgramKeyClaimed', protocolId, programKey: def.programKey }, ctx);
+    const id = claimed.holder.protocolId;
     if (!claimed.won) {
       // A claim whose protocol was never written (a crash in between) is taken over; otherwise the key is taken.
       // Concurrent takers race on the protocol stream itself (no_stream): CreateProtocol refuses the losers with DUPLICATE_KEY.
-      id = (claimed.first.data as { protocolId: string }).protocolId;
       if ((await this.store.readStream(protocolStream(id))).length) throw new DomainError(409, 'DUPLICATE_KEY', `A protocol with programKey ${def.programKey} exists in this environment`);
     }
     const r = await this.protocols.handle(protocolStream(id), { type: 'CreateProtocol', protocolId: id, ...tenancy, ...def }, ctx);
