@@ -10,11 +10,14 @@ class Destination {
   baseUrl!: string;
   secret = '';
   seen: { method: string; url: string; raw: string; ok: boolean }[] = [];
+  /** When set, POSTs (account changes) wait for it before answering. */
+  postGate: Promise<void> | null = null;
   async start(owner: string): Promise<void> {
     this.server = createServer((req: IncomingMessage, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
+      req.on('end', async () => {
+        if (req.method === 'POST' && this.postGate) await this.postGate;
         const raw = Buffer.concat(chunks).toString('utf8');
         const ts = String(req.headers['x-svc-timestamp'] ?? '');
         const sig = String(req.headers['x-svc-signature'] ?? '');
@@ -149,6 +152,72 @@ describe('workflow agent conversations (e2e, real HTTP)', () => {
     expect(json).not.toContain('B-77');
     expect(json).not.toContain(OWNER);
     expect(runs.body.runs.map((r: { outcome: string }) => r.outcome)).toEqual(['not_found', 'handed_off', 'handed_off']);
+  });
+});
+
+async function patientSession(app: TestApp, t: { env: string; staff: string; sandbox: string }, externalId: string): Promise<string> {
+  const rotated = await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff);
+  const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
+  const identityToken = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject(externalId).setIssuedAt(now).setExpirationTime(now + 300).sign(new TextEncoder().encode(rotated.body.secret));
+  const r = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken });
+  expect(r.status).toBe(201);
+  return r.body.sessionToken;
+}
+
+describe('concurrent replies to one turn (e2e)', () => {
+  const OWNER = 'ext-owner-2';
+  const app = new TestApp();
+  const dest = new Destination();
+  beforeAll(async () => {
+    await app.start();
+    await dest.start(OWNER);
+  });
+  afterAll(async () => {
+    await dest.stop();
+    await app.stop();
+  });
+
+  it('three quick "yes" to a confirm step: exactly one account-changing call; the others are told to wait', async () => {
+    const { t, workflow } = await setUp(app, dest, OWNER);
+    const versionId = workflow.draftVersionId;
+    expect((await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/test`, { expectedRevision: 1, opening: 'return my order', replies: ['B-5', 'yes'], patientId: OWNER }, t.staff)).body.passed).toBe(true);
+    expect((await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
+    const session = await patientSession(app, t, OWNER);
+    await app.api.post('/widget/v1/messages', { message: 'return my order' }, session);
+    const asked = await app.api.post('/widget/v1/messages', { message: 'B-77' }, session);
+    expect(asked.body.replies).toEqual([{ type: 'text', text: 'Return order B-77?' }]);
+
+    const postsBefore = dest.seen.filter((x) => x.method === 'POST').length;
+    let release!: () => void;
+    dest.postGate = new Promise<void>((r) => (release = r));
+    let settled = 0;
+    try {
+      const sends = [0, 1, 2].map(() =>
+        app.api.post('/widget/v1/messages', { message: 'yes' }, session).then((r) => {
+          settled++;
+          return r;
+        }),
+      );
+      // The winner waits on the Destination; the others answer at once.
+      for (let i = 0; i < 500 && settled < 2; i++) await new Promise((r) => setTimeout(r, 10));
+      release();
+      const answers = await Promise.all(sends);
+      for (const a of answers) expect(a.status).toBe(201);
+      expect(dest.seen.filter((x) => x.method === 'POST').length).toBe(postsBefore + 1);
+      const winners = answers.filter((a) => a.body.handedOff);
+      expect(winners).toHaveLength(1);
+      expect(winners[0].body.replies).toEqual([{ type: 'text', text: 'Your return has started; our team will email the label.' }]);
+      const losers = answers.filter((a) => !a.body.handedOff);
+      expect(losers.map((a) => a.body.replies)).toEqual([
+        [{ type: 'text', text: expect.stringMatching(/still working on your previous message/) }],
+        [{ type: 'text', text: expect.stringMatching(/still working on your previous message/) }],
+      ]);
+    } finally {
+      dest.postGate = null;
+      release();
+    }
+    const runs = await app.api.get(`${t.env}/conversation-workflows/${workflow.id}/runs`, t.staff);
+    expect(runs.body.runs.map((r: { outcome: string }) => r.outcome)).toEqual(['handed_off', 'handed_off']);
   });
 });
 

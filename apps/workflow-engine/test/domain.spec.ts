@@ -6,6 +6,7 @@ import { ordersToShow, parseOrdersResponse } from '../src/domain/orders';
 import { KEY_CLAIM_GRACE_MS, WorkflowEvent, workflowDecider, workflowKeyDecider } from '../src/domain/workflow';
 import { isBlockedAddress, signature, targetUrl } from '../src/application/destination-client';
 import { orderStatusTemplate } from '../src/domain/templates';
+import { RunEvent, TURN_TAKEOVER_MS, runDecider } from '../src/domain/run';
 
 const reply = (id: string, next?: string) => ({ id, type: 'reply', message: id, ...(next ? { next } : {}) });
 const base = (steps: unknown[]) => ({ category: 'support', description: 'd', steps });
@@ -186,5 +187,31 @@ describe('stableKey claims (S2: never blocked forever)', () => {
   });
   it('ignores a check about another holder (the key changed hands meanwhile)', () => {
     deciderSpec(workflowKeyDecider).given([claimed, { type: 'KeyReleased', workflowId: 'w1', at }, { type: 'KeyClaimed', workflowId: 'w3', at }]).when({ type: 'Claim', workflowId: 'w2', holderCheck: { holder: 'w1', found: 'deleted' } }, later).thenThrows('DUPLICATE_KEY');
+  });
+});
+
+describe('run turns (B1: one answer per turn)', () => {
+  const at = '2026-01-01T00:00:00.000Z';
+  const header = { organizationId: 'o', environmentId: 'e', runId: 'r', workflowId: 'w', versionId: 'v', conversationId: 'c', startedAt: at };
+  const waiting = { ...startRun({ category: 'support', description: 'd', steps: [{ id: 'a', type: 'reply', message: 'a' }] } as unknown as Definition), status: 'waiting' as const };
+  const started: RunEvent[] = [{ type: 'workflow_run.started', ...header }, { type: 'RunAdvanced', state: waiting, at, turn: 0 }];
+  it('claims the next turn while the run waits', () => {
+    deciderSpec(runDecider).given(started).when({ type: 'StartTurn', turn: 1 }).then([{ type: 'TurnStarted', turn: 1, at: '2026-01-01T00:00:00.000Z' }]);
+  });
+  it('refuses a second claim of an open turn, and a claim of a past turn', () => {
+    deciderSpec(runDecider).given([...started, { type: 'TurnStarted', turn: 1, at }]).when({ type: 'StartTurn', turn: 1 }).thenThrows('TURN_IN_PROGRESS');
+    deciderSpec(runDecider).given([...started, { type: 'TurnStarted', turn: 1, at }, { type: 'RunAdvanced', state: waiting, at, turn: 1 }]).when({ type: 'StartTurn', turn: 1 }).thenThrows('TURN_IN_PROGRESS');
+  });
+  it('refuses a claim once the run ended', () => {
+    deciderSpec(runDecider).given([...started, { type: 'TurnStarted', turn: 1, at }, { type: 'RunAdvanced', state: { ...waiting, status: 'ended' }, at, turn: 1 }]).when({ type: 'StartTurn', turn: 2 }).thenThrows('TURN_IN_PROGRESS');
+  });
+  it('takes over a turn abandoned longer than any turn can take', () => {
+    const late = new Date(Date.parse(at) + TURN_TAKEOVER_MS);
+    deciderSpec(runDecider).given([...started, { type: 'TurnStarted', turn: 1, at }]).when({ type: 'StartTurn', turn: 1 }, late).then([{ type: 'TurnStarted', turn: 1, at: late.toISOString() }]);
+  });
+  it('Advance answers only the open turn', () => {
+    deciderSpec(runDecider).given(started).when({ type: 'Advance', turn: 1, state: waiting }).thenThrows('TURN_IN_PROGRESS');
+    deciderSpec(runDecider).given([...started, { type: 'TurnStarted', turn: 1, at }]).when({ type: 'Advance', turn: 2, state: waiting }).thenThrows('TURN_IN_PROGRESS');
+    deciderSpec(runDecider).given([...started, { type: 'TurnStarted', turn: 1, at }]).when({ type: 'Advance', turn: 1, state: waiting }).then([{ type: 'RunAdvanced', state: waiting, at, turn: 1 }]);
   });
 });

@@ -38,6 +38,7 @@ interface CallTrace {
 
 const HEALTH_REPLY = 'Thank you. I have passed your question to your care team; a clinician will get back to you. If it gets worse or feels urgent, call your local emergency number.';
 const HEALTH_ANON_REPLY = 'For questions about your health, please sign in so I can pass them to your care team, or contact your care team directly. If it feels urgent, call your local emergency number.';
+export const BUSY_REPLY = "I'm still working on your previous message; please wait a moment for my answer. / Todavía estoy atendiendo su mensaje anterior; espere un momento.";
 const PAUSED_REPLY = "I can't look that up right now. Would you like me to connect you with our team?";
 
 /** Runs workflows: the pure machine plus the I/O (calls, runs' streams, hand-offs, credits). */
@@ -223,11 +224,22 @@ export class RunnerService {
       const loaded = await this.runs.load(runStream(pending.runId));
       const wf = await this.readStore.get<WorkflowState>(WorkflowCollections.workflows, pending.workflowId);
       const version = wf?.versions.find((v) => v.id === pending.versionId);
-      if (loaded.state.state && version && loaded.state.state.status === 'waiting') {
+      if (loaded.state.state && version && (loaded.state.state.status === 'waiting' || loaded.state.openTurn)) {
         const ctx: RunContext = { runId: pending.runId, patient };
         const def = version.definition;
-        const r = await this.drive(envId, def, ctx, giveInput(def, loaded.state.state, ctx, message, attachments));
-        const w = await this.runs.handle(runStream(pending.runId), { type: 'Advance', state: r.state }, { actor: this.actor(session), organizationId: session.organizationId, environmentId: envId });
+        const meta = { actor: this.actor(session), organizationId: session.organizationId, environmentId: envId };
+        // Claim the turn before any call: of replies that arrive together, one answers the turn
+        // and makes its calls; the others are told to wait (B1).
+        const turn = loaded.state.turn + 1;
+        let claimed;
+        try {
+          claimed = await this.runs.handle(runStream(pending.runId), { type: 'StartTurn', turn }, meta);
+        } catch (err) {
+          if (err instanceof DomainError && err.code === 'TURN_IN_PROGRESS') return { conversationId, replies: [{ type: 'text', text: BUSY_REPLY }] as Reply[], handedOff: false };
+          throw err;
+        }
+        const r = await this.drive(envId, def, ctx, giveInput(def, claimed.state.state!, ctx, message, attachments));
+        const w = await this.runs.handle(runStream(pending.runId), { type: 'Advance', turn, state: r.state }, meta);
         await this.workflows.applied(w.position);
         return this.finish(session, conversationId, pending.runId, r);
       }

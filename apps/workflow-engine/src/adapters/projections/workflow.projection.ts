@@ -98,8 +98,8 @@ export function workflowProjection(keyring: Keyring): Projection {
           if (event.conversationId) tx.put(WorkflowCollections.pending, event.conversationId, { runId, workflowId: event.workflowId, versionId: event.versionId, environmentId: envId });
           return;
         }
-        if (!prev) return;
-        const agg: RunAggregate = runDecider.evolve({ header: null, test: prev.test, state: null, endedAt: prev.endedAt }, event);
+        if (!prev || event.type === 'TurnStarted') return;
+        const agg: RunAggregate = runDecider.evolve({ ...runDecider.initialState(), test: prev.test, endedAt: prev.endedAt }, event);
         const s = agg.state!;
         const doc: RunDoc = {
           ...prev,
