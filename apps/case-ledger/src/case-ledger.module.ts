@@ -2,13 +2,14 @@ import { Inject, Module, OnApplicationBootstrap, OnModuleDestroy, OnModuleInit }
 import { EVENT_STORE, EventStore } from '@svc/eventstore';
 import { AnyClientProxy, BUS_CLIENT, IntegrationEventRelay, IntegrationEventTypes, Topics } from '@svc/messaging';
 import { PROJECTIONS } from '@svc/platform';
-import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
+import { ProjectionRunner, READ_STORE, ReadStore, TimerScheduler } from '@svc/read-store';
+import { CLOCK, Clock } from '@svc/clock';
 import { KEYRING, Keyring } from '@svc/security';
 import { getLogger } from '@svc/http';
 import { CaseLedgerService } from './application/case-ledger.service';
 import { CaseBusController } from './adapters/bus/case-bus.controller';
 import { ClinicalCasesController, StaffClinicalCasesController } from './adapters/http/cases.controller';
-import { caseProjection } from './adapters/projections/case.projection';
+import { NOTIFY_PARTITION, NOTIFY_TIMERS, NotifyTimerDoc, caseProjection } from './adapters/projections/case.projection';
 import { CASE_STREAM_PREFIX } from './domain/case';
 
 /** The case-ledger bounded context: clinical cases, their updates, provider messages, case events. */
@@ -19,6 +20,7 @@ import { CASE_STREAM_PREFIX } from './domain/case';
 })
 export class CaseLedgerModule implements OnModuleInit, OnApplicationBootstrap, OnModuleDestroy {
   private relay: IntegrationEventRelay | null = null;
+  private notifier: TimerScheduler<NotifyTimerDoc> | null = null;
 
   constructor(
     @Inject(PROJECTIONS) private readonly projections: ProjectionRunner,
@@ -26,6 +28,8 @@ export class CaseLedgerModule implements OnModuleInit, OnApplicationBootstrap, O
     @Inject(EVENT_STORE) private readonly store: EventStore,
     @Inject(READ_STORE) private readonly readStore: ReadStore,
     @Inject(BUS_CLIENT) private readonly client: AnyClientProxy,
+    @Inject(CLOCK) private readonly clock: Clock,
+    private readonly cases: CaseLedgerService,
   ) {}
 
   onModuleInit(): void {
@@ -45,9 +49,23 @@ export class CaseLedgerModule implements OnModuleInit, OnApplicationBootstrap, O
       logger: { warn: (msg: string) => log.warn({ relay: 'case-ledger-relay' }, msg) },
     });
     await this.relay.start();
+    // Provider-message emails: durable timers put by the case projection, fired from the clock.
+    this.notifier = new TimerScheduler<NotifyTimerDoc>({
+      readStore: this.readStore,
+      clock: this.clock,
+      collection: NOTIFY_TIMERS,
+      partition: NOTIFY_PARTITION,
+      pollMs: 500,
+      refireAfterMs: 5000,
+      logger: log,
+      handler: (t) => this.cases.notifyDue(t),
+    });
+    this.notifier.start();
   }
 
   async onModuleDestroy(): Promise<void> {
+    await this.notifier?.stop();
+    this.notifier = null;
     await this.relay?.stop();
     this.relay = null;
   }

@@ -65,4 +65,13 @@ describe('case decider', () => {
     expect(emergencyKinds('Se desmayó en la cocina')).toEqual(['unconscious']);
     expect(emergencyKinds('refill request for strokes of luck')).toEqual([]);
   });
+
+  it('records the patient notification of a provider message once (its event removes the timer)', () => {
+    const sent = accepted({ type: 'SendProviderMessage', environmentId: env, messageId: 'm1', bodyHash: 'h', message: 'x', externalReference: 'r' });
+    const notify: CaseCommand = { type: 'RecordPatientNotified', environmentId: env, messageId: 'm1', outcome: 'no_email' };
+    const done = caseDecider.decide(notify, [...opened, ...sent].reduce(caseDecider.evolve, caseDecider.initialState()), now);
+    expect(done).toEqual([{ type: 'PatientNotified', caseId, messageId: 'm1', outcome: 'no_email', notifiedAt: now.toISOString() }]);
+    deciderSpec(caseDecider).given([...opened, ...sent, ...done]).when(notify, now).then([]);
+    deciderSpec(caseDecider).given(opened).when(notify, now).thenThrows('NOT_FOUND');
+  });
 });

@@ -19,7 +19,7 @@ import {
 import { CONFIG, MAILER, Mailer, PROJECTIONS, ServiceConfig } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
 import { KEYRING, Keyring } from '@svc/security';
-import { CASES, CASE_PROJECTION, CaseDoc } from '../adapters/projections/case.projection';
+import { CASES, CASE_PROJECTION, CaseDoc, NotifyTimerDoc } from '../adapters/projections/case.projection';
 import { CaseCommand, CaseEvent, CaseState, ResolutionOutcome, UpdateResult, UpdateStatus, caseDecider, caseStream, referenceFrom } from '../domain/case';
 import { emergencyKinds } from '../domain/emergency-terms';
 import { bodyHash, isUuid } from './canonical';
@@ -251,31 +251,34 @@ export class CaseLedgerService {
       message: input.message,
       externalMessageId: input.externalReference,
     };
-    let appended: AppendConversationMessageReply;
     try {
-      appended = await lastValueFrom(this.bus.send<AppendConversationMessageReply>(Patterns.appendConversationMessage, append).pipe(timeout(10_000)));
+      await lastValueFrom(this.bus.send<AppendConversationMessageReply>(Patterns.appendConversationMessage, append).pipe(timeout(10_000)));
     } catch (err) {
       this.log.warn({ caseId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'provider message: thread append failed');
       throw new ApiError(503, 'UNAVAILABLE', 'The message could not be added to the case thread; retry with the same messageId');
     }
-    if (!appended.duplicate) await this.notifyPatient(tenant, caseId, r.state.patientId!, input.messageId);
+    // The patient's email is a durable follow-up: ProviderMessageAccepted put a notification timer
+    // (case projection) that notifyDue fires until PatientNotified removes it.
     return { caseId, messageId: input.messageId, duplicate: r.newEvents.length === 0, createdAt };
   }
 
-  private async notifyPatient(tenant: Tenant, caseId: string, patientId: string, messageId: string): Promise<void> {
-    let contact: PatientContactReply | null = null;
-    try {
-      contact = await lastValueFrom(this.bus.send<PatientContactReply>(Patterns.patientContact, { environmentId: tenant.environmentId, patientId }).pipe(timeout(2000)));
-    } catch {
-      contact = null; // patient-pathway did not answer: the message stays in the thread, no email
-    }
-    if (!contact?.email) return;
-    const base = (this.config.widgetBaseUrl ?? `http://localhost:${this.config.port}/api`).replace(/\/$/, '');
-    const link = `${base}/cases/${caseId}`;
-    try {
+  /**
+   * Fires a provider message's notification timer: the patient's email (idempotent by its id
+   * `case-message-<messageId>`), then PatientNotified, which removes the timer. Any failure
+   * (patient-pathway not answering, mailer error, crash) throws or stops before PatientNotified,
+   * so the timer fires again. A patient without an email address is recorded as `no_email`.
+   */
+  async notifyDue(timer: NotifyTimerDoc): Promise<void> {
+    const tenant = { organizationId: timer.organizationId, environmentId: timer.environmentId };
+    const contact = await lastValueFrom(
+      this.bus.send<PatientContactReply>(Patterns.patientContact, { environmentId: timer.environmentId, patientId: timer.patientId }).pipe(timeout(5000)),
+    );
+    if (contact?.email) {
+      const base = (this.config.widgetBaseUrl ?? `http://localhost:${this.config.port}/api`).replace(/\/$/, '');
+      const link = `${base}/cases/${timer.caseId}`;
       await this.mailer.send(
         {
-          id: `case-message-${messageId}`,
+          id: `case-message-${timer.messageId}`,
           to: contact.email,
           subject: 'You have a new message from your care team',
           text: `Your care team sent you a new message. Read it in your secure care portal: ${link}\n`,
@@ -283,9 +286,13 @@ export class CaseLedgerService {
         },
         this.clock.now(),
       );
-    } catch (err) {
-      this.log.warn({ caseId, error: (err as Error)?.name }, 'provider message: email failed');
     }
+    const r = await this.cases.handle(
+      caseStream(timer.caseId),
+      { type: 'RecordPatientNotified', environmentId: timer.environmentId, messageId: timer.messageId, outcome: contact?.email ? 'sent' : 'no_email' },
+      this.ctx(tenant, 'system'),
+    );
+    if (r.newEvents.length) await this.applied(r.position);
   }
 
   async acknowledge(tenant: Tenant, staffSub: string, caseId: string) {

@@ -77,7 +77,11 @@ export type CaseEvent =
   | { type: 'clinical_case.acknowledged'; caseId: string; patientId: string; status: CaseStatus; resolutionOutcome: null; resolutionNote: null }
   | { type: 'CaseAcknowledgedBy'; caseId: string; by: string; acknowledgedAt: string }
   | { type: 'ProviderMessageAccepted'; caseId: string; messageId: string; bodyHash: string; message: string; externalReference: string; createdAt: string }
-  | { type: 'CaseTransportDelivered'; caseId: string; webhookEventId: string; deliveredAt: string };
+  | { type: 'CaseTransportDelivered'; caseId: string; webhookEventId: string; deliveredAt: string }
+  /** The patient's email about a provider message was sent (`sent`) or there was no address to send it to (`no_email`). */
+  | { type: 'PatientNotified'; caseId: string; messageId: string; outcome: NotifyOutcome; notifiedAt: string };
+
+export type NotifyOutcome = 'sent' | 'no_email';
 
 export type CaseCommand =
   | {
@@ -111,7 +115,8 @@ export type CaseCommand =
     }
   | { type: 'SendProviderMessage'; environmentId: string; messageId: string; bodyHash: string; message: string; externalReference: string }
   | { type: 'AcknowledgeCase'; environmentId: string; by: string }
-  | { type: 'MarkTransportDelivered'; environmentId: string; webhookEventId: string; deliveredAt: string };
+  | { type: 'MarkTransportDelivered'; environmentId: string; webhookEventId: string; deliveredAt: string }
+  | { type: 'RecordPatientNotified'; environmentId: string; messageId: string; outcome: NotifyOutcome };
 
 export interface CaseState {
   caseId: string | null;
@@ -123,7 +128,7 @@ export interface CaseState {
   status: CaseStatus;
   sequence: number;
   updates: Record<string, { bodyHash: string; result: UpdateResult }>;
-  messages: Record<string, { bodyHash: string; createdAt: string }>;
+  messages: Record<string, { bodyHash: string; createdAt: string; notified?: boolean }>;
   acknowledged: boolean;
   transportDelivered: boolean;
 }
@@ -165,6 +170,10 @@ export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
         return { ...state, acknowledged: true };
       case 'CaseTransportDelivered':
         return { ...state, transportDelivered: true };
+      case 'PatientNotified': {
+        const m = state.messages[event.messageId];
+        return m ? { ...state, messages: { ...state.messages, [event.messageId]: { ...m, notified: true } } } : state;
+      }
       case 'clinical_case.resolved':
       case 'CaseAcknowledgedBy':
         return state;
@@ -286,6 +295,14 @@ export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
         if (!state.caseId || state.environmentId !== command.environmentId) throw notFound();
         if (state.transportDelivered) return [];
         return [{ type: 'CaseTransportDelivered', caseId: state.caseId, webhookEventId: command.webhookEventId, deliveredAt: command.deliveredAt }];
+      }
+
+      case 'RecordPatientNotified': {
+        if (!state.caseId || state.environmentId !== command.environmentId) throw notFound();
+        const m = state.messages[command.messageId];
+        if (!m) throw new DomainError(404, 'NOT_FOUND', 'No provider message with this id in the case');
+        if (m.notified) return [];
+        return [{ type: 'PatientNotified', caseId: state.caseId, messageId: command.messageId, outcome: command.outcome, notifiedAt: now.toISOString() }];
       }
 
       default: {

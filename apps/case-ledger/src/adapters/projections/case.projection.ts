@@ -1,11 +1,23 @@
 import { RecordedEvent } from '@svc/eventstore';
-import { Projection, ProjectionTx } from '@svc/read-store';
+import { Projection, ProjectionTx, TimerDoc, cancelTimer, scheduleTimer } from '@svc/read-store';
 import { Keyring } from '@svc/security';
 import type { CasePriority, CaseSource } from '@svc/messaging';
 import { CASE_STREAM_PREFIX, CaseEvent, CaseStatus, ResolutionOutcome } from '../../domain/case';
 
 export const CASE_PROJECTION = 'case-ledger-cases';
 export const CASES = 'case-ledger-cases';
+/** Durable follow-up of a provider message: email the patient that a message waits (one timer per message). */
+export const NOTIFY_TIMERS = 'case-ledger-notify';
+export const NOTIFY_PARTITION = 'all';
+
+export interface NotifyTimerDoc extends TimerDoc {
+  caseId: string;
+  messageId: string;
+  organizationId: string;
+  environmentId: string;
+  patientId: string;
+}
+export const notifyTimerId = (caseId: string, messageId: string) => `${caseId}:${messageId}`;
 
 /** One case's read model (progress + staff view). PHI fields are keyring-encrypted (`enc*`). */
 export interface CaseDoc {
@@ -112,9 +124,17 @@ export function caseProjection(keyring: Keyring): Projection {
         case 'CaseTransportDelivered':
           save({ ...doc, transportDelivered: true });
           return;
+        case 'ProviderMessageAccepted':
+          if (doc.patientId) {
+            const timer: NotifyTimerDoc = { id: notifyTimerId(doc.caseId, event.messageId), dueAt: event.createdAt, caseId: doc.caseId, messageId: event.messageId, organizationId: doc.organizationId, environmentId: doc.environmentId, patientId: doc.patientId };
+            scheduleTimer(tx, NOTIFY_TIMERS, NOTIFY_PARTITION, timer);
+          }
+          return;
+        case 'PatientNotified':
+          cancelTimer(tx, NOTIFY_TIMERS, notifyTimerId(doc.caseId, event.messageId));
+          return;
         case 'clinical_case.resolved':
         case 'clinical_case.acknowledged':
-        case 'ProviderMessageAccepted':
           return;
         default: {
           const never: never = event;
