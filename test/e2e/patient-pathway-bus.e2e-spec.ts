@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { TestApp } from '@svc/testing';
 import { BrokerMessage, IntegrationMessage, Patterns, ReplyPacket, Topics } from '@svc/messaging';
-import { IN_PROCESS_BROKER } from '@svc/platform';
+import { IN_PROCESS_BROKER, MAILER, Mailer } from '@svc/platform';
+import { CheckInsService } from '../../apps/patient-pathway/src/application/check-ins.service';
 import { DAY, created, emailsTo, link, setUpTenant, sleep, waitForEmails } from '../../apps/patient-pathway/test/e2e-helpers';
 
 /**
@@ -60,6 +61,52 @@ describe('patient pathway on the bus (e2e)', () => {
       expect(mine[0].metadata).toMatchObject({ organizationId: t.orgId, environmentId: t.sandbox, eventId: expect.any(String) });
     } finally {
       off();
+    }
+  });
+
+  it('a check-in goes out once: one mailer call and one check_in.sent, also with several dispatchers at once (S3)', async () => {
+    const nest = (app as unknown as { app: { get(t: unknown): unknown } }).app;
+    const mailer = nest.get(MAILER) as Mailer;
+    const checkIns = nest.get(CheckInsService) as CheckInsService;
+    const originalSend = mailer.send.bind(mailer);
+    const sends = new Map<string, number>();
+    mailer.send = (message, sentAt) => {
+      sends.set(message.id, (sends.get(message.id) ?? 0) + 1);
+      return originalSend(message, sentAt);
+    };
+    const seen: IntegrationMessage[] = [];
+    const off = broker.subscribe(Topics.pathwayEvents, (m) => void seen.push(m.data as IntegrationMessage));
+    try {
+      const t = await setUpTenant(app);
+      const email = `once-${randomUUID()}@example.test`;
+      const p = await app.api.post('/client/patient-events', created('EXT-ONCE', email, { checkInCadenceDays: 1 }), t.apiKey);
+      // Scheduled: the timer fires, and three more dispatchers race it (two ticks, two replicas).
+      await app.advanceClock(DAY + 60);
+      const until = Date.now() + 3000;
+      let checkInId: string | undefined;
+      while (!checkInId && Date.now() < until) {
+        const { events } = await checkIns['pathway'].patients.load(`patient-pathway-patient-${p.body.patientId}`);
+        checkInId = (events.find((e) => e.type === 'CheckInSent')?.data as { checkInId?: string } | undefined)?.checkInId;
+        if (!checkInId) await sleep(20);
+      }
+      expect(checkInId).toBeDefined();
+      await Promise.all([1, 2, 3].map(() => checkIns.dispatch({ id: checkInId!, patientId: p.body.patientId, dueAt: '' })));
+      // Staff "send now" too: the dispatch timer is its only sending path.
+      const now = await app.api.post(`${t.env}/patients/${p.body.patientId}/check-ins`, undefined, await app.staffToken({ sub: t.ownerSub }));
+      expect(now.status).toBe(201);
+      await Promise.all([1, 2].map(() => checkIns.dispatch({ id: now.body.checkInId, patientId: p.body.patientId, dueAt: '' })));
+      expect(await waitForEmails(app.api, email, 2)).toHaveLength(2);
+      await sleep(1500);
+      for (const id of [checkInId!, now.body.checkInId]) {
+        expect({ id, mailed: sends.get(`check-in-${id}`) }).toEqual({ id, mailed: 1 });
+        expect({ id, published: seen.filter((m) => m.type === 'check_in.sent' && (m.data as { checkInId: string }).checkInId === id).length }).toEqual({ id, published: 1 });
+        const stream = await checkIns.checkIns.load(`patient-pathway-checkin-${id}`);
+        expect(stream.events.filter((e) => e.type === 'check_in.sent')).toHaveLength(1);
+        expect(stream.events.filter((e) => e.type === 'CheckInSendClaimed')).toHaveLength(1);
+      }
+    } finally {
+      off();
+      mailer.send = originalSend;
     }
   });
 

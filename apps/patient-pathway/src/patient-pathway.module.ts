@@ -45,7 +45,7 @@ export class PatientPathwayModule implements OnModuleInit, OnApplicationBootstra
     const base = { readStore: this.readStore, clock: this.clock, partition: TIMER_PARTITION, logger };
     this.schedulers = [
       new TimerScheduler<CheckInTimerDoc>({ ...base, collection: PathwayCollections.checkInTimers, handler: (t) => this.checkIns.fireScheduled(t) }),
-      new TimerScheduler<DispatchDoc>({ ...base, collection: PathwayCollections.dispatch, pollMs: 2000, handler: (t) => this.checkIns.dispatch(t) }),
+      new TimerScheduler<DispatchDoc>({ ...base, collection: PathwayCollections.dispatch, pollMs: 500, handler: (t) => this.checkIns.dispatch(t) }),
       new TimerScheduler<CaseOpenDoc>({ ...base, collection: PathwayCollections.caseOpen, pollMs: 5000, refireAfterMs: 5000, handler: (t) => this.checkIns.retryCaseOpen(t) }),
     ] as unknown as TimerScheduler<never>[];
     for (const s of this.schedulers) s.start();

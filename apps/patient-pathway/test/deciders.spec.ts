@@ -200,6 +200,22 @@ describe('check-in decider', () => {
   });
 });
 
+describe('check-in send claim (S3)', () => {
+  const spec = deciderSpec(checkInDecider);
+  const issued: CheckInEvent = { type: 'CheckInIssued', checkInId: 'c1', patientId: P, organizationId: ORG, environmentId: ENV, protocolId: 'p1', questions: [], redFlags: {}, tokenHash: 'h', issuedAt: '' };
+  const claimed: CheckInEvent = { type: 'CheckInSendClaimed', emailId: 'check-in-c1', attempt: 1, claimedAt: now.toISOString(), leaseUntil: new Date(now.getTime() + 120_000).toISOString() };
+
+  it('one claim per lease; none once sent; a new attempt (same email id) after the lease', () => {
+    spec.given([issued]).when({ type: 'ClaimSend', emailId: 'check-in-c1' }, now).then([claimed]);
+    spec.given([issued, claimed]).when({ type: 'ClaimSend', emailId: 'check-in-c1' }, new Date(now.getTime() + 1000)).then([]);
+    const later = new Date(now.getTime() + 120_000);
+    spec.given([issued, claimed]).when({ type: 'ClaimSend', emailId: 'check-in-c1' }, later).then([{ ...claimed, attempt: 2, claimedAt: later.toISOString(), leaseUntil: new Date(later.getTime() + 120_000).toISOString() } as CheckInEvent]);
+    const sent: CheckInEvent = { type: 'check_in.sent', organizationId: ORG, environmentId: ENV, checkInId: 'c1', patientId: P, sentAt: '' };
+    spec.given([issued, claimed, sent]).when({ type: 'ClaimSend', emailId: 'check-in-c1' }, later).then([]);
+    spec.given([]).when({ type: 'ClaimSend', emailId: 'check-in-c1' }, now).thenThrows('NOT_FOUND');
+  });
+});
+
 describe('protocol decider and body rules', () => {
   const spec = deciderSpec(protocolDecider);
   const def: ProtocolDefinition = {

@@ -84,8 +84,8 @@ export class CheckInsService {
       { actor: 'system', organizationId: state.organizationId, environmentId: state.environmentId },
     );
     if (r.newEvents.length === 0) return;
+    // The email goes out through the dispatch timer the projection puts for CheckInSent (one sending path).
     await this.pathway.applied(r.position);
-    if (r.newEvents.some((e) => e.type === 'CheckInSent')) await this.dispatch({ id: timer.id, patientId: timer.patientId, dueAt: '' });
   }
 
   /** Staff: a check-in now, outside the cadence. */
@@ -97,15 +97,16 @@ export class CheckInsService {
     if (await this.usagePaused(tenancy.organizationId)) throw new DomainError(409, 'USAGE_PAUSED', 'Check-ins are paused: the month’s credits are used up');
     const checkInId = randomUUID();
     const r = await this.pathway.patients.handle(stream, { type: 'SendCheckInNow', checkInId }, { actor, ...tenancy });
+    // Emailed by the dispatch timer (due now), the one sending path.
     await this.pathway.applied(r.position);
-    await this.dispatch({ id: checkInId, patientId, dueAt: '' });
     return { checkInId };
   }
 
   /**
-   * Dispatch of a sent check-in (timer handler too, so a crash never loses it): opens the check-in
-   * stream with the protocol's questions and the token hash, emails the link (idempotent by id),
-   * then records `check_in.sent` (which removes the dispatch document).
+   * Dispatch of a sent check-in, the handler of the dispatch timer (the only sending path, so a crash
+   * never loses it): opens the check-in stream with the protocol's questions and the token hash,
+   * claims the send, emails the link (same id on every attempt), then records `check_in.sent` (which
+   * removes the dispatch document).
    */
   async dispatch(doc: DispatchDoc): Promise<void> {
     const { state, events } = await this.pathway.patients.load(patientStream(doc.patientId));
@@ -131,6 +132,12 @@ export class CheckInsService {
       },
       ctx,
     );
+    // Claim the send in the check-in stream (expected revision): of two dispatchers (two ticks, two
+    // replicas) only one mails. A crash after the claim and before check_in.sent means the email is
+    // sent again once the claim's lease ends, with the same id (at least once, deduped by Message-ID).
+    const emailId = `check-in-${sent.checkInId}`;
+    const claim = await this.checkIns.handle(checkInStream(sent.checkInId), { type: 'ClaimSend', emailId }, ctx);
+    if (claim.newEvents.length === 0) return;
     const email = state.profile.email;
     const sentAt = this.clock.now();
     if (email) {
@@ -138,7 +145,7 @@ export class CheckInsService {
       // No clinical content, no name: a link only.
       const text = `Hello,\n\nIt is time for your regular check-in with your care team. It takes a minute:\n\n${link}\n\nThe link works once. If you need urgent help, call your local emergency number.\n`;
       const html = `<p>Hello,</p><p>It is time for your regular check-in with your care team. It takes a minute:</p><p><a href="${link}">Start my check-in</a></p><p>The link works once. If you need urgent help, call your local emergency number.</p>`;
-      await this.mailer.send({ id: `check-in-${sent.checkInId}`, to: email, subject: 'Your check-in is ready', text, html }, sentAt);
+      await this.mailer.send({ id: emailId, to: email, subject: 'Your check-in is ready', text, html }, sentAt);
     }
     const r = await this.checkIns.handle(checkInStream(sent.checkInId), { type: 'MarkSent', sentAt: sentAt.toISOString() }, ctx);
     await this.pathway.applied(r.position);

@@ -6,6 +6,13 @@ export const EMERGENCY_GUIDANCE =
   'Your answer suggests you may need emergency care. Call 911 (or your local emergency number) now, or go to the nearest emergency department. ' +
   'Your care team has been notified. / Su respuesta indica que puede necesitar atención de emergencia. Llame al 911 ahora o acuda a urgencias.';
 
+/**
+ * How long a send claim keeps other dispatchers off (service clock). A dispatcher that crashed
+ * between its claim and `check_in.sent` leaves the email to be sent again after this, with the
+ * same email id (at least once; the outbox and an SMTP server dedupe by Message-ID).
+ */
+export const SEND_LEASE_MS = 120_000;
+
 /** What the case-ledger is asked to open (the OpenClinicalCaseCommand minus tenant/ids). */
 export interface CaseRequest {
   priority: Tier;
@@ -27,6 +34,8 @@ export type CheckInCommand =
       redFlags: RedFlags;
       tokenHash: string;
     }
+  /** Claim the email before mailing (the check-in stream's expected revision decides between two dispatchers). */
+  | { type: 'ClaimSend'; emailId: string }
   | { type: 'MarkSent'; sentAt: string }
   | { type: 'RecordAnswer'; questionKey: string; value: unknown }
   | { type: 'CompleteCheckIn'; notes?: string }
@@ -45,6 +54,8 @@ export type CheckInEvent =
       tokenHash: string;
       issuedAt: string;
     }
+  /** A dispatcher took the email: others leave it alone until the lease ends (then it is sent again, same id). */
+  | { type: 'CheckInSendClaimed'; emailId: string; attempt: number; claimedAt: string; leaseUntil: string }
   /** The integration event of libs/messaging contracts (a credit), relayed as is. */
   | { type: 'check_in.sent'; organizationId: string; environmentId: string; checkInId: string; patientId: string; sentAt: string }
   | { type: 'AnswerRecorded'; questionKey: string; value: AnswerValue; at: string }
@@ -63,6 +74,7 @@ export interface CheckInState {
   tokenHash: string | null;
   answers: Record<string, AnswerValue>;
   sent: boolean;
+  sendClaim: { attempt: number; leaseUntil: string } | null;
   outcome: 'no_action' | 'case_opened' | null;
   caseRequest: CaseRequest | null;
   caseLink: { caseId: string; reference: string } | null;
@@ -121,6 +133,7 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
     tokenHash: null,
     answers: {},
     sent: false,
+    sendClaim: null,
     outcome: null,
     caseRequest: null,
     caseLink: null,
@@ -140,6 +153,8 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
           redFlags: event.redFlags,
           tokenHash: event.tokenHash,
         };
+      case 'CheckInSendClaimed':
+        return { ...state, sendClaim: { attempt: event.attempt, leaseUntil: event.leaseUntil } };
       case 'check_in.sent':
         return { ...state, sent: true };
       case 'AnswerRecorded':
@@ -177,6 +192,14 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
         const { type: _t, ...rest } = command;
         void _t;
         return [{ type: 'CheckInIssued', ...rest, issuedAt: at }];
+      }
+      case 'ClaimSend': {
+        if (state.status === 'none') throw new DomainError(404, 'NOT_FOUND', 'Check-in not found');
+        // Sent already, or another dispatcher holds an unexpired claim: nothing to do here.
+        if (state.sent) return [];
+        if (state.sendClaim && now.getTime() < Date.parse(state.sendClaim.leaseUntil)) return [];
+        const attempt = (state.sendClaim?.attempt ?? 0) + 1;
+        return [{ type: 'CheckInSendClaimed', emailId: command.emailId, attempt, claimedAt: at, leaseUntil: new Date(now.getTime() + SEND_LEASE_MS).toISOString() }];
       }
       case 'MarkSent':
         if (state.status === 'none') throw new DomainError(404, 'NOT_FOUND', 'Check-in not found');

@@ -1,6 +1,7 @@
 import { RecordedEvent } from '@svc/eventstore';
 import { Projection, ProjectionTx, cancelTimer, scheduleTimer } from '@svc/read-store';
 import { CheckInEvent } from '../../domain/check-in';
+import { ClaimEvent } from '../../domain/claim';
 import { PatientEvent } from '../../domain/patient';
 import { ProtocolEvent, ProtocolView } from '../../domain/protocol';
 import { STREAM_PREFIX } from '../../domain/streams';
@@ -44,7 +45,7 @@ export interface CaseOpenDoc {
   [k: string]: unknown;
 }
 
-type PathwayEvent = ProtocolEvent | PatientEvent | CheckInEvent | { type: 'EventIdClaimed' | 'PatientIdentityAssigned' | 'ProgramKeyClaimed' };
+type PathwayEvent = ProtocolEvent | PatientEvent | CheckInEvent | ClaimEvent;
 
 export function pathwayProjection(): Projection {
   return {
