@@ -146,6 +146,14 @@ describe('clinical cases (e2e, real HTTP)', () => {
       [{ ...update(2, 'resolved', { resolutionOutcome: 'other', resolutionNote: 'too short' }) }, ['resolutionNote']],
       [{ ...update(2, 'resolved', { resolutionOutcome: 'cured', resolutionNote: 'long enough note' }) }, ['resolutionOutcome']],
       [{ ...update(2, 'resolved', { resolutionOutcome: 'other', resolutionNote: 'x'.repeat(2001) }) }, ['resolutionNote']],
+      // impossible dates and times, or no time zone
+      ...['2026-13-45T99:99Z', '2026-02-30T10:00:00Z', '2025-02-29T10:00Z', '2026-04-31T10:00Z', '2026-01-01T24:00:00Z', '2026-01-01T10:60Z', '2026-01-01T10:00:61Z', '2026-01-01T10:00+25:00', '2026-01-01T10:00:00'].map(
+        (scheduledFor): [unknown, string[]] => [{ ...update(2, 'scheduled', { scheduledFor }) }, ['scheduledFor']],
+      ),
+      // explicit null for optional non-nullable fields
+      [{ ...update(1, 'processed', { scheduledFor: null }) }, ['scheduledFor']],
+      [{ ...update(1, 'processed', { resolutionOutcome: null }) }, ['resolutionOutcome']],
+      [{ ...update(1, 'processed', { resolutionNote: null }) }, ['resolutionNote']],
     ];
     for (const [body, paths] of cases) {
       const r = await post(c.caseId, body);
@@ -156,6 +164,11 @@ describe('clinical cases (e2e, real HTTP)', () => {
     const malformed = await app.api.request('POST', `/v1/clinical-cases/${c.caseId}/updates`, { rawBody: '{"updateId":', token: t.apiKey });
     expect(malformed.status).toBe(400);
     expect((await progress(c.caseId)).body.sequence).toBe(0);
+    // real date-times with a zone still pass (leap day, offsets, fractions)
+    expect((await post(c.caseId, update(1, 'processed'))).status).toBe(200);
+    for (const [i, scheduledFor] of ['2028-02-29T23:59:59Z', '2026-12-31T00:00+05:30', '2026-06-01T08:15:30.123-04:00'].entries()) {
+      expect((await post(c.caseId, update(i + 2, 'scheduled', { scheduledFor }))).status).toBe(200);
+    }
   });
 
   it('applies the update rules in the decided order, with read-your-writes and resolution', async () => {

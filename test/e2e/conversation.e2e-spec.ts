@@ -239,6 +239,29 @@ describe('conversations (e2e, real HTTP)', () => {
     expect(thread.body.messages.map((m: { sender: string; message: string }) => [m.sender, m.message])).toEqual([['patient', 'from the patient'], ['provider', 'from the provider']]);
   });
 
+  it('refuses attachments that are not objects, and explicit null for optional fields (400)', async () => {
+    const c = await caseThread();
+    const base = { requestId: randomUUID(), message: 'hello' };
+    for (const attachments of [[[]], [null], ['x'], [1], [[{ id: randomUUID(), fileName: 'a', contentType: 'b', sha256: sha }]]]) {
+      const r = await inbound(c.caseId, { ...base, requestId: randomUUID(), attachments });
+      expect({ attachments, status: r.status, code: r.body.code }).toEqual({ attachments, status: 400, code: 'VALIDATION_FAILED' });
+      expect(r.body.details.some((d: { path: string }) => d.path.startsWith('attachments'))).toBe(true);
+    }
+    for (const field of ['externalMessageId', 'attachments']) {
+      const r = await inbound(c.caseId, { ...base, requestId: randomUUID(), [field]: null });
+      expect({ field, status: r.status }).toEqual({ field, status: 400 });
+    }
+    const tooMany = Array.from({ length: 21 }, () => ({ id: randomUUID(), fileName: 'a', contentType: 'b', sha256: sha }));
+    expect((await inbound(c.caseId, { ...base, requestId: randomUUID(), attachments: tooMany })).status).toBe(400);
+    expect((await inbound(c.caseId, { ...base, requestId: randomUUID(), attachments: tooMany.slice(0, 20) })).status).toBe(201);
+    const pm = await app.api.post(`/v1/clinical-cases/${c.caseId}/messages`, { messageId: randomUUID(), message: 'from us', externalReference: 'r' }, t.apiKey);
+    expect(pm.status).toBe(200);
+    const sent = (await list(c.caseId)).body.messages.find((m: { sender: string }) => m.sender === 'provider');
+    const nullCode = await app.api.post(`/v1/conversations/${c.caseId}/messages/${sent.id}/delivery`, { externalMessageId: 'x', status: 'failed', errorCode: null }, t.apiKey);
+    expect(nullCode.status).toBe(400);
+    expect(nullCode.body.details[0].path).toBe('errorCode');
+  });
+
   it('lets other apps append over the bus (work items and case threads), idempotent by requestId', async () => {
     const conversationId = randomUUID();
     const cmd = { requestId: randomUUID(), organizationId: t.orgId, environmentId: t.sandbox, conversationId, kind: 'work_item', patientId: null, sender: 'system', message: 'Summary: order 123 late' };
