@@ -3,9 +3,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Api, StandaloneProcess, tempDataDir } from '@svc/testing';
 
-const built = existsSync(join(__dirname, '../../dist/apps/standalone/main.js'));
-const maybe = built ? describe : describe.skip;
-if (!built) console.warn('case-restart: dist/ not built (npm run build); skipping the kill -9 test');
+const mainJs = join(__dirname, '../../dist/apps/standalone/main.js');
 
 async function tenant(api: Api) {
   const staff = (await api.post('/dev/staff-tokens', { sub: 'owner-restart', email: 'owner@example.test' })).body.idToken as string;
@@ -18,7 +16,12 @@ async function tenant(api: Api) {
 }
 
 /** Issue 4, "Must show": kill -9 in the middle of a stream of updates; every 200 survives and sequences continue. */
-maybe('clinical case updates survive kill -9 (built standalone process)', () => {
+describe('clinical case updates survive kill -9 (built standalone process)', () => {
+  // The test command builds first; a missing build is a failure, never a silent skip.
+  it('has the built standalone app to run', () => {
+    expect({ built: existsSync(mainJs), hint: 'run npm run build first' }).toEqual({ built: true, hint: 'run npm run build first' });
+  });
+
   const dataDir = tempDataDir('svc-case-restart-');
   let proc = new StandaloneProcess(dataDir);
   afterAll(() => proc.kill9());
