@@ -504,7 +504,8 @@ describe('patient pathway: restart and PHI at rest', () => {
     const t = await setUpTenant(app, 'restart-program');
     const externalId = `CANARY-EXT-${randomUUID()}`;
     const email = `canary-${randomUUID()}@example.test`;
-    const r = await app.api.post('/client/patient-events', created(externalId, email, { checkInCadenceDays: 2, firstName: 'Canaryfirstname', phone: '+1-555-CANARY-9' }), t.apiKey);
+    const original = created(externalId, email, { checkInCadenceDays: 2, firstName: 'Canaryfirstname', phone: '+1-555-CANARY-9' });
+    const r = await app.api.post('/client/patient-events', original, t.apiKey);
     expect(r.status).toBe(202);
 
     await app.restart();
@@ -518,9 +519,14 @@ describe('patient pathway: restart and PHI at rest', () => {
     await app.restart();
     await new Promise((res) => setTimeout(res, 1500));
     expect(await emailsTo(app.api, email)).toHaveLength(1);
-    // Duplicate after a restart: recognised from the streams.
-    const dup = await app.api.post('/client/patient-events', created(externalId, email), t.apiKey);
-    expect(dup.status).toBe(409);
+    // Duplicate after a restart: the original body again is recognised from the streams.
+    const dup = await app.api.post('/client/patient-events', original, t.apiKey);
+    expect(dup.status).toBe(202);
+    expect(dup.body).toEqual({ accepted: true, duplicate: true, patientId: r.body.patientId });
+    // A new eventId for the same active patient is out of order.
+    const again = await app.api.post('/client/patient-events', created(externalId, email), t.apiKey);
+    expect(again.status).toBe(409);
+    expect(again.body.code).toBe('OUT_OF_ORDER');
 
     await app.stop();
     const canaries = [externalId, email, 'Canaryfirstname', 'CANARY-9', notes];
