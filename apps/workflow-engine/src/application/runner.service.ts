@@ -6,23 +6,21 @@ import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
 import { ApiError, TenantDirectory, WidgetSessionContext, getLogger } from '@svc/http';
 import {
-  AppendConversationMessageCommand,
-  AppendConversationMessageReply,
   BUS_CLIENT,
-  OpenClinicalCaseCommand,
-  OpenClinicalCaseReply,
   Patterns,
   UsageStatusReply,
 } from '@svc/messaging';
 import { CONFIG, ServiceConfig } from '@svc/platform';
 import { READ_STORE, ReadStore } from '@svc/read-store';
-import { EMERGENCY_GUIDANCE, GENERIC_REPLY, emergencyKinds, healthQuestion, triggerMatches } from '../domain/agent';
+import { EMERGENCY_ALERTED, EMERGENCY_GUIDANCE, GENERIC_REPLY, emergencyKinds, healthQuestion, triggerMatches } from '../domain/agent';
 import { Definition } from '../domain/definition';
 import { Advance, CallRequest, CallResult, Patient, Reply, RunContext, RunState, advance, giveCallResult, giveInput, startRun } from '../domain/engine';
 import { runDecider, runStream } from '../domain/run';
 import { WorkflowState, workflowStream } from '../domain/workflow';
 import { WorkflowCollections } from '../adapters/projections/workflow.projection';
 import { callDestination } from './destination-client';
+import { DeliveriesService, DeliveryResult } from './deliveries.service';
+import { CaseRequest } from '../domain/delivery';
 import { Actor, Scope, WorkflowsService } from './workflows.service';
 
 /** A uuid-shaped id derived from a value (stable ids for idempotent bus commands). */
@@ -37,6 +35,7 @@ interface CallTrace {
 }
 
 const HEALTH_REPLY = 'Thank you. I have passed your question to your care team; a clinician will get back to you. If it gets worse or feels urgent, call your local emergency number.';
+const HEALTH_DIRECT_REPLY = "I couldn't pass your question to your care team from here; please contact your care team directly. If it feels urgent, call your local emergency number.";
 const HEALTH_ANON_REPLY = 'For questions about your health, please sign in so I can pass them to your care team, or contact your care team directly. If it feels urgent, call your local emergency number.';
 export const BUSY_REPLY = "I'm still working on your previous message; please wait a moment for my answer. / Todavía estoy atendiendo su mensaje anterior; espere un momento.";
 const PAUSED_REPLY = "I can't look that up right now. Would you like me to connect you with our team?";
@@ -55,6 +54,7 @@ export class RunnerService {
     @Inject(CONFIG) private readonly config: ServiceConfig,
     private readonly tenants: TenantDirectory,
     private readonly workflows: WorkflowsService,
+    private readonly deliveries: DeliveriesService,
   ) {
     this.runs = new CommandHandler(store, runDecider, () => clock.now());
   }
@@ -164,50 +164,37 @@ export class RunnerService {
     }
   }
 
-  private async openCase(session: WidgetSessionContext, requestId: string, priority: 'emergency' | 'urgent' | 'routine', notes: string, matchedRules: string[]): Promise<string | undefined> {
-    if (!session.patientId) return undefined;
-    const cmd: OpenClinicalCaseCommand = {
-      requestId,
-      organizationId: session.organizationId,
-      environmentId: session.environmentId,
-      patientId: session.patientId,
-      source: 'patient_concern',
-      priority,
-      patientNotes: notes,
-      symptomScores: {},
-      matchedRules,
-      stoppedEarly: false,
-      actor: `patient:${session.patientId}`,
-    };
-    try {
-      const r = await lastValueFrom(this.bus.send<OpenClinicalCaseReply>(Patterns.openClinicalCase, cmd).pipe(timeout(10_000)));
-      return r.reference;
-    } catch (err) {
-      this.log.warn({ error: (err as Error)?.name ?? 'error', code: (err as { code?: string })?.code }, 'open clinical case failed');
-      return undefined;
-    }
+  /** Records a case for an identified (enrolled) patient, then tries to deliver it at once. */
+  private async requestCase(session: WidgetSessionContext, requestId: string, priority: CaseRequest['priority'], notes: string, matchedRules: string[], reason: CaseRequest['reason']): Promise<DeliveryResult | null> {
+    if (!session.patientId) return null;
+    await this.deliveries.requestCase({ requestId, organizationId: session.organizationId, environmentId: session.environmentId, patientId: session.patientId, priority, notes, matchedRules, reason }, this.actor(session));
+    return this.deliveries.tryDeliver(requestId);
   }
 
-  private async handOff(session: WidgetSessionContext, runId: string, s: RunState, message: string): Promise<string | undefined> {
+  /** Records a run's hand-off (a case for `clinical` with an enrolled patient, else a work item); returns its request id. */
+  private async requestHandOff(session: WidgetSessionContext, runId: string, s: RunState, message: string): Promise<string> {
     const h = s.handOff!;
     const lines = [`Patient answers:`, ...h.answers.map((a) => `- ${a}`), ...(h.summary ? ['', `Summary: ${h.summary}`] : []), ...(h.teamAsk ? ['', `Team ask: ${h.teamAsk}`] : [])];
-    if (h.category === 'clinical' && session.patientId) return this.openCase(session, derivedUuid(`handoff:${runId}`), 'routine', [message, '', ...lines].join('\n'), []);
-    const cmd: AppendConversationMessageCommand = {
-      requestId: derivedUuid(`handoff-summary:${runId}`),
-      organizationId: session.organizationId,
-      environmentId: session.environmentId,
-      conversationId: derivedUuid(`work-item:${runId}`),
-      kind: 'work_item',
-      patientId: session.patientId,
-      sender: 'system',
-      message: [`Hand-off (${h.category})`, ...lines].join('\n'),
-    };
-    try {
-      await lastValueFrom(this.bus.send<AppendConversationMessageReply>(Patterns.appendConversationMessage, cmd).pipe(timeout(10_000)));
-    } catch (err) {
-      this.log.warn({ error: (err as Error)?.name ?? 'error' }, 'hand-off work item failed');
+    if (h.category === 'clinical' && session.patientId) {
+      const requestId = derivedUuid(`handoff:${runId}`);
+      await this.deliveries.requestCase(
+        { requestId, organizationId: session.organizationId, environmentId: session.environmentId, patientId: session.patientId, priority: 'routine', notes: [message, '', ...lines].join('\n'), matchedRules: [], reason: 'hand_off' },
+        this.actor(session),
+      );
+      return requestId;
     }
-    return undefined;
+    const requestId = derivedUuid(`handoff-summary:${runId}`);
+    await this.deliveries.requestHandOff(
+      { requestId, organizationId: session.organizationId, environmentId: session.environmentId, conversationId: derivedUuid(`work-item:${runId}`), patientId: session.patientId, category: h.category, message: [`Hand-off (${h.category})`, ...lines].join('\n') },
+      this.actor(session),
+    );
+    return requestId;
+  }
+
+  /** Records the run's hand-off, if it handed off, before the run's turn is written (B3). */
+  private async recordHandOff(session: WidgetSessionContext, runId: string, r: Advance): Promise<string | null> {
+    if (r.state.outcome !== 'handed_off' || !r.state.handOff) return null;
+    return this.requestHandOff(session, runId, r.state, r.replies.filter((x) => x.type === 'text').map((x) => (x as { text: string }).text).join('\n'));
   }
 
   async message(session: WidgetSessionContext, message: string, attachments: number) {
@@ -216,8 +203,12 @@ export class RunnerService {
     const patient: Patient = { email: session.email ?? null, externalId: session.externalPatientId ?? null };
     const kinds = emergencyKinds(message);
     if (kinds.length) {
-      const caseReference = await this.openCase(session, derivedUuid(`emergency:${session.sessionId}:${this.clock.now().toISOString()}:${message}`), 'emergency', message, kinds.map((k) => `emergency_terms:${k}`));
-      return { conversationId, replies: [{ type: 'text', text: EMERGENCY_GUIDANCE }] as Reply[], handedOff: !!caseReference, ...(caseReference ? { caseReference } : {}) };
+      const requestId = derivedUuid(`emergency:${session.sessionId}:${this.clock.now().toISOString()}:${message}`);
+      const d = await this.requestCase(session, requestId, 'emergency', message, kinds.map((k) => `emergency_terms:${k}`), 'emergency');
+      // Only a case requested for an identified patient (and not refused) lets us say the team was alerted.
+      const alerted = !!d && d.status !== 'failed';
+      const caseReference = d?.status === 'delivered' ? d.reference : null;
+      return { conversationId, replies: [{ type: 'text', text: alerted ? `${EMERGENCY_GUIDANCE} ${EMERGENCY_ALERTED}` : EMERGENCY_GUIDANCE }] as Reply[], handedOff: alerted, ...(caseReference ? { caseReference } : {}) };
     }
     const pending = await this.readStore.get<{ runId: string; workflowId: string; versionId: string }>(WorkflowCollections.pending, conversationId);
     if (pending) {
@@ -239,15 +230,20 @@ export class RunnerService {
           throw err;
         }
         const r = await this.drive(envId, def, ctx, giveInput(def, claimed.state.state!, ctx, message, attachments));
+        const handOff = await this.recordHandOff(session, pending.runId, r);
         const w = await this.runs.handle(runStream(pending.runId), { type: 'Advance', turn, state: r.state }, meta);
         await this.workflows.applied(w.position);
-        return this.finish(session, conversationId, pending.runId, r);
+        return this.finish(conversationId, r, handOff);
       }
     }
     const health = healthQuestion(message);
     if (health.matched) {
-      const caseReference = await this.openCase(session, derivedUuid(`health:${session.sessionId}:${this.clock.now().toISOString()}:${message}`), health.priority, message, []);
-      return { conversationId, replies: [{ type: 'text', text: caseReference ? HEALTH_REPLY : HEALTH_ANON_REPLY }] as Reply[], handedOff: !!caseReference, ...(caseReference ? { caseReference } : {}) };
+      const d = await this.requestCase(session, derivedUuid(`health:${session.sessionId}:${this.clock.now().toISOString()}:${message}`), health.priority, message, [], 'health_question');
+      const passed = !!d && d.status !== 'failed';
+      const caseReference = d?.status === 'delivered' ? d.reference : null;
+      // "Please sign in" only for an anonymous visitor; a signed-in patient is never asked to (M2).
+      const text = passed ? HEALTH_REPLY : session.externalPatientId ? HEALTH_DIRECT_REPLY : HEALTH_ANON_REPLY;
+      return { conversationId, replies: [{ type: 'text', text }] as Reply[], handedOff: passed, ...(caseReference ? { caseReference } : {}) };
     }
     const live = await this.workflows.liveWorkflows(envId);
     const match = live.map((w) => ({ w, v: w.versions.find((v) => v.id === w.liveVersionId)! })).find(({ v }) => v && triggerMatches(v.definition, message));
@@ -257,23 +253,25 @@ export class RunnerService {
     const ctx: RunContext = { runId, patient };
     const def = match.v.definition;
     const r = await this.drive(envId, def, ctx, advance(def, startRun(def), ctx));
+    const handOff = await this.recordHandOff(session, runId, r);
     const w = await this.runs.handle(
       runStream(runId),
       { type: 'Start', header: { organizationId: session.organizationId, environmentId: envId, runId, workflowId: match.w.id!, versionId: match.v.id, conversationId }, test: false, state: r.state },
       { actor: this.actor(session), organizationId: session.organizationId, environmentId: envId },
     );
     await this.workflows.applied(w.position);
-    return this.finish(session, conversationId, runId, r);
+    return this.finish(conversationId, r, handOff);
   }
 
   private actor(session: WidgetSessionContext): string {
     return session.patientId ? `patient:${session.patientId}` : `widget-session:${session.sessionId}`;
   }
 
-  private async finish(session: WidgetSessionContext, conversationId: string, runId: string, r: Advance) {
-    let caseReference: string | undefined;
+  private async finish(conversationId: string, r: Advance, handOff: string | null) {
     const handedOff = r.state.outcome === 'handed_off';
-    if (handedOff) caseReference = await this.handOff(session, runId, r.state, r.replies.filter((x) => x.type === 'text').map((x) => (x as { text: string }).text).join('\n'));
+    // Recorded already (before the run's turn): deliver now; the timer retries if this fails.
+    const d = handOff ? await this.deliveries.tryDeliver(handOff) : null;
+    const caseReference = d?.status === 'delivered' ? d.reference : null;
     return { conversationId, replies: r.replies, handedOff, ...(caseReference ? { caseReference } : {}) };
   }
 }

@@ -20,7 +20,9 @@ export const EMERGENCY_TERMS: Record<EmergencyKind, string[]> = {
 };
 
 export const EMERGENCY_GUIDANCE =
-  'This may be an emergency. Call your local emergency number (911 in the US) now or go to the nearest emergency room. / Esto puede ser una emergencia: llame al número de emergencias (911) o acuda a urgencias ahora. We have alerted your care team.';
+  'This may be an emergency. Call your local emergency number (911 in the US) now or go to the nearest emergency room. / Esto puede ser una emergencia: llame al número de emergencias (911) o acuda a urgencias ahora.';
+/** Added only when a case was requested for an identified patient. */
+export const EMERGENCY_ALERTED = 'We have alerted your care team. / Hemos avisado a su equipo de atención.';
 
 /** Health-question heuristics: symptoms, medication, dose, side effects, pain, ... */
 const HEALTH_TERMS = [

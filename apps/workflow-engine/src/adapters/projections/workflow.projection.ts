@@ -1,5 +1,6 @@
 import { RecordedEvent } from '@svc/eventstore';
-import { Projection, ProjectionTx } from '@svc/read-store';
+import { Projection, ProjectionTx, cancelTimer, scheduleTimer } from '@svc/read-store';
+import { DELIVERY_STREAM_PREFIX, DeliveryEvent } from '../../domain/delivery';
 import { Keyring } from '@svc/security';
 import { DestinationEvent } from '../../domain/destination';
 import { RunAggregate, RunEvent, runDecider } from '../../domain/run';
@@ -18,7 +19,13 @@ export const WorkflowCollections = {
   runs: 'workflow-engine.runs',
   /** { runId, workflowId, versionId } by conversation id while a run waits for the patient. */
   pending: 'workflow-engine.pending',
+  /** Timer docs { id: requestId, dueAt } of cases and hand-offs not delivered yet (partition DELIVERY_PARTITION). */
+  deliveries: 'workflow-engine.deliveries',
 } as const;
+
+export const DELIVERY_PARTITION = 'due';
+/** The first retry of an undelivered request (the inline attempt comes first). */
+export const DELIVERY_RETRY_MS = 15_000;
 
 export interface DestinationDoc {
   id: string;
@@ -51,9 +58,16 @@ export interface RunDoc {
 export function workflowProjection(keyring: Keyring): Projection {
   return {
     name: WORKFLOW_PROJECTION,
-    streamPrefixes: ['workflow-engine-workflow-', 'workflow-engine-destination-', 'workflow-engine-run-'],
+    streamPrefixes: ['workflow-engine-workflow-', 'workflow-engine-destination-', 'workflow-engine-run-', DELIVERY_STREAM_PREFIX],
     async apply(recorded: RecordedEvent, tx: ProjectionTx) {
       const envId = recorded.metadata.environmentId ?? '';
+      if (recorded.streamId.startsWith(DELIVERY_STREAM_PREFIX)) {
+        const requestId = recorded.streamId.slice(DELIVERY_STREAM_PREFIX.length);
+        const event = { type: recorded.type, ...(recorded.data as object) } as DeliveryEvent;
+        if (event.type === 'CaseRequested' || event.type === 'HandOffRequested') scheduleTimer(tx, WorkflowCollections.deliveries, DELIVERY_PARTITION, { id: requestId, dueAt: Date.parse(event.at) + DELIVERY_RETRY_MS });
+        else cancelTimer(tx, WorkflowCollections.deliveries, requestId);
+        return;
+      }
       if (recorded.streamId.startsWith('workflow-engine-workflow-')) {
         const id = recorded.streamId.slice('workflow-engine-workflow-'.length);
         const event = { type: recorded.type, ...(recorded.data as object) } as WorkflowEvent;
