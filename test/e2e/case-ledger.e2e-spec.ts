@@ -90,6 +90,24 @@ describe('clinical cases (e2e, real HTTP)', () => {
     expect(p.status).toBe(200);
     expect(p.body.confirmationDueAt).toBeDefined();
     await expect(busRequest(app, Patterns.openClinicalCase, { ...cmd, requestId: 'x' })).rejects.toMatchObject({ status: 400, code: 'VALIDATION_FAILED' });
+    // the same requestId with another body is not a duplicate (rule 2)
+    for (const change of [{ patientNotes: 'something else' }, { priority: 'urgent' }, { symptomScores: { pain: 4 } }, { patientId: randomUUID() }]) {
+      await expect(busRequest(app, Patterns.openClinicalCase, { ...cmd, ...change })).rejects.toMatchObject({ status: 409, code: 'IDEMPOTENCY_KEY_REUSED' });
+    }
+    // the whole payload is validated
+    const invalid: [Record<string, unknown>, string][] = [
+      [{ patientNotes: 5 }, 'patientNotes'],
+      [{ patientNotes: undefined }, 'patientNotes'],
+      [{ symptomScores: null }, 'symptomScores'],
+      [{ symptomScores: [1] }, 'symptomScores'],
+      [{ symptomScores: { pain: { deep: 1 } } }, 'symptomScores'],
+      [{ matchedRules: 'score:x' }, 'matchedRules'],
+      [{ matchedRules: [1] }, 'matchedRules'],
+      [{ stoppedEarly: 'no' }, 'stoppedEarly'],
+    ];
+    for (const [change, path] of invalid) {
+      await expect(busRequest(app, Patterns.openClinicalCase, { ...cmd, requestId: randomUUID(), ...change })).rejects.toMatchObject({ status: 400, code: 'VALIDATION_FAILED', details: [{ path, message: 'invalid' }] });
+    }
   });
 
   it('reads progress: fresh case, 404 for another environment, unknown or non-uuid ids', async () => {

@@ -6,7 +6,7 @@ const env = 'e0000000-0000-4000-8000-000000000001';
 const caseId = 'c0000000-0000-4000-8000-000000000001';
 const now = new Date('2026-01-01T00:00:00Z');
 const open: CaseCommand = {
-  type: 'OpenCase', caseId, requestId: 'r1', organizationId: 'o1', environmentId: env, patientId: 'p1', reference: 'CC-ABCDEFGH',
+  type: 'OpenCase', caseId, requestId: 'r1', bodyHash: 'open-hash', organizationId: 'o1', environmentId: env, patientId: 'p1', reference: 'CC-ABCDEFGH',
   priority: 'urgent', source: 'staff_chat', patientNotes: '', symptomScores: {}, matchedRules: ['staff_request:chat'], stoppedEarly: false, internalNote: 'note', actor: 'staff:s',
 };
 const opened = caseDecider.decide(open, caseDecider.initialState(), now);
@@ -21,6 +21,7 @@ describe('case decider', () => {
     expect((opened[0] as Extract<CaseEvent, { type: 'CaseRegistered' }>).confirmationDueAt).toBe('2026-01-01T02:00:00.000Z');
     deciderSpec(caseDecider).given(opened).when(open, now).then([]);
     deciderSpec(caseDecider).given(opened).when({ ...open, requestId: 'other' }, now).thenThrows('DUPLICATE_KEY');
+    deciderSpec(caseDecider).given(opened).when({ ...open, bodyHash: 'another body' }, now).thenThrows('IDEMPOTENCY_KEY_REUSED');
   });
 
   it('orders the checks: idempotency, resolved, sequence, transition', () => {

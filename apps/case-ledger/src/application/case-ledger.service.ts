@@ -104,6 +104,8 @@ export class CaseLedgerService {
         type: 'OpenCase',
         caseId,
         requestId: cmd.requestId,
+        // Idempotency fingerprint of the whole command (rule 2): the same requestId with another body is 409.
+        bodyHash: bodyHash({ ...cmd, internalNote: cmd.internalNote ?? null }),
         organizationId: cmd.organizationId,
         environmentId: cmd.environmentId,
         patientId: cmd.patientId,

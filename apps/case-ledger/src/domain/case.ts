@@ -39,6 +39,8 @@ export type CaseEvent =
       type: 'CaseRegistered';
       caseId: string;
       requestId: string;
+      /** Hash of the open command's body (absent on cases registered before it was kept). */
+      bodyHash?: string;
       organizationId: string;
       environmentId: string;
       reference: string;
@@ -88,6 +90,7 @@ export type CaseCommand =
       type: 'OpenCase';
       caseId: string;
       requestId: string;
+      bodyHash: string;
       organizationId: string;
       environmentId: string;
       patientId: string;
@@ -121,6 +124,7 @@ export type CaseCommand =
 export interface CaseState {
   caseId: string | null;
   requestId: string | null;
+  openBodyHash: string | null;
   environmentId: string | null;
   patientId: string | null;
   reference: string | null;
@@ -139,6 +143,7 @@ export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
   initialState: () => ({
     caseId: null,
     requestId: null,
+    openBodyHash: null,
     environmentId: null,
     patientId: null,
     reference: null,
@@ -154,7 +159,7 @@ export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
   evolve(state, event) {
     switch (event.type) {
       case 'CaseRegistered':
-        return { ...state, caseId: event.caseId, requestId: event.requestId, environmentId: event.environmentId, reference: event.reference };
+        return { ...state, caseId: event.caseId, requestId: event.requestId, openBodyHash: event.bodyHash ?? null, environmentId: event.environmentId, reference: event.reference };
       case 'clinical_case.opened':
         return { ...state, patientId: event.patientId, priority: event.priority };
       case 'CaseUpdateAccepted':
@@ -189,7 +194,10 @@ export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
       case 'OpenCase': {
         // First writer wins: the case id is derived from (environment, requestId).
         if (state.caseId) {
-          if (state.requestId === command.requestId && state.environmentId === command.environmentId) return [];
+          if (state.requestId === command.requestId && state.environmentId === command.environmentId) {
+            if (state.openBodyHash === null || state.openBodyHash === command.bodyHash) return [];
+            throw new DomainError(409, 'IDEMPOTENCY_KEY_REUSED', 'This requestId opened a case with a different body');
+          }
           throw new DomainError(409, 'DUPLICATE_KEY', 'The clinical case exists already');
         }
         const openedAt = now.toISOString();
@@ -198,6 +206,7 @@ export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
             type: 'CaseRegistered',
             caseId: command.caseId,
             requestId: command.requestId,
+            bodyHash: command.bodyHash,
             organizationId: command.organizationId,
             environmentId: command.environmentId,
             reference: command.reference,

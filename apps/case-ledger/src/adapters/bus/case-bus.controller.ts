@@ -21,7 +21,13 @@ export class CaseBusController {
     for (const k of ['requestId', 'organizationId', 'environmentId', 'patientId'] as const) if (!isUuid(cmd?.[k])) bad.push(k);
     if (!SOURCES.includes(cmd?.source)) bad.push('source');
     if (!PRIORITIES.includes(cmd?.priority)) bad.push('priority');
-    if (typeof cmd?.actor !== 'string') bad.push('actor');
+    if (typeof cmd?.actor !== 'string' || cmd.actor.length < 1 || cmd.actor.length > 300) bad.push('actor');
+    if (cmd?.patientNotes !== null && (typeof cmd?.patientNotes !== 'string' || cmd.patientNotes.length > 4000)) bad.push('patientNotes');
+    const scores = cmd?.symptomScores as unknown;
+    if (scores === null || typeof scores !== 'object' || Array.isArray(scores) || Object.values(scores as object).some((v) => !(typeof v === 'string' || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v))))) bad.push('symptomScores');
+    if (!Array.isArray(cmd?.matchedRules) || cmd.matchedRules.some((r) => typeof r !== 'string')) bad.push('matchedRules');
+    if (typeof cmd?.stoppedEarly !== 'boolean') bad.push('stoppedEarly');
+    if (cmd?.internalNote !== undefined && cmd.internalNote !== null && (typeof cmd.internalNote !== 'string' || cmd.internalNote.length > 4000)) bad.push('internalNote');
     if (bad.length) throw new DomainError(400, 'VALIDATION_FAILED', 'Invalid open-case command', bad.map((path) => ({ path, message: 'invalid' })));
     return this.cases.open(cmd);
     });
