@@ -178,4 +178,37 @@ describe('patient pathway on the bus (e2e)', () => {
     }
     expect(cases.filter((c) => c.patientId === p.body.patientId)).toEqual([expect.objectContaining({ priority: 'urgent' })]);
   });
+
+  it('stops retrying a case the case-ledger refuses with a 4xx, and records the failure (M1)', async () => {
+    const t = await setUpTenant(app);
+    const email = `refused-${randomUUID()}@example.test`;
+    await app.api.post('/client/patient-events', created('EXT-REFUSED', email, { checkInCadenceDays: 1 }), t.apiKey);
+    await app.advanceClock(DAY + 60);
+    const [mail] = await waitForEmails(app.api, email, 1);
+    const { checkInId, token } = link(mail.text);
+    await app.api.post(`/widget/v1/check-ins/${checkInId}/answers`, { token, questionKey: 'pain', value: 9 });
+    overrides.set(Patterns.openClinicalCase, () => ({ err: { status: 400, code: 'VALIDATION_FAILED', message: 'refused' }, isDisposed: true }));
+    const asked = () => requests.filter((r) => r.pattern === Patterns.openClinicalCase && (r.data as { requestId: string }).requestId === checkInId).length;
+    try {
+      const done = await app.api.post(`/widget/v1/check-ins/${checkInId}/complete`, { token });
+      expect(done.body).toEqual({ outcome: 'case_opened' });
+      // The retry timer tries once more, sees a permanent refusal and stops.
+      for (let i = 0; i < 6; i++) {
+        await app.advanceClock(6);
+        await sleep(300);
+      }
+      const after = asked();
+      expect(after).toBeLessThanOrEqual(3);
+      for (let i = 0; i < 4; i++) {
+        await app.advanceClock(6);
+        await sleep(300);
+      }
+      expect(asked()).toBe(after);
+      const nest = (app as unknown as { app: { get(t: unknown): unknown } }).app;
+      const { events } = await (nest.get(CheckInsService) as CheckInsService).checkIns.load(`patient-pathway-checkin-${checkInId}`);
+      expect(events.filter((e) => e.type === 'CaseOpenFailed').map((e) => e.data)).toEqual([expect.objectContaining({ status: 400, code: 'VALIDATION_FAILED' })]);
+    } finally {
+      overrides.delete(Patterns.openClinicalCase);
+    }
+  });
 });

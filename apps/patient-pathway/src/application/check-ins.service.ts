@@ -226,6 +226,24 @@ export class CheckInsService {
 
   /** Timer handler of the case-open documents. */
   async retryCaseOpen(doc: CaseOpenDoc): Promise<void> {
-    await this.openCaseOrThrow(doc.id);
+    try {
+      await this.openCaseOrThrow(doc.id);
+    } catch (err) {
+      const refusal = permanentRefusal(err);
+      if (!refusal) throw err; // transient (5xx, NO_HANDLER, timeout): the timer fires again
+      // A 4xx will not change by retrying: record it (the event removes the timer) and stop.
+      this.log.warn({ status: refusal.status, error: refusal.code }, 'the case-ledger refused a check-in case; not retrying');
+      const { state } = await this.checkIns.load(checkInStream(doc.id));
+      const r = await this.checkIns.handle(checkInStream(doc.id), { type: 'RecordCaseOpenFailure', ...refusal }, { actor: 'system', organizationId: state.organizationId, environmentId: state.environmentId });
+      await this.pathway.applied(r.position);
+    }
   }
+}
+
+/** A refusal from the case-ledger that retrying cannot fix: a 4xx (a 503 NO_HANDLER or a 5xx is transient). */
+export function permanentRefusal(err: unknown): { status: number; code: string } | null {
+  const e = err as { status?: unknown; code?: unknown } | null;
+  if (!e || typeof e.status !== 'number') return null;
+  if (e.status < 400 || e.status >= 500) return null;
+  return { status: e.status, code: typeof e.code === 'string' ? e.code : 'ERROR' };
 }

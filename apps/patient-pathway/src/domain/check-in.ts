@@ -39,7 +39,9 @@ export type CheckInCommand =
   | { type: 'MarkSent'; sentAt: string }
   | { type: 'RecordAnswer'; questionKey: string; value: unknown }
   | { type: 'CompleteCheckIn'; notes?: string }
-  | { type: 'LinkCase'; caseId: string; reference: string };
+  | { type: 'LinkCase'; caseId: string; reference: string }
+  /** The case-ledger refused the case for good (a 4xx): stop retrying. */
+  | { type: 'RecordCaseOpenFailure'; status: number; code: string };
 
 export type CheckInEvent =
   | {
@@ -61,7 +63,8 @@ export type CheckInEvent =
   | { type: 'AnswerRecorded'; questionKey: string; value: AnswerValue; at: string }
   | ({ type: 'CheckInStoppedEarly'; at: string } & CaseRequest)
   | ({ type: 'CheckInCompleted'; at: string; outcome: 'no_action' | 'case_opened' } & Omit<CaseRequest, 'priority'> & { priority: Tier | null })
-  | { type: 'CaseLinked'; caseId: string; reference: string };
+  | { type: 'CaseLinked'; caseId: string; reference: string }
+  | { type: 'CaseOpenFailed'; status: number; code: string; at: string };
 
 export interface CheckInState {
   status: 'none' | 'open' | 'stopped' | 'completed';
@@ -78,6 +81,7 @@ export interface CheckInState {
   outcome: 'no_action' | 'case_opened' | null;
   caseRequest: CaseRequest | null;
   caseLink: { caseId: string; reference: string } | null;
+  caseOpenFailed: { status: number; code: string } | null;
 }
 
 /** 400 with details, as the edge would answer. */
@@ -137,6 +141,7 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
     outcome: null,
     caseRequest: null,
     caseLink: null,
+    caseOpenFailed: null,
   }),
 
   evolve(state, event) {
@@ -177,6 +182,8 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
         };
       case 'CaseLinked':
         return { ...state, caseLink: { caseId: event.caseId, reference: event.reference } };
+      case 'CaseOpenFailed':
+        return { ...state, caseOpenFailed: { status: event.status, code: event.code } };
       default: {
         const never: never = event;
         return never;
@@ -241,6 +248,9 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
       case 'LinkCase':
         if (state.caseLink) return [];
         return [{ type: 'CaseLinked', caseId: command.caseId, reference: command.reference }];
+      case 'RecordCaseOpenFailure':
+        if (state.caseLink || state.caseOpenFailed || !state.caseRequest) return [];
+        return [{ type: 'CaseOpenFailed', status: command.status, code: command.code, at }];
       default: {
         const never: never = command;
         return never;

@@ -94,6 +94,7 @@ export function pathwayProjection(): Projection {
           if (event.outcome === 'case_opened') scheduleTimer(tx, PathwayCollections.caseOpen, TIMER_PARTITION, { id: checkInIdOfStream(), dueAt: event.at });
           return;
         case 'CaseLinked':
+        case 'CaseOpenFailed':
           cancelTimer(tx, PathwayCollections.caseOpen, checkInIdOfStream());
           return;
         default:
