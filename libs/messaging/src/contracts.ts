@@ -87,6 +87,21 @@ export interface AppendConversationMessageReply {
 }
 
 /**
+ * Patterns.caseThread: the case-ledger's synchronous step, so that a case's open answer implies
+ * its thread exists and a resolve answer implies the thread is closed to patients. Idempotent.
+ * Reply: AppendConversationMessageReply of the thread's last message (sequence 0 when empty).
+ */
+export interface CaseThreadCommand {
+  control: 'start_case_thread' | 'close_case_thread';
+  organizationId: string;
+  environmentId: string;
+  /** The case id. */
+  conversationId: string;
+  kind: 'case';
+  patientId: string | null;
+}
+
+/**
  * Integration event types on the bus (IntegrationMessage.type). The clinical_case.* payloads are
  * exactly the webhook `data` of the spec; the others are internal.
  */

@@ -5,8 +5,6 @@
 export const Patterns = {
   /** Command to the case-ledger: open a clinical case. Reply: { caseId, reference, priority }. */
   openClinicalCase: 'case-ledger.command.open-clinical-case',
-  /** Command to the gateway: resolve tenant facts (BAA state etc.). */
-  tenantInfo: 'gateway.query.tenant-info',
   /** Query to the patient-pathway: the service's patientId for an external patient ID (widget sign-in). */
   findPatient: 'patient-pathway.query.find-patient',
   /** Query to the patient-pathway: a patient's contact (email) for notifications. PHI: never logged. */
@@ -15,6 +13,8 @@ export const Patterns = {
   usageStatus: 'webhook-dispatcher.query.usage-status',
   /** Command to the conversation service: append a message to a conversation (case threads, work items). */
   appendConversationMessage: 'conversation.command.append-message',
+  /** Command to the conversation service: start or close a case's thread (answered once its read model has it). */
+  caseThread: 'conversation.command.case-thread',
 } as const;
 
 export const Topics = {

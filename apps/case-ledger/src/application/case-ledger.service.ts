@@ -10,6 +10,7 @@ import {
   AppendConversationMessageCommand,
   AppendConversationMessageReply,
   BUS_CLIENT,
+  CaseThreadCommand,
   IntegrationMessage,
   OpenClinicalCaseCommand,
   OpenClinicalCaseReply,
@@ -47,20 +48,6 @@ export interface ProviderMessageInput {
   messageId: string;
   message: string;
   externalReference: string;
-}
-
-/**
- * Wire shape of the conversation service's case-thread control (a variant of
- * Patterns.appendConversationMessage, the only request/reply pattern into that service): start or
- * close a case's thread, answered after the conversation read model has it.
- */
-interface CaseThreadControl {
-  control: 'start_case_thread' | 'close_case_thread';
-  organizationId: string;
-  environmentId: string;
-  conversationId: string;
-  kind: 'case';
-  patientId: string | null;
 }
 
 export interface Tenant {
@@ -134,9 +121,9 @@ export class CaseLedgerService {
     return { caseId, reference: r.state.reference!, priority: r.state.priority!, duplicate: r.newEvents.length === 0 };
   }
 
-  private async caseThread(control: CaseThreadControl['control'], tenant: Tenant, caseId: string, patientId: string | null): Promise<void> {
-    const cmd: CaseThreadControl = { control, organizationId: tenant.organizationId, environmentId: tenant.environmentId, conversationId: caseId, kind: 'case', patientId };
-    await lastValueFrom(this.bus.send<AppendConversationMessageReply>(Patterns.appendConversationMessage, cmd).pipe(timeout(10_000)));
+  private async caseThread(control: CaseThreadCommand['control'], tenant: Tenant, caseId: string, patientId: string | null): Promise<void> {
+    const cmd: CaseThreadCommand = { control, organizationId: tenant.organizationId, environmentId: tenant.environmentId, conversationId: caseId, kind: 'case', patientId };
+    await lastValueFrom(this.bus.send<AppendConversationMessageReply>(Patterns.caseThread, cmd).pipe(timeout(10_000)));
   }
 
   /** A clinical request from the team chat channel (source staff_chat). */

@@ -3,7 +3,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
 import { ApiError, WidgetSessionContext } from '@svc/http';
-import { AppendConversationMessageCommand, AppendConversationMessageReply, IntegrationEventTypes, IntegrationMessage } from '@svc/messaging';
+import { AppendConversationMessageCommand, AppendConversationMessageReply, CaseThreadCommand, IntegrationEventTypes, IntegrationMessage } from '@svc/messaging';
 import { PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
 import { KEYRING, Keyring } from '@svc/security';
@@ -27,20 +27,7 @@ export interface Tenant {
   environmentId: string;
 }
 
-/**
- * A control variant of Patterns.appendConversationMessage used by the case-ledger only: it starts
- * or closes a case thread without a message. It rides on the existing request/reply pattern
- * because the pattern list (libs/messaging names.ts, also the Kafka reply subscriptions) is not
- * ours to extend; see docs/decisions.md.
- */
-export interface CaseThreadControl {
-  control: 'start_case_thread' | 'close_case_thread';
-  organizationId: string;
-  environmentId: string;
-  conversationId: string;
-  kind: 'case';
-  patientId: string | null;
-}
+export type CaseThreadControl = CaseThreadCommand;
 
 export interface InboundInput {
   requestId: string;
@@ -180,7 +167,7 @@ export class ConversationService {
   }
 
   /**
-   * The case-ledger's synchronous step (see CaseThreadControl): start or close a case's thread
+   * The case-ledger's synchronous step (Patterns.caseThread): start or close a case's thread
    * and answer only once the conversation read model has it, so the case's open (or resolve)
    * answer already implies the thread exists (or is closed to patients). Idempotent.
    */

@@ -13,9 +13,8 @@ export class ConversationBusController {
   constructor(private readonly conversations: ConversationService) {}
 
   @MessagePattern(Patterns.appendConversationMessage)
-  append(@Payload() cmd: AppendConversationMessageCommand | CaseThreadControl): Promise<AppendConversationMessageReply> {
+  append(@Payload() cmd: AppendConversationMessageCommand): Promise<AppendConversationMessageReply> {
     return rpc(async () => {
-    if (cmd && 'control' in cmd) return this.control(cmd);
     const bad: string[] = [];
     for (const k of ['requestId', 'organizationId', 'environmentId', 'conversationId'] as const) if (!isUuid(cmd?.[k])) bad.push(k);
     if (cmd?.kind !== 'case' && cmd?.kind !== 'work_item') bad.push('kind');
@@ -27,14 +26,17 @@ export class ConversationBusController {
     });
   }
 
-  private control(cmd: CaseThreadControl): Promise<AppendConversationMessageReply> {
+  @MessagePattern(Patterns.caseThread)
+  caseThread(@Payload() cmd: CaseThreadControl): Promise<AppendConversationMessageReply> {
+    return rpc(async () => {
     const bad: string[] = [];
-    if (cmd.control !== 'start_case_thread' && cmd.control !== 'close_case_thread') bad.push('control');
-    for (const k of ['organizationId', 'environmentId', 'conversationId'] as const) if (!isUuid(cmd[k])) bad.push(k);
-    if (cmd.kind !== 'case') bad.push('kind');
-    if (cmd.patientId !== null && !isUuid(cmd.patientId)) bad.push('patientId');
+    if (cmd?.control !== 'start_case_thread' && cmd.control !== 'close_case_thread') bad.push('control');
+    for (const k of ['organizationId', 'environmentId', 'conversationId'] as const) if (!isUuid(cmd?.[k])) bad.push(k);
+    if (cmd?.kind !== 'case') bad.push('kind');
+    if (cmd?.patientId !== null && !isUuid(cmd?.patientId)) bad.push('patientId');
     if (bad.length) throw new DomainError(400, 'VALIDATION_FAILED', 'Invalid case-thread control command', bad.map((path) => ({ path, message: 'invalid' })));
     return this.conversations.controlCaseThread(cmd);
+    });
   }
 
   /** clinical_case.opened starts the case thread; clinical_case.resolved closes it to patient messages (idempotent in the stream). */
