@@ -1,16 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { StandaloneProcess, tempDataDir } from '@svc/testing';
 import { DAY, created, emailsTo, link, protocolBody, sleep, waitForEmails } from '../../apps/patient-pathway/test/e2e-helpers';
 
-const built = existsSync(join(__dirname, '../../dist/apps/standalone/main.js'));
-const maybe = built ? describe : describe.skip;
-if (!built) console.warn('patient-pathway-restart: dist/ not built (npm run build); skipping the kill -9 test');
-
 /** T2: kill -9 between enrolment and the due check-in: after the restart, exactly one email and one check_in.sent. */
-maybe('patient pathway survives kill -9 (built standalone process)', () => {
+describe('patient pathway survives kill -9 (built standalone process)', () => {
   const dataDir = tempDataDir('svc-pathway-restart-');
   let proc = new StandaloneProcess(dataDir);
   afterAll(() => proc.kill9());

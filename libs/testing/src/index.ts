@@ -1,5 +1,5 @@
 import { ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -149,6 +149,8 @@ export class StandaloneProcess {
   async start(): Promise<this> {
     const port = await freePort();
     const main = resolve(__dirname, '../../../dist/apps/standalone/main.js');
+    // The test command builds first; a missing build is a failure, never a silent skip.
+    if (!existsSync(main)) throw new Error(`${main} is missing: run npm run build (npm test does)`);
     const child = spawn(process.execPath, [main], {
       env: { ...process.env, NODE_ENV: 'test', SVC_DATA_DIR: this.dataDir, PORT: String(port), HOST: '127.0.0.1', ...this.env },
       stdio: ['ignore', 'pipe', 'pipe'],
