@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { resolve } from 'node:path';
 import { Api, StandaloneProcess } from '@svc/testing';
 import { verifyWebhook } from '@svc/security';
 import { WebhookReceiver, until } from '../../apps/webhook-dispatcher/test/receiver';
