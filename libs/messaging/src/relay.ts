@@ -27,6 +27,14 @@ export interface IntegrationEventRelayOptions {
   emitTimeoutMs?: number;
   /** How many passed-over events may go by before the checkpoint is advanced past them. Default 100. */
   skipCommitEvery?: number;
+  /**
+   * How many published events may be outstanding (emitted and not yet confirmed, or confirmed
+   * while an earlier one is not) at once. Events of one stream (one bus key) are still emitted one
+   * after the other, each after the previous one was confirmed; events of different streams
+   * overlap. The checkpoint only moves to the highest position below which every event is done.
+   * Default 128; 1 publishes strictly one event at a time.
+   */
+  maxInFlight?: number;
   /** Where emit failures are reported (position, topic and error name only). Default: Nest Logger. */
   logger?: { warn(message: string): void };
 }
@@ -59,53 +67,83 @@ export function toIntegrationRecord(e: RecordedEvent): BusRecord<IntegrationMess
   return new BusRecord(e.streamId, toIntegrationMessage(e), metadataHeaders(e));
 }
 
+/** A published event not yet below the checkpoint watermark. */
+interface Slot {
+  position: number;
+  /** Passed-over events right after this one: released together with it. */
+  coversTo: number;
+  done: boolean;
+}
+
 /**
  * The outbox that cannot drift from the store (architecture rule 4): follows the service's own
  * streams from the checkpoint kept in the read store, emits each matching event as an
- * IntegrationMessage to `topic`, waits for the emit to be confirmed, then advances the
- * checkpoint. At least once: a crash between emit and checkpoint republishes on restart, and
- * consumers dedupe by `metadata.eventId` (see ProcessedEvents). A failed emit is retried with
- * backoff, never skipped.
+ * IntegrationMessage to `topic`, and advances the checkpoint once the emit is confirmed. Up to
+ * `maxInFlight` events are outstanding at once, but events of the same stream (the bus key) are
+ * emitted in order, each only after the previous one was confirmed, and the checkpoint only
+ * moves to the highest position below which every event was confirmed. At least once: a crash
+ * republishes whatever is above the checkpoint on restart (possibly events that were already
+ * confirmed after a gap), and consumers dedupe by `metadata.eventId` (see ProcessedEvents). A
+ * failed emit is retried with backoff, never skipped.
  */
 export class IntegrationEventRelay {
   private readonly logger: { warn(message: string): void };
   private subscription: Subscription | null = null;
   private running = false;
+  /** Watermark: every event up to here is handled (published or passed over). */
   private handled = 0;
+  /** Highest position stored as the checkpoint. */
   private committed = 0;
+  /** Highest position the subscription handed over. */
+  private seen = 0;
   private skippedSinceCommit = 0;
-  private inFlight: Promise<void> | null = null;
+  private pending: Slot[] = [];
+  /** Last emit chain of each stream with an event outstanding (per-key order). */
+  private readonly tails = new Map<string, Promise<boolean>>();
+  private readonly active = new Set<Promise<unknown>>();
+  private slotWaiters: Array<() => void> = [];
+  private committing: Promise<void> | null = null;
+  private commitAgain = false;
   private waiters: Array<{ position: number; resolve: () => void }> = [];
 
   constructor(private readonly options: IntegrationEventRelayOptions) {
     this.logger = options.logger ?? new Logger(`IntegrationEventRelay:${options.name}`);
   }
 
-  /** Position of the last event handled (published or passed over). */
+  /** Position of the last event handled (published or passed over), with everything before it. */
   get position(): number {
     return this.handled;
+  }
+
+  private get maxInFlight(): number {
+    return Math.max(1, Math.floor(this.options.maxInFlight ?? 128));
   }
 
   async start(): Promise<void> {
     if (this.running) return;
     this.running = true;
     const from = await this.options.readStore.getCheckpoint(this.options.name);
-    this.handled = this.committed = from;
+    this.handled = this.committed = this.seen = from;
+    this.pending = [];
+    this.tails.clear();
+    this.skippedSinceCommit = 0;
     this.subscription = this.options.store.subscribeToAll(
       { fromPosition: from, streamPrefix: this.options.streamPrefixes },
-      (e) => this.track(this.onEvent(e)),
+      (e) => this.onEvent(e),
     );
   }
 
   async stop(): Promise<void> {
     if (!this.running) return;
     this.running = false;
+    this.wakeSlotWaiters();
     const sub = this.subscription;
     this.subscription = null;
     await sub?.close();
-    // An event being handled finishes (a retry loop gives up at its next attempt) before we go on.
-    await this.inFlight?.catch(() => undefined);
-    // Events passed over since the last commit: everything up to `handled` is done.
+    // Events being emitted finish (a retry loop gives up at its next attempt) before we go on.
+    while (this.active.size) await Promise.allSettled([...this.active]);
+    while (this.committing) await this.committing;
+    // Everything up to the watermark is done (published or passed over): store it.
     if (this.handled > this.committed) {
       await this.options.readStore.commit(this.options.name, this.handled, []);
       this.committed = this.handled;
@@ -131,36 +169,101 @@ export class IntegrationEventRelay {
     });
   }
 
-  private track(p: Promise<void>): Promise<void> {
-    this.inFlight = p;
-    return p.finally(() => {
-      if (this.inFlight === p) this.inFlight = null;
-    });
-  }
-
   private matches(e: RecordedEvent): boolean {
     const { streamPrefixes, eventTypes } = this.options;
     if (!streamPrefixes.some((p) => e.streamId.startsWith(p))) return false;
     return !eventTypes || eventTypes.includes(e.type);
   }
 
+  /**
+   * Subscription handler: hands the event to its stream's emit chain and returns at once, unless
+   * `maxInFlight` events are outstanding (then it waits for the oldest to be done: back pressure
+   * on the subscription, which reads nothing more meanwhile).
+   */
   private async onEvent(e: RecordedEvent): Promise<void> {
-    if (!this.running || e.position <= this.handled) return;
-    if (this.matches(e)) {
-      const published = await this.publishWithRetry(e);
-      if (!published) return; // stopped while retrying: not handled, not committed
-      await this.options.readStore.commit(this.options.name, e.position, []);
-      this.committed = e.position;
-      this.skippedSinceCommit = 0;
-    } else if (++this.skippedSinceCommit >= (this.options.skipCommitEvery ?? 100)) {
-      await this.options.readStore.commit(this.options.name, e.position, []);
-      this.committed = e.position;
-      this.skippedSinceCommit = 0;
+    if (!this.running || e.position <= this.seen) return;
+    if (!this.matches(e)) {
+      this.seen = e.position;
+      const last = this.pending[this.pending.length - 1];
+      if (last) {
+        last.coversTo = e.position; // done when everything before it is
+      } else {
+        this.advance(e.position);
+        if (++this.skippedSinceCommit >= (this.options.skipCommitEvery ?? 100)) this.scheduleCommit();
+      }
+      return;
     }
-    this.advance(e.position);
+    while (this.pending.length >= this.maxInFlight && this.running) {
+      await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
+    }
+    if (!this.running) return; // not handed over: the next run starts at or before it
+    this.seen = e.position;
+    const slot: Slot = { position: e.position, coversTo: e.position, done: false };
+    this.pending.push(slot);
+    const previous = this.tails.get(e.streamId);
+    const run = (async (): Promise<boolean> => {
+      if (previous && !(await previous)) return false; // stopped before the earlier one was confirmed
+      const published = await this.publishWithRetry(e);
+      if (published) {
+        slot.done = true;
+        this.release();
+      }
+      return published; // stopped while retrying: not done, the checkpoint stays below it
+    })();
+    this.tails.set(e.streamId, run);
+    this.active.add(run);
+    void run.finally(() => {
+      this.active.delete(run);
+      if (this.tails.get(e.streamId) === run) this.tails.delete(e.streamId);
+    });
+  }
+
+  /** Moves the watermark over the done events at the head of the pending list. */
+  private release(): void {
+    let to = 0;
+    while (this.pending.length && this.pending[0].done) to = (this.pending.shift() as Slot).coversTo;
+    if (to === 0) return;
+    this.skippedSinceCommit = 0;
+    this.advance(to);
+    this.scheduleCommit();
+    this.wakeSlotWaiters();
+  }
+
+  private wakeSlotWaiters(): void {
+    const ws = this.slotWaiters;
+    this.slotWaiters = [];
+    for (const w of ws) w();
+  }
+
+  /** Stores the watermark as the checkpoint; one write at a time, coalescing the moves made meanwhile. */
+  private scheduleCommit(): void {
+    if (this.committing) {
+      this.commitAgain = true;
+      return;
+    }
+    this.committing = (async () => {
+      do {
+        this.commitAgain = false;
+        const position = this.handled;
+        if (position <= this.committed) break;
+        try {
+          await this.options.readStore.commit(this.options.name, position, []);
+          this.committed = position;
+          this.skippedSinceCommit = 0;
+        } catch (err) {
+          // Kept in memory; the next move (or stop) stores it. At worst a restart republishes.
+          this.logger.warn(`checkpoint commit at ${position} failed: ${(err as Error)?.name ?? 'error'}`);
+          break;
+        }
+      } while (this.commitAgain);
+    })().finally(() => {
+      this.committing = null;
+      if (this.commitAgain && this.handled > this.committed) this.scheduleCommit();
+    });
   }
 
   private advance(position: number): void {
+    if (position <= this.handled) return;
     this.handled = position;
     const ready = this.waiters.filter((w) => w.position <= position);
     if (ready.length) {

@@ -150,6 +150,52 @@ describe('IntegrationEventRelay on the SQLite event store and read store', () =>
     expect(await readStore.getCheckpoint('case-ledger-relay')).toBeLessThanOrEqual(position);
   });
 
+  it('overlaps events of different streams, keeps each stream in order, and checkpoints only below an unconfirmed event', async () => {
+    const gates = new Map<string, () => void>();
+    const started: string[] = [];
+    broker.subscribe(TOPIC, (m) => {
+      const d = (m.data as IntegrationMessage).data as { tag: string };
+      started.push(d.tag);
+      if (d.tag === 'a1') return new Promise<void>((res) => gates.set('a1', res));
+      return undefined;
+    });
+    const r = relay();
+    await r.start();
+    const a1 = await store.append('case-a', [event('clinical_case.opened', { tag: 'a1' })], 'no_stream');
+    await store.append('case-a', [event('clinical_case.updated', { tag: 'a2' })], 0);
+    const b1 = await store.append('case-b', [event('clinical_case.opened', { tag: 'b1' })], 'no_stream');
+    const deadline = Date.now() + 5000;
+    while (!started.includes('b1') && Date.now() < deadline) await new Promise((res) => setTimeout(res, 10));
+    // b1 went out while a1 is still unconfirmed; a2 waits for a1 (same stream, same bus key).
+    expect(started).toEqual(['a1', 'b1']);
+    await new Promise((res) => setTimeout(res, 50));
+    expect(started).toEqual(['a1', 'b1']);
+    expect(r.position).toBeLessThan(a1.position);
+    expect(await readStore.getCheckpoint('case-ledger-relay')).toBeLessThan(a1.position);
+    gates.get('a1')!();
+    await r.waitFor(b1.position);
+    expect(started).toEqual(['a1', 'b1', 'a2']);
+    await r.stop();
+    expect(await readStore.getCheckpoint('case-ledger-relay')).toBe(b1.position);
+  });
+
+  it('with maxInFlight 1 publishes strictly one event at a time', async () => {
+    let active = 0;
+    let most = 0;
+    broker.subscribe(TOPIC, async () => {
+      most = Math.max(most, ++active);
+      await new Promise((res) => setTimeout(res, 5));
+      active--;
+    });
+    const r = relay({ maxInFlight: 1 });
+    await r.start();
+    let position = 0;
+    for (let i = 0; i < 5; i++) ({ position } = await store.append(`case-${i}`, [event('clinical_case.opened', { i })], 'no_stream'));
+    await r.waitFor(position);
+    expect(most).toBe(1);
+    expect(received).toHaveLength(5);
+  });
+
   it('retries a failed emit and never skips the event (at least once)', async () => {
     class FlakyClient extends InProcessClient {
       failures = 2;
