@@ -62,9 +62,26 @@ export class EncryptingEventStore implements EventStore {
   }
 
   subscribeToAll(options: SubscribeOptions, handler: (event: RecordedEvent) => Promise<void>): Subscription {
-    // A decryption failure throws inside the handler path, so the store retries the event
-    // rather than skipping it.
-    return this.inner.subscribeToAll(options, (e) => handler(this.open(e)));
+    // Opened lazily, on the handler's first read of `data`: most subscribers (every projection
+    // follows the whole log) pass over most events by stream id, and decrypting every event for
+    // each of them was most of the CPU under load. A decryption failure still throws inside the
+    // handler path, so the store retries the event rather than skipping it.
+    return this.inner.subscribeToAll(options, (e) => handler(this.openLazily(e)));
+  }
+
+  private openLazily(e: RecordedEvent): RecordedEvent {
+    if (!isEncryptedData(e.data)) return e;
+    let opened: { data: unknown } | null = null;
+    const out = { streamId: e.streamId, revision: e.revision, position: e.position, type: e.type, metadata: e.metadata } as RecordedEvent;
+    Object.defineProperty(out, 'data', {
+      enumerable: true,
+      configurable: true,
+      get: () => (opened ??= { data: this.open(e).data }).data,
+      set: (value: unknown) => {
+        opened = { data: value };
+      },
+    });
+    return out;
   }
 
   headPosition(): Promise<number> {

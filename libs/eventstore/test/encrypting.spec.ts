@@ -118,6 +118,45 @@ describe('EncryptingEventStore at rest', () => {
     await store.close();
   });
 
+  it('subscriptions open data only when the handler reads it, and a payload failing authentication is retried, not skipped', async () => {
+    const raw = new SqliteEventStore(file, { pollIntervalMs: 20, retryDelayMs: 5 });
+    const store = new EncryptingEventStore(raw, keyFor);
+    await store.append('c-1', [ev('Noted', { text: CANARY }, { environmentId: 'env_e' })], 'no_stream');
+    const [sealed] = await raw.readStream('c-1');
+    // A moved payload: fails authentication, but only for a handler that reads its data.
+    await raw.append('c-2', [{ type: 'Noted', data: sealed.data, metadata: { ...sealed.metadata, eventId: 'copy-2' } }], 'no_stream');
+    await store.append('c-3', [ev('Noted', { n: 3 }, { environmentId: 'env_e' })], 'no_stream');
+    const skipping: string[] = [];
+    const reading: unknown[] = [];
+    let failures = 0;
+    await new Promise<void>((resolve) => {
+      const sub = store.subscribeToAll({ fromPosition: 0 }, async (e) => {
+        skipping.push(e.streamId);
+        if (skipping.length === 3) {
+          void sub.close();
+          resolve();
+        }
+      });
+    });
+    expect(skipping).toEqual(['c-1', 'c-2', 'c-3']);
+    await new Promise<void>((resolve) => {
+      const sub = store.subscribeToAll({ fromPosition: 0 }, async (e) => {
+        try {
+          reading.push({ ...e }.data);
+        } catch (err) {
+          if (++failures === 2) {
+            void sub.close();
+            resolve();
+          }
+          throw err;
+        }
+      });
+    });
+    expect(reading).toEqual([{ text: CANARY }]); // stuck on c-2, retried, never past it
+    expect(failures).toBe(2);
+    await store.close();
+  });
+
   it('refuses a key that is not 32 bytes', async () => {
     const store = new EncryptingEventStore(new SqliteEventStore(file), () => Buffer.alloc(16));
     await expect(store.append('c-1', [ev('E', { a: 1 })], 'no_stream')).rejects.toThrow('32-byte');
