@@ -98,25 +98,62 @@ export class TimerScheduler<T extends TimerDoc = TimerDoc> {
   }
 
   /**
-   * Reads the due timers and starts the handler of each one not already running; resolves when
-   * the handlers started by this tick have settled. Rejects only if the store read fails.
+   * Reads the due timers and starts the handler of each one not already running (at most
+   * `batchSize` handlers run at once); resolves when the handlers started by this tick have
+   * settled. Rejects only if the store read fails. While started, a tick that left due timers
+   * waiting is followed by another as soon as a handler finishes (no wait for the next poll).
    */
-  async tick(): Promise<void> {
+  tick(): Promise<void> {
+    return this.scan(false);
+  }
+
+  private async scan(refilling: boolean): Promise<void> {
     const { readStore, clock, collection, partition } = this.options;
+    const batchSize = this.options.batchSize ?? 100;
     const now = clock.now().getTime();
-    const due = await readStore.range<T>(collection, partition, now, this.options.batchSize ?? 100);
     for (const [k, until] of this.fired) if (until <= now) this.fired.delete(k);
+    for (const [k, at] of this.failed) if (Date.now() - at >= (this.options.pollMs ?? 1000)) this.failed.delete(k);
+    // Timers running or fired and still waiting for their document to go come first in due order:
+    // read past them, so they do not hide the due timers behind them.
+    const window = Math.min(batchSize + this.inFlight.size + this.fired.size, batchSize + 10_000);
+    const due = await readStore.range<T>(collection, partition, now, window);
     const started: Promise<void>[] = [];
+    let waiting = false;
     for (const timer of due) {
       if (!timer || typeof timer.id !== 'string') continue;
       if (this.inFlight.has(timer.id)) continue;
       const firedKey = `${timer.id}\u0000${String(timer.dueAt)}`;
       if (this.fired.has(firedKey)) continue;
+      const failedAt = this.failed.get(timer.id);
+      // A refill does not retry a failed timer at once: that waits for the next poll or advance.
+      if (refilling && failedAt !== undefined && Date.now() - failedAt < (this.options.pollMs ?? 1000)) continue;
+      if (this.inFlight.size >= batchSize) {
+        waiting = true;
+        break;
+      }
       const run = this.fire(timer, firedKey);
       this.inFlight.set(timer.id, run);
       started.push(run);
     }
+    if (due.length >= window) waiting = true;
+    this.backlog = waiting;
     await Promise.all(started);
+  }
+
+  /** Timer id -> wall time of its last failure: a failed timer waits for the next poll, even when refilling. */
+  private readonly failed = new Map<string, number>();
+  /** Due timers were left waiting by the last tick. */
+  private backlog = false;
+  private refillScheduled = false;
+
+  private refill(): void {
+    if (!this.backlog || !this.interval || this.refillScheduled) return;
+    this.refillScheduled = true;
+    setImmediate(() => {
+      this.refillScheduled = false;
+      if (!this.interval) return;
+      this.scan(true).catch((err) => this.logger.warn({ collection: this.options.collection, error: errorName(err) }, 'timer tick failed'));
+    });
   }
 
   private async fire(timer: T, firedKey: string): Promise<void> {
@@ -127,8 +164,10 @@ export class TimerScheduler<T extends TimerDoc = TimerDoc> {
     } catch (err) {
       // Kept: the document is still there, the next tick fires it again. No timer content in logs.
       this.logger.warn({ collection: this.options.collection, error: errorName(err) }, 'timer handler failed; will retry');
+      this.failed.set(timer.id, Date.now());
     } finally {
       this.inFlight.delete(timer.id);
+      this.refill();
     }
   }
 }

@@ -150,6 +150,29 @@ describe('TimerScheduler', () => {
     expect(fired).toEqual(['early', 'mid']);
   });
 
+  it('started: keeps at most batchSize handlers running and refills as they finish, without waiting for the poll', async () => {
+    const fired: string[] = [];
+    let running = 0;
+    let most = 0;
+    const now = clock.now().getTime();
+    for (let i = 0; i < 7; i++) await putTimer(`t${i}`, now - 100 + i);
+    const s = make(
+      async (t) => {
+        most = Math.max(most, ++running);
+        await new Promise((r) => setTimeout(r, 10));
+        fired.push(t.id);
+        running--;
+        await store.write([{ op: 'delete', collection: 'timers', key: t.id }]);
+      },
+      { batchSize: 2, pollMs: 60_000 },
+    );
+    s.start();
+    const deadline = Date.now() + 3000;
+    while (fired.length < 7 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    expect(fired).toEqual(['t0', 't1', 't2', 't3', 't4', 't5', 't6']);
+    expect(most).toBe(2);
+  });
+
   it('end to end: a projection schedules and completes the timer; the command is idempotent', async () => {
     const events = new SqliteEventStore(join(dir, 'events.db'), { pollIntervalMs: 20 });
     const runner = new ProjectionRunner({ eventStore: events, readStore: store, logger: silent });
