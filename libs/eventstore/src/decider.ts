@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { EventMetadata, EventStore, ExpectedRevision, RecordedEvent, WrongExpectedRevisionError } from './types';
+import { EventMetadata, EventStore, ExpectedRevision, NewEvent, RecordedEvent, WrongExpectedRevisionError } from './types';
 
 /**
  * A pure decider (architecture rule 1): no I/O, time passed in.
@@ -102,6 +102,81 @@ export class CommandHandler<Command, Event extends { type: string }, State> {
         throw err;
       }
     }
+  }
+
+  /**
+   * Several commands for one stream in ONE append (one read, one fold, one write): each command is
+   * decided on the state the earlier ones left, in order. A command whose `decide` throws gets
+   * that error alone and adds nothing. A concurrency conflict re-reads and re-decides them all
+   * (bounded like `handle`). Every result's `position` is the position of the batch's last event
+   * (at or after the command's own: waiting for it is enough for read-your-writes).
+   * `from` may give the stream's state and revision as the caller last knew them (saves the read and
+   * fold); the decider's `evolve` may then be handed that very state object.
+   */
+  async handleAll(
+    streamId: string,
+    items: { command: Command; ctx: CommandContext }[],
+    from?: { state: State; revision: number },
+  ): Promise<({ ok: true; result: HandleResult<Event, State> } | { ok: false; error: unknown })[]> {
+    const maxRetries = this.options.maxRetries ?? 20;
+    for (let attempt = 0; ; attempt++) {
+      // `from`: a state the caller kept from an earlier result (used on the first attempt only;
+      // if the stream moved on since, the append's revision check fails and we re-read).
+      const { state: initial, revision } = attempt === 0 && from ? from : await this.load(streamId);
+      const now = this.now();
+      let state = initial;
+      const decided: ({ newEvents: Event[]; state: State } | { error: unknown })[] = [];
+      const toAppend: NewEvent[] = [];
+      for (const { command, ctx } of items) {
+        let newEvents: Event[];
+        try {
+          newEvents = this.decider.decide(command, state, now);
+        } catch (error) {
+          decided.push({ error });
+          continue;
+        }
+        for (const e of newEvents) state = this.decider.evolve(state, e);
+        decided.push({ newEvents, state });
+        toAppend.push(...this.toNewEvents(newEvents, ctx, now));
+      }
+      let position = 0;
+      let last = revision;
+      if (toAppend.length) {
+        try {
+          const r = await this.store.append(streamId, toAppend, revision < 0 ? 'no_stream' : revision);
+          position = r.position;
+          last = r.nextExpectedRevision;
+        } catch (err) {
+          if (err instanceof WrongExpectedRevisionError && attempt < maxRetries) {
+            await new Promise((res) => setImmediate(res));
+            continue;
+          }
+          throw err;
+        }
+      }
+      return decided.map((d) =>
+        'error' in d
+          ? { ok: false as const, error: d.error }
+          : { ok: true as const, result: { newEvents: d.newEvents, state: d.state, position: d.newEvents.length ? position : 0, revision: last } },
+      );
+    }
+  }
+
+  private toNewEvents(newEvents: Event[], ctx: CommandContext, now: Date): NewEvent[] {
+    const correlationId = ctx.correlationId ?? randomUUID();
+    return newEvents.map((e) => {
+      const { type, ...data } = e as { type: string } & Record<string, unknown>;
+      const metadata: EventMetadata = {
+        eventId: randomUUID(),
+        correlationId,
+        causationId: ctx.causationId ?? null,
+        organizationId: ctx.organizationId ?? null,
+        environmentId: ctx.environmentId ?? null,
+        actor: ctx.actor,
+        recordedAt: now.toISOString(),
+      };
+      return { type, data, metadata };
+    });
   }
 }
 

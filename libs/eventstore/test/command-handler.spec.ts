@@ -78,6 +78,26 @@ describe('CommandHandler over SQLite', () => {
     dir = mkdtempSync(join(tmpdir(), 'eventstore-handler-'));
     store = new SqliteEventStore(join(dir, 'events.db'));
   });
+
+  it('handleAll decides several commands on one stream in one append, each on the state left by the earlier ones', async () => {
+    const handler = new CommandHandler(store, counter, clock);
+    await handler.handle('counter-all', { type: 'Increment', by: 1, requestId: 'r0' }, ctx);
+    const results = await handler.handleAll('counter-all', [
+      { command: { type: 'Increment', by: 10, requestId: 'r1' }, ctx },
+      { command: { type: 'Increment', by: 10, requestId: 'r1' }, ctx }, // same request: nothing
+      { command: { type: 'Increment', by: LIMIT, requestId: 'r2' }, ctx }, // over the limit: its error alone
+      { command: { type: 'Increment', by: 5, requestId: 'r3' }, ctx: { ...ctx, correlationId: 'corr-3' } },
+    ]);
+    expect(results.map((r) => r.ok)).toEqual([true, true, false, true]);
+    expect(results[2]).toMatchObject({ ok: false, error: { code: 'LIMIT_REACHED' } });
+    const events = await store.readStream('counter-all');
+    expect(events.map((e) => (e.data as { by: number }).by)).toEqual([1, 10, 5]);
+    expect(events[2].metadata).toMatchObject({ correlationId: 'corr-3', actor: 'staff:u1', recordedAt: '2026-02-03T04:05:06.000Z' });
+    const last = results[3];
+    expect(last.ok && last.result.position).toBe(events[2].position);
+    expect(results[1].ok && results[1].result.position).toBe(0);
+    expect(last.ok && last.result.state.value).toBe(16);
+  });
   afterEach(async () => {
     await store.close();
     rmSync(dir, { recursive: true, force: true });

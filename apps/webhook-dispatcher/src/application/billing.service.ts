@@ -36,15 +36,70 @@ export class BillingService {
     await this.applied(r.position);
   }
 
-  async useCredit(organizationId: string, environmentId: string | null, source: CreditSource, sourceId: string): Promise<void> {
-    const { state } = await this.accounts.load(accountStream(organizationId));
+  /**
+   * One credit per source (idempotent in the month's stream). Credits of the same organization and
+   * month that arrive while one write is under way are decided together and appended in one write
+   * (one read and fold of the month's stream, one append, no revision conflicts between them):
+   * the relays deliver events concurrently, and every credit of an organization goes to one stream.
+   */
+  useCredit(organizationId: string, environmentId: string | null, source: CreditSource, sourceId: string): Promise<void> {
     const periodStart = periodStartOf(this.clock.now());
-    const r = await this.usage.handle(
-      usageStream(organizationId, periodStart),
-      { type: 'UseCredit', organizationId, environmentId, source, sourceId, periodStart, monthlyCredits: state.monthlyCredits },
-      { actor: SYSTEM, organizationId },
-    );
-    void r; // no reader waits on this write (usage status is read from the projection as it goes)
+    const stream = usageStream(organizationId, periodStart);
+    return new Promise<void>((resolve, reject) => {
+      const item = { organizationId, environmentId, source, sourceId, periodStart, resolve, reject };
+      const queued = this.creditQueues.get(stream);
+      if (queued) {
+        queued.push(item); // taken by the drain loop of this stream
+        return;
+      }
+      this.creditQueues.set(stream, [item]);
+      void this.drainCredits(stream, organizationId);
+    });
+  }
+
+  private readonly creditQueues = new Map<
+    string,
+    { organizationId: string; environmentId: string | null; source: CreditSource; sourceId: string; periodStart: string; resolve(): void; reject(err: unknown): void }[]
+  >();
+
+  /**
+   * The month's usage state after our last write, per stream: the next batch decides on it
+   * without re-reading and re-folding the month. If anything else wrote the stream meanwhile
+   * (another instance), the append's expected revision fails and the batch re-reads.
+   */
+  private readonly usageStates = new Map<string, { state: UsageState; revision: number }>();
+
+  private async drainCredits(stream: string, organizationId: string): Promise<void> {
+    for (;;) {
+      const queue = this.creditQueues.get(stream)!;
+      if (queue.length === 0) {
+        this.creditQueues.delete(stream);
+        return;
+      }
+      const items = queue.splice(0);
+      try {
+        const { state } = await this.accounts.load(accountStream(organizationId));
+        const known = this.usageStates.get(stream);
+        this.usageStates.delete(stream); // the fold below may advance it in place: kept again only on success
+        const results = await this.usage.handleAll(
+          stream,
+          items.map((i) => ({
+            command: { type: 'UseCredit' as const, organizationId, environmentId: i.environmentId, source: i.source, sourceId: i.sourceId, periodStart: i.periodStart, monthlyCredits: state.monthlyCredits },
+            ctx: { actor: SYSTEM, organizationId },
+          })),
+          known,
+        );
+        const last = [...results].reverse().find((r) => r.ok);
+        if (last?.ok) {
+          if (this.usageStates.size >= 1000) this.usageStates.clear();
+          this.usageStates.set(stream, { state: last.result.state, revision: last.result.revision });
+        }
+        // No reader waits on these writes (usage status is read from the projection as it goes).
+        results.forEach((r, n) => (r.ok ? items[n].resolve() : items[n].reject(r.error)));
+      } catch (err) {
+        for (const i of items) i.reject(err);
+      }
+    }
   }
 
   async changePlan(organizationId: string, monthlyCredits: number, by: string) {

@@ -66,8 +66,16 @@ export class WebhooksService implements OnModuleDestroy {
 
   /** Fires due attempts now instead of at the next poll (not awaited by callers). */
   kick(): void {
-    this.scheduler.tick().catch(() => undefined);
+    // Coalesced: the events of one tick (a relay delivers many at once) share one timer read.
+    if (this.kickScheduled) return;
+    this.kickScheduled = true;
+    setImmediate(() => {
+      this.kickScheduled = false;
+      this.scheduler.tick().catch(() => undefined);
+    });
   }
+
+  private kickScheduled = false;
 
   private async applied(position: number): Promise<void> {
     if (position > 0) await this.projections.waitFor([DISPATCHER_PROJECTION], position);
@@ -204,11 +212,15 @@ export class WebhooksService implements OnModuleDestroy {
     for (;;) {
       const held = await this.readStore.list<{ id: string }>(Collections.held, organizationId, { limit: 500 });
       if (held.length === 0) break;
-      for (const h of held) {
-        const doc = await this.readStore.get<DeliveryDoc>(Collections.deliveries, h.id);
-        const r = await this.deliveries.handle(deliveryStream(h.id), { type: 'ReleaseDelivery' }, { actor: SYSTEM, organizationId, environmentId: doc?.environmentId ?? null });
-        position = Math.max(position, r.position);
-      }
+      // One stream per delivery: the releases run together and share group commits.
+      const positions = await Promise.all(
+        held.map(async (h) => {
+          const doc = await this.readStore.get<DeliveryDoc>(Collections.deliveries, h.id);
+          const r = await this.deliveries.handle(deliveryStream(h.id), { type: 'ReleaseDelivery' }, { actor: SYSTEM, organizationId, environmentId: doc?.environmentId ?? null });
+          return r.position;
+        }),
+      );
+      position = Math.max(position, ...positions);
       await this.applied(position);
       if (held.length < 500) break;
     }
