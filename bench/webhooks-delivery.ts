@@ -2,7 +2,7 @@
  * Webhook delivery throughput and opened-to-delivered latency, against the standalone app
  * (in-process, real HTTP, SQLite) and a real receiver on 127.0.0.1 that verifies every signature.
  *
- *   npm run build && node dist/bench/webhooks-delivery.js [--cases 500] [--concurrency 16]
+ *   npm run build && node dist/bench/webhooks-delivery.js [--cases 500] [--concurrency 16] [--burst 500]
  *
  * Workload: staff `POST E/clinical-cases` (case-ledger) with `--concurrency` callers until
  * `--cases` cases are open; each `clinical_case.opened` goes case-ledger relay → bus →
@@ -11,6 +11,9 @@
  *   - opened-to-delivered latency: 201 of the open request → the receiver has the webhook (p50/p95/p99);
  *   - baseline in the same run: the same receiver fed by a plain signed-fetch loop with the same
  *     concurrency (what the HTTP path alone can do), and the open requests alone (cases/s with no endpoint).
+ *   - burst (--burst N, default = --cases, 0 to skip): N cases opened for an organization without a
+ *     BAA (their deliveries are held), then the BAA is signed and the N deliveries go out at once:
+ *     deliveries/s from the BAA request to the last webhook received (the dispatcher's own rate).
  * A benchmark, not a test: never in CI.
  */
 process.env.SVC_LOG_LEVEL ??= 'warn';
@@ -110,12 +113,61 @@ async function main() {
     const latencies = delivered.map((id) => arrivals.get(id)! - openedAt.get(id)!);
     const perS = delivered.length / ((last - s0) / 1000);
 
+    // Burst: deliveries held until the BAA is signed, then released at once. Measures the
+    // dispatcher's own rate (release → timer → signed POST → attempt recorded), without the open path.
+    const burst = arg('burst', cases);
+    let burstPerS = NaN;
+    let burstDelivered = 0;
+    let burstLatency: number[] = [];
+    if (burst > 0) {
+      const h = await app.tenant({ baa: false });
+      const hp = await app.api.put(`/organizations/${h.orgId}/plan`, { monthlyCredits: 10_000_000 }, h.staff);
+      if (hp.status !== 200) throw new Error(`plan: ${hp.status}`);
+      const hep = await app.api.post(`${h.env}/webhook-endpoints`, { url: receiverUrl, events: ['clinical_case.opened'] }, h.staff);
+      if (hep.status !== 201) throw new Error(`endpoint: ${hep.status} ${hep.text}`);
+      const heldIds: string[] = [];
+      let n = 0;
+      await Promise.all(
+        Array.from({ length: concurrency }, async () => {
+          while (n < burst) {
+            n++;
+            const r = await app.api.post(`${h.env}/clinical-cases`, { patientId: randomUUID(), request: 'Please call the patient back about the medication' }, h.staff);
+            if (r.status !== 201) throw new Error(`open: ${r.status} ${r.text}`);
+            heldIds.push(r.body.caseId);
+          }
+        }),
+      );
+      // Every delivery exists (held) before the BAA is signed.
+      const until = Date.now() + 120_000;
+      for (;;) {
+        const list = await app.api.get(`${h.env}/webhook-endpoints/${hep.body.id}/deliveries`, h.staff);
+        const items = list.body?.deliveries as { status: string }[];
+        if (Array.isArray(items) && items.filter((d) => d.status === 'held').length >= burst) break;
+        if (Date.now() > until) throw new Error('held deliveries did not appear');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      secret = hep.body.secret;
+      const b1 = performance.now();
+      const baa = await app.api.post(`/organizations/${h.orgId}/baa`, { signerName: 'Ada Owner', signerTitle: 'CEO' }, h.staff);
+      if (baa.status !== 201) throw new Error(`baa: ${baa.status} ${baa.text}`);
+      const deadline2 = Date.now() + 120_000;
+      while (heldIds.some((id) => !arrivals.has(id)) && Date.now() < deadline2) await new Promise((r) => setTimeout(r, 10));
+      const got = heldIds.filter((id) => arrivals.has(id));
+      burstDelivered = got.length;
+      burstPerS = got.length / ((Math.max(...got.map((id) => arrivals.get(id)!)) - b1) / 1000);
+      burstLatency = got.map((id) => arrivals.get(id)! - b1);
+    }
+
     const f = (x: number) => x.toFixed(1);
     console.log(`webhook delivery bench: ${cases} cases, concurrency ${concurrency}, node ${process.version}`);
     console.log(`  baseline  signed POST loop → receiver            ${f(baselinePerS)} req/s`);
     console.log(`  baseline  open cases, no endpoint                ${f(openOnlyPerS)} cases/s`);
     console.log(`  measured  open + deliver (end to end)            ${f(perS)} deliveries/s  (${delivered.length}/${cases} delivered, ${bad} bad signatures; opens took ${f((openedDone - s0) / 1000)} s)`);
     console.log(`  latency   201 of open → webhook received          p50 ${f(pct(latencies, 50))} ms  p95 ${f(pct(latencies, 95))} ms  p99 ${f(pct(latencies, 99))} ms  max ${f(Math.max(...latencies))} ms`);
+    if (burst > 0) {
+      console.log(`  measured  burst: ${burst} held deliveries released by the BAA signature   ${f(burstPerS)} deliveries/s  (${burstDelivered}/${burst} delivered, ${bad} bad signatures in all)`);
+      console.log(`  latency   BAA signed → webhook received           p50 ${f(pct(burstLatency, 50))} ms  p99 ${f(pct(burstLatency, 99))} ms  max ${f(Math.max(...burstLatency))} ms`);
+    }
   } finally {
     await app.stop();
     server.close();
