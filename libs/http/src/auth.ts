@@ -1,10 +1,11 @@
-import { CanActivate, ExecutionContext, Inject, Injectable, SetMetadata, createParamDecorator } from '@nestjs/common';
+import { CanActivate, ExecutionContext, Inject, Injectable, Optional, SetMetadata, createParamDecorator } from '@nestjs/common';
+import { READ_STORE, ReadStore } from '@svc/read-store';
 import { Reflector } from '@nestjs/core';
 import type { FastifyRequest } from 'fastify';
 import { CLOCK, Clock } from '@svc/clock';
 import { STAFF_TOKEN_VERIFIER, StaffPrincipal, StaffTokenVerifier, hashApiKey, looksLikeApiKey } from '@svc/security';
 import { ApiError } from './errors';
-import { EnvironmentKind, OrganizationDoc, TenantDirectory } from './tenants';
+import { AccessCollections, EnvironmentKind, OrganizationDoc, TenantDirectory } from './tenants';
 
 /** Who an API key speaks for. */
 export interface ApiTenant {
@@ -35,18 +36,49 @@ function bearer(req: FastifyRequest): string | null {
  */
 @Injectable()
 export class ApiKeyGuard implements CanActivate {
-  constructor(private readonly tenants: TenantDirectory) {}
+  /**
+   * Accepted keys by key hash, each with the read store's generation of the key and organization
+   * collections when it was read. An entry is used only while both are unchanged: the access
+   * projection's commit of a revocation (or of anything else in those collections) changes them
+   * before the revoking request is answered, so a revoked key fails on the very next request.
+   * Only with a read store that can tell (`generation`: SQLite); never with Redis, where other
+   * processes write. Refusals are not cached.
+   */
+  private readonly accepted = new Map<string, { gen: number; tenant: ApiTenant }>();
+  private static readonly MAX_CACHED = 10_000;
+
+  constructor(
+    private readonly tenants: TenantDirectory,
+    @Optional() @Inject(READ_STORE) private readonly readStore?: ReadStore,
+  ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const req = context.switchToHttp().getRequest<AuthedRequest>();
     const token = bearer(req);
     if (!token || !looksLikeApiKey(token)) throw new ApiError(401, 'INVALID_API_CREDENTIAL', 'A valid API key is required');
-    const key = await this.tenants.apiKeyByHash(hashApiKey(token));
+    const hash = hashApiKey(token);
+    const store = this.readStore?.generation ? this.readStore : null;
+    // Read before the documents, so an entry never claims a generation newer than what it saw.
+    const gen = store ? store.generation!(AccessCollections.apiKeysByHash, AccessCollections.organizations) : 0;
+    if (store) {
+      const hit = this.accepted.get(hash);
+      if (hit && hit.gen === gen) {
+        req.apiTenant = { ...hit.tenant };
+        return true;
+      }
+      if (hit) this.accepted.delete(hash);
+    }
+    const key = await this.tenants.apiKeyByHash(hash);
     if (!key || key.revokedAt) throw new ApiError(401, 'INVALID_API_CREDENTIAL', 'A valid API key is required');
     const org = await this.tenants.organization(key.organizationId);
     if (!org) throw new ApiError(401, 'INVALID_API_CREDENTIAL', 'A valid API key is required');
     if (!org.baaSignedAt) throw new ApiError(403, 'BAA_REQUIRED', 'The organization has not signed its business associate agreement');
-    req.apiTenant = { organizationId: key.organizationId, environmentId: key.environmentId, environmentKind: key.environmentKind, keyId: key.id };
+    const tenant: ApiTenant = { organizationId: key.organizationId, environmentId: key.environmentId, environmentKind: key.environmentKind, keyId: key.id };
+    req.apiTenant = tenant;
+    if (store) {
+      if (this.accepted.size >= ApiKeyGuard.MAX_CACHED) this.accepted.delete(this.accepted.keys().next().value as string);
+      this.accepted.set(hash, { gen, tenant: { ...tenant } });
+    }
     return true;
   }
 }

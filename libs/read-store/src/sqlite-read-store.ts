@@ -30,7 +30,13 @@ export class SqliteReadStore implements ReadStore {
     range: Database.Statement;
     getCheckpoint: Database.Statement;
     setCheckpoint: Database.Statement;
+    dataVersion: Database.Statement;
   };
+  /** generation(): last counter value per collection written through this store, and for foreign commits. */
+  private counter = 0;
+  private readonly written = new Map<string, number>();
+  private foreign = 0;
+  private dataVersion = -1;
   private readonly commitTx: (projection: string | null, position: number, ops: WriteOp[]) => void;
 
   constructor(readonly path: string) {
@@ -71,7 +77,9 @@ export class SqliteReadStore implements ReadStore {
       setCheckpoint: this.db.prepare(
         'INSERT INTO checkpoints (projection, position) VALUES (?, ?) ON CONFLICT (projection) DO UPDATE SET position = excluded.position',
       ),
+      dataVersion: this.db.prepare('PRAGMA data_version').pluck(),
     };
+    this.dataVersion = this.stmts.dataVersion.get() as number;
     this.commitTx = this.db.transaction((projection: string | null, position: number, ops: WriteOp[]) => {
       if (projection !== null) {
         const row = this.stmts.getCheckpoint.get(projection) as { position: number } | undefined;
@@ -117,7 +125,35 @@ export class SqliteReadStore implements ReadStore {
 
   async write(ops: WriteOp[]): Promise<void> {
     validateOps(ops);
-    this.commitTx(null, 0, ops);
+    try {
+      this.commitTx(null, 0, ops);
+    } finally {
+      this.touched(ops);
+    }
+  }
+
+  /**
+   * Changes whenever a document of one of `collections` may have changed: after every write through this
+   * store that touched the collection (bumped right after the transaction, before any caller is
+   * answered), and after any commit by another connection to the file (PRAGMA data_version).
+   */
+  generation(...collections: string[]): number {
+    if (this.db.open) {
+      const v = this.stmts.dataVersion.get() as number;
+      if (v !== this.dataVersion) {
+        this.dataVersion = v;
+        this.foreign = ++this.counter;
+      }
+    }
+    let g = this.foreign;
+    for (const c of collections) g = Math.max(g, this.written.get(c) ?? 0);
+    return g;
+  }
+
+  private touched(ops: WriteOp[]): void {
+    if (ops.length === 0) return;
+    const n = ++this.counter;
+    for (const op of ops) this.written.set(op.collection, n);
   }
 
   async getCheckpoint(projection: string): Promise<number> {
@@ -128,7 +164,11 @@ export class SqliteReadStore implements ReadStore {
   async commit(projection: string, position: number, ops: WriteOp[]): Promise<void> {
     if (!Number.isSafeInteger(position) || position < 0) throw new RangeError('checkpoint position must be an integer >= 0');
     validateOps(ops);
-    this.commitTx(projection, position, ops);
+    try {
+      this.commitTx(projection, position, ops);
+    } finally {
+      this.touched(ops);
+    }
   }
 
   async close(): Promise<void> {

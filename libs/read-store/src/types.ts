@@ -47,6 +47,13 @@ export interface ReadStore {
    */
   commit(projection: string, position: number, ops: WriteOp[]): Promise<void>;
   close(): Promise<void>;
+  /**
+   * Optional, synchronous: a number that changes whenever a document of any of `collections` may have
+   * changed (a write through this store, or a commit by anything else). Lets callers keep small
+   * in-memory caches that are dropped at once by the next write. Adapters that cannot see every
+   * writer (Redis: other processes) leave it out, and callers then do not cache.
+   */
+  generation?(...collections: string[]): number;
 }
 
 export const READ_STORE = Symbol('READ_STORE');

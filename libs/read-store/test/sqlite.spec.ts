@@ -43,3 +43,25 @@ describe('SqliteReadStore', () => {
     await store.close();
   });
 });
+
+describe('SqliteReadStore.generation (cache invalidation)', () => {
+  it('changes after a write or commit touching a collection, and after a commit by another connection', async () => {
+    const path = join(dir, `gen-${++n}.db`);
+    const a = new SqliteReadStore(path);
+    const b = new SqliteReadStore(path);
+    const g0 = a.generation('keys', 'orgs');
+    expect(a.generation('keys', 'orgs')).toBe(g0);
+    await a.write([{ op: 'put', collection: 'other', key: 'x', doc: {} }]);
+    expect(a.generation('keys', 'orgs')).toBe(g0); // another collection
+    await a.commit('p', 1, [{ op: 'delete', collection: 'keys', key: 'k1' }]);
+    const g1 = a.generation('keys', 'orgs');
+    expect(g1).toBeGreaterThan(g0);
+    expect(a.generation('orgs')).toBe(g0);
+    await b.write([{ op: 'put', collection: 'unrelated', key: 'y', doc: {} }]);
+    const g2 = a.generation('orgs');
+    expect(g2).toBeGreaterThan(g1); // a foreign commit may have touched anything
+    expect(a.generation('keys', 'orgs')).toBe(g2);
+    await a.close();
+    await b.close();
+  });
+});
