@@ -67,10 +67,14 @@ export class CommandHandler<Command, Event extends { type: string }, State> {
     return { state, revision: events.length ? events[events.length - 1].revision : -1, events };
   }
 
-  async handle(streamId: string, command: Command, ctx: CommandContext): Promise<HandleResult<Event, State>> {
+  /**
+   * `from`: the stream's state and revision as the caller just loaded them (saves a second read and
+   * fold); if the stream moved on since, the append's revision check fails and it re-reads.
+   */
+  async handle(streamId: string, command: Command, ctx: CommandContext, from?: { state: State; revision: number }): Promise<HandleResult<Event, State>> {
     const maxRetries = this.options.maxRetries ?? 20;
     for (let attempt = 0; ; attempt++) {
-      const { state, revision } = await this.load(streamId);
+      const { state, revision } = attempt === 0 && from ? from : await this.load(streamId);
       const now = this.now();
       const newEvents = this.decider.decide(command, state, now);
       if (newEvents.length === 0) return { newEvents, state, position: 0, revision };

@@ -232,7 +232,7 @@ export class WebhooksService implements OnModuleDestroy {
   /** One attempt for a due timer; a stale timer (already attempted, released, retried) does nothing. */
   private async attempt(timer: DeliveryTimer): Promise<void> {
     const stream = deliveryStream(timer.deliveryId);
-    const { state, events } = await this.deliveries.load(stream);
+    const { state, events, revision } = await this.deliveries.load(stream);
     if (state.status !== 'pending' || state.nextAttemptAt !== timer.dueAt) return;
     const created = events.find((e) => e.type === 'WebhookDeliveryCreated')!.data as Extract<DeliveryEvent, { type: 'WebhookDeliveryCreated' }>;
     const ctx = { actor: SYSTEM, organizationId: state.organizationId, environmentId: state.environmentId };
@@ -251,7 +251,9 @@ export class WebhooksService implements OnModuleDestroy {
       at: this.clock.now(),
       production: this.config.production,
     });
-    const r = await this.deliveries.handle(stream, { type: 'RecordAttempt', dueAt: timer.dueAt, attempt, jitter: Math.random(), retryAfterMs }, ctx);
+    // Decided on the state read above (no second read of the payload-carrying stream); if anything
+    // appended meanwhile, the revision check fails and the handler re-reads.
+    const r = await this.deliveries.handle(stream, { type: 'RecordAttempt', dueAt: timer.dueAt, attempt, jitter: Math.random(), retryAfterMs }, ctx, { state, revision });
     this.log.info({ deliveryId: timer.deliveryId, eventType: created.eventType, statusCode: attempt.statusCode, error: attempt.error, durationMs: attempt.durationMs, status: r.state.status }, 'webhook attempt');
     // Not waiting for the projection: until it moves the timer doc, a re-fire finds the stream
     // no longer due for this time and does nothing.
