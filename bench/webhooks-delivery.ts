@@ -14,6 +14,7 @@
  *   - burst (--burst N, default = --cases, 0 to skip): N cases opened for an organization without a
  *     BAA (their deliveries are held), then the BAA is signed and the N deliveries go out at once:
  *     deliveries/s from the BAA request to the last webhook received (the dispatcher's own rate).
+ *     --profile-burst writes a CPU profile of that window alone.
  * A benchmark, not a test: never in CI.
  */
 process.env.SVC_LOG_LEVEL ??= 'warn';
@@ -31,6 +32,25 @@ const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length ? s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] : NaN;
 };
+
+/** --profile-burst: a CPU profile of the burst window only (node:inspector), written to the cwd. */
+async function startProfile(): Promise<() => Promise<string>> {
+  const { Session } = await import('node:inspector');
+  const { writeFileSync } = await import('node:fs');
+  const session = new Session();
+  session.connect();
+  const post = (method: string, params?: object) =>
+    new Promise<any>((resolve, reject) => session.post(method, params ?? {}, (err, res) => (err ? reject(err) : resolve(res))));
+  await post('Profiler.enable');
+  await post('Profiler.start');
+  return async () => {
+    const { profile } = await post('Profiler.stop');
+    const file = `burst-${Date.now()}.cpuprofile`;
+    writeFileSync(file, JSON.stringify(profile));
+    session.disconnect();
+    return file;
+  };
+}
 
 async function main() {
   const cases = arg('cases', 500);
@@ -147,6 +167,7 @@ async function main() {
         await new Promise((r) => setTimeout(r, 50));
       }
       secret = hep.body.secret;
+      const profile = process.argv.includes('--profile-burst') ? await startProfile() : null;
       const b1 = performance.now();
       const baa = await app.api.post(`/organizations/${h.orgId}/baa`, { signerName: 'Ada Owner', signerTitle: 'CEO' }, h.staff);
       if (baa.status !== 201) throw new Error(`baa: ${baa.status} ${baa.text}`);
@@ -156,6 +177,7 @@ async function main() {
       burstDelivered = got.length;
       burstPerS = got.length / ((Math.max(...got.map((id) => arrivals.get(id)!)) - b1) / 1000);
       burstLatency = got.map((id) => arrivals.get(id)! - b1);
+      if (profile) console.log(`  cpu profile of the burst window: ${await profile()}`);
     }
 
     const f = (x: number) => x.toFixed(1);
