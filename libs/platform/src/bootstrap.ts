@@ -11,6 +11,13 @@ import { IN_PROCESS_BROKER, PlatformModule } from './platform.module';
 
 export const BODY_LIMIT = 1024 * 1024;
 
+const servedRoutes = new WeakMap<object, { method: string; url: string }[]>();
+
+/** The method and URL pattern of every route an app built by createHttpApp serves. */
+export function routesOf(app: object): { method: string; url: string }[] {
+  return [...(servedRoutes.get(app) ?? [])];
+}
+
 /** HTTP errors as `{ code, message }`; bus (RPC) errors as the bus's error payload. */
 @Catch()
 export class AnyContextFilter implements ExceptionFilter {
@@ -29,7 +36,7 @@ export class AnyContextFilter implements ExceptionFilter {
  * no headers).
  */
 export async function createHttpApp(rootModule: unknown, config: ServiceConfig): Promise<NestFastifyApplication> {
-  const adapter = new FastifyAdapter({ bodyLimit: BODY_LIMIT, genReqId: () => randomUUID(), logger: false, return503OnClosing: false, maxParamLength: 2048 });
+  const adapter = new FastifyAdapter({ bodyLimit: BODY_LIMIT, genReqId: () => randomUUID(), logger: false, return503OnClosing: false, routerOptions: { maxParamLength: 2048 } });
   const app = await NestFactory.create<NestFastifyApplication>(rootModule as never, adapter, { logger: false, abortOnError: false });
   app.setGlobalPrefix('api');
   app.useGlobalFilters(new AnyContextFilter());
@@ -39,6 +46,12 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   const fastify = app.getHttpAdapter().getInstance();
   // JSON only: any other body is 415 UNSUPPORTED_MEDIA_TYPE (decisions section 11).
   fastify.removeContentTypeParser(['text/plain']);
+  // Every route the app serves, for the contract test that holds openapi.yaml to them.
+  const routes: { method: string; url: string }[] = [];
+  servedRoutes.set(app, routes);
+  fastify.addHook('onRoute', (r) => {
+    for (const method of [r.method].flat()) if (method !== 'HEAD' && method !== 'OPTIONS') routes.push({ method, url: r.url });
+  });
   const log = getLogger();
   fastify.addHook('onResponse', (req, reply, done) => {
     log.info(
