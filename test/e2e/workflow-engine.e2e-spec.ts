@@ -1,7 +1,11 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { IncomingMessage, Server, ServerResponse, createServer } from 'node:http';
+import { eventSchemas } from '../../apps/webhook-dispatcher/test/receiver';
 import { SignJWT } from 'jose';
 import { TestApp } from '@svc/testing';
+
+/** JSON Schemas of contracts/events: the Destination's received payload must satisfy its contract. */
+const validatePayload = eventSchemas();
 
 /** Issue 6, "Must show": conversation workflows over real HTTP against a real Destination. */
 
@@ -148,6 +152,7 @@ describe('conversation workflows (e2e, real HTTP)', () => {
     expect(dest.seen[0].headers.authorization).toBe('Bearer dest-secret-xyz');
     const payload = JSON.parse(dest.seen[0].raw);
     expect(payload).toEqual({ version: 1, type: 'order_lookup.requested', requestId: tested.body.runId, patient: { externalId: PATIENT_EXT } });
+    expect(validatePayload('order_lookup.requested', payload)).toEqual([]);
 
     const ready = await api.get(`${P}/versions/${versionId}/readiness`, t.staff);
     expect(ready.body).toEqual({ ready: true, blockers: [] });

@@ -74,7 +74,8 @@ export function eventSchemas(): (type: string, payload: unknown) => string[] {
   for (const f of readdirSync(dir)) {
     const schema = JSON.parse(readFileSync(join(dir, f), 'utf8'));
     const validate = ajv.compile(schema);
-    const t = schema.properties.type;
+    const t = schema.properties?.type;
+    if (!t) continue; // e.g. the order lookup response schema: not an event
     for (const type of t.const ? [t.const] : t.enum) byType.set(type, validate);
   }
   return (type, payload) => {
