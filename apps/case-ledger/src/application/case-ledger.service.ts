@@ -50,6 +50,20 @@ export interface ProviderMessageInput {
   externalReference: string;
 }
 
+/** GET progress body (spec "Case progress"). */
+export interface ProgressView {
+  caseId: string;
+  status: CaseDoc['status'];
+  sequence: number;
+  nextSequence: number;
+  confirmationOverdue: boolean;
+  confirmationDueAt: string;
+  transportDelivered: boolean;
+  scheduledFor: string | null;
+  externalReference: string | null;
+  updatedAt: string;
+}
+
 export interface Tenant {
   organizationId: string;
   environmentId: string;
@@ -60,6 +74,9 @@ export interface Tenant {
 export class CaseLedgerService {
   private readonly cases: CommandHandler<CaseCommand, CaseEvent, CaseState>;
   private readonly log = getLogger();
+  /** Decrypted progress views by `environmentId:caseId`, valid while the case collection's read-store generation is unchanged. */
+  private readonly progressViews = new Map<string, { gen: number; processed: boolean; dueAtMs: number; view: ProgressView }>();
+  private static readonly MAX_PROGRESS_VIEWS = 10_000;
 
   constructor(
     @Inject(EVENT_STORE) private readonly store: EventStore,
@@ -161,20 +178,46 @@ export class CaseLedgerService {
     return doc.processedAt === null && this.clock.now().getTime() > Date.parse(doc.confirmationDueAt);
   }
 
-  async progress(tenant: Tenant, caseId: string) {
-    const doc = await this.doc(tenant.environmentId, caseId);
-    return {
-      caseId: doc.caseId,
-      status: doc.status,
-      sequence: doc.sequence,
-      nextSequence: doc.sequence + 1,
-      confirmationOverdue: this.overdue(doc),
-      confirmationDueAt: doc.confirmationDueAt,
-      transportDelivered: doc.transportDelivered,
-      scheduledFor: doc.scheduledFor,
-      externalReference: this.dec(doc.environmentId, doc.encExternalReference),
-      updatedAt: doc.updatedAt,
-    };
+  async progress(tenant: Tenant, caseId: string): Promise<ProgressView> {
+    // In-memory progress views (decrypted), each tagged with the read store's generation of the
+    // case collection read before the document: used only while that generation is unchanged.
+    // The case projection's commit bumps it before any update is answered (rule 5), so a view is
+    // never older than the last answered write. Only with a read store that can tell (SQLite);
+    // keyed by environment and case (rule 8); refusals (404) are not cached.
+    const store = this.readStore.generation ? this.readStore : null;
+    const gen = store ? store.generation!(CASES) : 0;
+    const key = `${tenant.environmentId}:${caseId}`;
+    let hit = store ? this.progressViews.get(key) : undefined;
+    if (hit && hit.gen !== gen) {
+      this.progressViews.delete(key);
+      hit = undefined;
+    }
+    if (!hit) {
+      const doc = await this.doc(tenant.environmentId, caseId);
+      hit = {
+        gen,
+        processed: doc.processedAt !== null,
+        dueAtMs: Date.parse(doc.confirmationDueAt),
+        view: {
+          caseId: doc.caseId,
+          status: doc.status,
+          sequence: doc.sequence,
+          nextSequence: doc.sequence + 1,
+          confirmationOverdue: false,
+          confirmationDueAt: doc.confirmationDueAt,
+          transportDelivered: doc.transportDelivered,
+          scheduledFor: doc.scheduledFor,
+          externalReference: this.dec(doc.environmentId, doc.encExternalReference),
+          updatedAt: doc.updatedAt,
+        },
+      };
+      if (store) {
+        if (this.progressViews.size >= CaseLedgerService.MAX_PROGRESS_VIEWS) this.progressViews.delete(this.progressViews.keys().next().value as string);
+        this.progressViews.set(key, hit);
+      }
+    }
+    // The clock is read on every request (rule 6): overdue is never cached.
+    return { ...hit.view, confirmationOverdue: !hit.processed && this.clock.now().getTime() > hit.dueAtMs };
   }
 
   private ctx(tenant: Tenant, actor: string) {
