@@ -1,7 +1,31 @@
 import { Body, Controller, Get, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
+import { RouteSchema } from '@nestjs/platform-fastify';
 import { ApiError, ApiKeyGuard, ApiTenant, ErrorDetail, Staff, StaffContext, StaffGuard, Tenant } from '@svc/http';
 import { CaseLedgerService } from '../../application/case-ledger.service';
 import { CaseUpdateDto, ProviderMessageDto, StaffCaseDto } from './dto';
+
+/**
+ * Response schema of GET progress (contracts/openapi.yaml CaseProgress): Fastify serializes the
+ * 200 body with fast-json-stringify instead of JSON.stringify. Only the 200 body: errors keep the
+ * filter's own serialization. Every member the service returns is listed (unlisted ones would be dropped).
+ */
+const nullableString = { type: ['string', 'null'] };
+export const PROGRESS_RESPONSE_SCHEMA = {
+  type: 'object',
+  required: ['caseId', 'status', 'sequence', 'nextSequence', 'confirmationOverdue', 'confirmationDueAt', 'transportDelivered', 'scheduledFor', 'externalReference', 'updatedAt'],
+  properties: {
+    caseId: { type: 'string' },
+    status: { type: 'string' },
+    sequence: { type: 'integer' },
+    nextSequence: { type: 'integer' },
+    confirmationOverdue: { type: 'boolean' },
+    confirmationDueAt: nullableString,
+    transportDelivered: { type: 'boolean' },
+    scheduledFor: nullableString,
+    externalReference: nullableString,
+    updatedAt: { type: 'string' },
+  },
+};
 
 /** Caller-facing clinical-case endpoints (API key). */
 @Controller('v1/clinical-cases')
@@ -10,6 +34,7 @@ export class ClinicalCasesController {
   constructor(private readonly cases: CaseLedgerService) {}
 
   @Get(':caseId/progress')
+  @RouteSchema({ response: { 200: PROGRESS_RESPONSE_SCHEMA } })
   progress(@Param('caseId') caseId: string, @Tenant() tenant: ApiTenant) {
     return this.cases.progress(tenant, caseId);
   }
