@@ -134,7 +134,7 @@ export class TestApp {
   }
 }
 
-/** The built standalone process (dist), for kill -9 tests. */
+/** A built app process (dist; the standalone root by default), for kill -9 tests. */
 export class StandaloneProcess {
   private child: ChildProcess | undefined;
   api!: Api;
@@ -144,11 +144,13 @@ export class StandaloneProcess {
   constructor(
     readonly dataDir: string = tempDataDir(),
     readonly env: Record<string, string> = {},
+    /** Which built app to run: the standalone root, or one app of distributed mode. */
+    readonly app: string = 'standalone',
   ) {}
 
   async start(): Promise<this> {
     const port = await freePort();
-    const main = resolve(__dirname, '../../../dist/apps/standalone/main.js');
+    const main = resolve(__dirname, `../../../dist/apps/${this.app}/main.js`);
     // The test command builds first; a missing build is a failure, never a silent skip.
     if (!existsSync(main)) throw new Error(`${main} is missing: run npm run build (npm test does)`);
     const child = spawn(process.execPath, [main], {
