@@ -3,7 +3,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { lastValueFrom, timeout } from 'rxjs';
 import { v5 as uuidv5 } from 'uuid';
 import { CLOCK, Clock } from '@svc/clock';
-import { CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
+import { CommandContext, CommandHandler, DomainError, EVENT_STORE, EventStore, HandleResult } from '@svc/eventstore';
 import { ApiError, getLogger } from '@svc/http';
 import {
   AnyClientProxy,
@@ -77,6 +77,9 @@ export class CaseLedgerService {
   /** Decrypted progress views by `environmentId:caseId`, valid while the case collection's read-store generation is unchanged. */
   private readonly progressViews = new Map<string, { gen: number; processed: boolean; dueAtMs: number; view: ProgressView }>();
   private static readonly MAX_PROGRESS_VIEWS = 10_000;
+  /** Folded state and revision of recently written case streams (a starting guess; the append's revision check decides). */
+  private readonly caseStates = new Map<string, { state: CaseState; revision: number }>();
+  private static readonly MAX_CASE_STATES = 10_000;
 
   constructor(
     @Inject(EVENT_STORE) private readonly store: EventStore,
@@ -91,6 +94,38 @@ export class CaseLedgerService {
     this.cases = new CommandHandler(store, caseDecider, () => clock.now(), { maxRetries: 100 });
   }
 
+  /**
+   * Every write to a case stream: the generic command handler, started from the stream's folded
+   * state as this process last saw it (no read and no fold of the whole stream). That state is
+   * only a guess: the append still carries the revision it came with, so if the stream moved on
+   * (another process, or a write this cache missed) the store refuses it and the handler re-reads.
+   * A refusal decided on a remembered state is decided again on the stream as read, so a stale
+   * state can never turn into a 4xx. What the decider answers without appending (a duplicate)
+   * rests on facts that only accumulate in the stream (ids seen, acknowledged, ...), so an older
+   * state that has them is as good as the newest.
+   */
+  private async handleCase(caseId: string, command: CaseCommand, ctx: CommandContext): Promise<HandleResult<CaseEvent, CaseState>> {
+    const stream = caseStream(caseId);
+    const from = this.caseStates.get(caseId);
+    let r: HandleResult<CaseEvent, CaseState>;
+    try {
+      r = await this.cases.handle(stream, command, ctx, from);
+    } catch (err) {
+      this.caseStates.delete(caseId);
+      if (!from || !(err instanceof DomainError)) throw err;
+      r = await this.cases.handle(stream, command, ctx);
+    }
+    if (r.revision >= 0) {
+      const known = this.caseStates.get(caseId);
+      if (!known || known.revision <= r.revision) {
+        this.caseStates.delete(caseId);
+        if (this.caseStates.size >= CaseLedgerService.MAX_CASE_STATES) this.caseStates.delete(this.caseStates.keys().next().value as string);
+        this.caseStates.set(caseId, { state: r.state, revision: r.revision });
+      }
+    }
+    return r;
+  }
+
   private async applied(position: number): Promise<void> {
     if (position > 0) await this.projections.waitFor([CASE_PROJECTION], position);
   }
@@ -102,8 +137,8 @@ export class CaseLedgerService {
 
   async open(cmd: OpenClinicalCaseCommand): Promise<OpenClinicalCaseReply> {
     const caseId = uuidv5(`${cmd.environmentId}:${cmd.requestId}`, CASE_ID_NAMESPACE);
-    const r = await this.cases.handle(
-      caseStream(caseId),
+    const r = await this.handleCase(
+      caseId,
       {
         type: 'OpenCase',
         caseId,
@@ -231,8 +266,8 @@ export class CaseLedgerService {
   async update(tenant: Tenant, actor: string, caseId: string, input: CaseUpdateInput): Promise<UpdateResult & { duplicate: boolean }> {
     this.notFoundIfBadId(caseId);
     const hash = bodyHash(input);
-    const r = await this.cases.handle(
-      caseStream(caseId),
+    const r = await this.handleCase(
+      caseId,
       {
         type: 'UpdateCase',
         environmentId: tenant.environmentId,
@@ -264,8 +299,8 @@ export class CaseLedgerService {
 
   async providerMessage(tenant: Tenant, actor: string, caseId: string, input: ProviderMessageInput) {
     this.notFoundIfBadId(caseId);
-    const r = await this.cases.handle(
-      caseStream(caseId),
+    const r = await this.handleCase(
+      caseId,
       { type: 'SendProviderMessage', environmentId: tenant.environmentId, messageId: input.messageId, bodyHash: bodyHash(input), message: input.message, externalReference: input.externalReference },
       this.ctx(tenant, actor),
     );
@@ -319,8 +354,8 @@ export class CaseLedgerService {
         this.clock.now(),
       );
     }
-    const r = await this.cases.handle(
-      caseStream(timer.caseId),
+    const r = await this.handleCase(
+      timer.caseId,
       { type: 'RecordPatientNotified', environmentId: timer.environmentId, messageId: timer.messageId, outcome: contact?.email ? 'sent' : 'no_email' },
       this.ctx(tenant, 'system'),
     );
@@ -329,7 +364,7 @@ export class CaseLedgerService {
 
   async acknowledge(tenant: Tenant, staffSub: string, caseId: string) {
     await this.doc(tenant.environmentId, caseId);
-    const r = await this.cases.handle(caseStream(caseId), { type: 'AcknowledgeCase', environmentId: tenant.environmentId, by: staffSub }, this.ctx(tenant, `staff:${staffSub}`));
+    const r = await this.handleCase(caseId, { type: 'AcknowledgeCase', environmentId: tenant.environmentId, by: staffSub }, this.ctx(tenant, `staff:${staffSub}`));
     if (r.newEvents.length) await this.applied(r.position);
     else await this.caughtUp();
     const doc = await this.doc(tenant.environmentId, caseId);
@@ -342,8 +377,8 @@ export class CaseLedgerService {
     const environmentId = d.environmentId ?? m.metadata.environmentId;
     if (!environmentId) return;
     try {
-      await this.cases.handle(
-        caseStream(d.caseId),
+      await this.handleCase(
+        d.caseId,
         { type: 'MarkTransportDelivered', environmentId, webhookEventId: m.metadata.eventId, deliveredAt: d.deliveredAt ?? this.clock.now().toISOString() },
         { actor: 'system', organizationId: m.metadata.organizationId, environmentId, causationId: m.metadata.eventId, correlationId: m.metadata.correlationId },
       );
