@@ -86,6 +86,17 @@ describe('account decider (subscription)', () => {
     expect(run(e1, rec('a', 'payment_failed'))).toEqual([]);
     deciderSpec(accountDecider).given(e1).when(rec('a', 'payment_succeeded', 'other'), now).thenThrows('IDEMPOTENCY_KEY_REUSED');
   });
+
+  it('accepts eventIds that are Object.prototype member names on first use (no 409), and dedupes them after', () => {
+    for (const id of ['constructor', 'toString', '__proto__', 'hasOwnProperty', 'valueOf']) {
+      const first = run([], rec(id, 'payment_failed'));
+      expect(first.map((e) => e.type)).toEqual(['AccountOpened', 'BillingEventReceived', 'subscription.updated']);
+      expect(run(first, rec(id, 'payment_failed'))).toEqual([]);
+      deciderSpec(accountDecider).given(first).when(rec(id, 'payment_failed', 'other'), now).thenThrows('IDEMPOTENCY_KEY_REUSED');
+      // Another id is unaffected by it (no prototype pollution of the state).
+      expect(run(first, rec('x', 'payment_succeeded')).length).toBeGreaterThan(0);
+    }
+  });
 });
 
 describe('usage decider', () => {

@@ -31,8 +31,12 @@ export interface AccountState {
   opened: boolean;
   monthlyCredits: number;
   status: SubscriptionStatus;
-  /** eventId -> body hash (idempotency of billing events, decisions 3). */
-  billingEvents: Record<string, string>;
+  /**
+   * eventId -> body hash (idempotency of billing events, decisions 3). A Map: eventIds are the
+   * payment provider's strings, and a plain object would answer `constructor`, `toString` or
+   * `__proto__` from its prototype.
+   */
+  billingEvents: ReadonlyMap<string, string>;
 }
 
 function subscriptionChange(status: SubscriptionStatus, type: BillingEventType): SubscriptionUpdatedData | null {
@@ -54,7 +58,7 @@ function subscriptionChange(status: SubscriptionStatus, type: BillingEventType):
 }
 
 export const accountDecider: Decider<AccountCommand, AccountEvent, AccountState> = {
-  initialState: () => ({ opened: false, monthlyCredits: DEFAULT_MONTHLY_CREDITS, status: 'active', billingEvents: {} }),
+  initialState: () => ({ opened: false, monthlyCredits: DEFAULT_MONTHLY_CREDITS, status: 'active', billingEvents: new Map() }),
   evolve(state, event) {
     switch (event.type) {
       case 'AccountOpened':
@@ -62,7 +66,7 @@ export const accountDecider: Decider<AccountCommand, AccountEvent, AccountState>
       case 'PlanChanged':
         return { ...state, monthlyCredits: event.monthlyCredits };
       case 'BillingEventReceived':
-        return { ...state, billingEvents: { ...state.billingEvents, [event.eventId]: event.bodyHash } };
+        return { ...state, billingEvents: new Map(state.billingEvents).set(event.eventId, event.bodyHash) };
       case SUBSCRIPTION_UPDATED:
         return { ...state, status: event.status };
       default: {
@@ -81,7 +85,7 @@ export const accountDecider: Decider<AccountCommand, AccountEvent, AccountState>
         if (command.monthlyCredits === state.monthlyCredits && state.opened) return [];
         return [...open(command.organizationId), { type: 'PlanChanged', organizationId: command.organizationId, monthlyCredits: command.monthlyCredits, previousMonthlyCredits: state.monthlyCredits, changedBy: command.by, changedAt: nowIso }];
       case 'RecordBillingEvent': {
-        const seen = state.billingEvents[command.eventId];
+        const seen = state.billingEvents.get(command.eventId);
         if (seen !== undefined) {
           if (seen !== command.bodyHash) throw new DomainError(409, 'IDEMPOTENCY_KEY_REUSED', 'eventId was used with a different body');
           return [];
