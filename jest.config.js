@@ -7,7 +7,7 @@ module.exports = {
     '^.+\\.ts$': ['@swc/jest', { jsc: { parser: { syntax: 'typescript', decorators: true }, transform: { legacyDecorator: true, decoratorMetadata: true }, target: 'es2022' }, module: { type: 'commonjs' } }],
   },
   moduleNameMapper: {
-    '^@svc/(eventstore|messaging|read-store|security|http|clock|testing|platform)$': '<rootDir>/libs/$1/src',
+    '^@svc/(eventstore|messaging|read-store|security|http|clock|testing|platform|clinical)$': '<rootDir>/libs/$1/src',
   },
   testTimeout: 60000,
   maxWorkers: 2,

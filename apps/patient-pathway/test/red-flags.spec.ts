@@ -1,5 +1,5 @@
-import { emergencyKinds, evaluateRedFlags, normalize, priorityOf, semanticMatch } from '../src/domain/red-flags';
-import { porterStem, spanishStem } from '../src/domain/stemmers';
+import { emergencyKinds, normalize, porterStem, semanticMatch, spanishStem } from '@svc/clinical';
+import { evaluateRedFlags, priorityOf } from '../src/domain/red-flags';
 
 describe('stemmers', () => {
   it('Porter: the classic examples', () => {

@@ -5,20 +5,6 @@
 import { Definition } from './definition';
 import { normalize } from './engine';
 
-export type EmergencyKind = 'chest_pain' | 'breathing' | 'stroke' | 'self_harm' | 'severe_bleeding' | 'unconscious' | 'allergic_reaction' | 'overdose';
-
-/** Built-in emergency terms by kind (normalized: lowercase, no accents). */
-export const EMERGENCY_TERMS: Record<EmergencyKind, string[]> = {
-  chest_pain: ['chest pain', 'chest pressure', 'pain in my chest', 'heart attack', 'dolor de pecho', 'dolor en el pecho', 'presion en el pecho', 'infarto', 'ataque al corazon'],
-  breathing: ["can't breathe", 'cant breathe', 'cannot breathe', 'trouble breathing', 'difficulty breathing', 'short of breath', 'shortness of breath', 'no puedo respirar', 'dificultad para respirar', 'me falta el aire', 'me ahogo'],
-  stroke: ['stroke', 'face drooping', 'slurred speech', 'one side numb', 'derrame cerebral', 'ictus', 'cara caida', 'no puedo hablar bien'],
-  self_harm: ['kill myself', 'suicide', 'suicidal', 'end my life', 'hurt myself', 'self harm', 'want to die', 'matarme', 'suicidarme', 'suicidio', 'quitarme la vida', 'hacerme dano', 'quiero morir'],
-  severe_bleeding: ['severe bleeding', "bleeding won't stop", 'bleeding wont stop', 'bleeding heavily', 'lots of blood', 'sangrado abundante', 'sangrado fuerte', 'no para de sangrar', 'mucha sangre'],
-  unconscious: ['unconscious', 'passed out', 'fainted', 'not responding', 'unresponsive', 'inconsciente', 'se desmayo', 'me desmaye', 'no responde'],
-  allergic_reaction: ['anaphylaxis', 'anaphylactic', 'throat swelling', 'throat is closing', 'severe allergic reaction', 'anafilaxia', 'reaccion alergica grave', 'se me cierra la garganta', 'garganta hinchada'],
-  overdose: ['overdose', 'overdosed', 'took too many pills', 'sobredosis', 'demasiadas pastillas'],
-};
-
 export const EMERGENCY_GUIDANCE =
   'This may be an emergency. Call your local emergency number (911 in the US) now or go to the nearest emergency room. / Esto puede ser una emergencia: llame al número de emergencias (911) o acuda a urgencias ahora.';
 /** Added only when a case was requested for an identified patient. */
@@ -43,10 +29,8 @@ const wordStem = (text: string, term: string) => {
   return new RegExp(`(^|\\s)${t.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`).test(text);
 };
 
-export function emergencyKinds(message: string): EmergencyKind[] {
-  const t = normalize(message);
-  return (Object.keys(EMERGENCY_TERMS) as EmergencyKind[]).filter((k) => EMERGENCY_TERMS[k].some((term) => contains(t, term)));
-}
+/** The service's emergency words (one list for every context, libs/clinical). */
+export { emergencyKinds } from '@svc/clinical';
 
 export function healthQuestion(message: string): { matched: boolean; priority: 'urgent' | 'routine' } {
   const t = normalize(message);

@@ -1,0 +1,4 @@
+export * from './text';
+export * from './stemmers';
+export * from './semantic';
+export * from './emergency';
