@@ -117,6 +117,39 @@ describe('usage decider', () => {
   });
 });
 
+describe('usage decider purity', () => {
+  const credit = (sourceId: string, creditsUsed: number): UsageEvent => ({ type: 'CreditUsed', organizationId: 'o', environmentId: 'env', source: 'check_in', sourceId, periodStart: periodStartOf(now), creditsUsed, usedAt: now.toISOString() });
+  const use = (sourceId: string) => ({ type: 'UseCredit' as const, organizationId: 'o', environmentId: 'env', source: 'check_in' as const, sourceId, periodStart: periodStartOf(now), monthlyCredits: 1000 });
+  it('evolve leaves its input state as it was (no source leaks into an earlier state or a sibling)', () => {
+    const s0 = usageDecider.initialState();
+    const s1 = usageDecider.evolve(s0, credit('a', 1));
+    expect(usageDecider.decide(use('a'), s0, now).map((e) => e.type)).toEqual(['CreditUsed']); // s0 has not seen a
+    expect(usageDecider.decide(use('a'), s1, now)).toEqual([]);
+    // Two states evolved from the same one do not see each other's sources.
+    const s2a = usageDecider.evolve(s1, credit('b', 2));
+    const s2b = usageDecider.evolve(s1, credit('c', 2));
+    expect(usageDecider.decide(use('c'), s2a, now).length).toBe(1);
+    expect(usageDecider.decide(use('b'), s2b, now).length).toBe(1);
+    expect(usageDecider.decide(use('b'), s2a, now)).toEqual([]);
+    expect(usageDecider.decide(use('c'), s2b, now)).toEqual([]);
+    expect(usageDecider.decide(use('b'), s1, now).length).toBe(1);
+    expect(usageDecider.decide(use('a'), s2b, now)).toEqual([]);
+    // And a state evolved further after the branch still sees its own line only.
+    const s3a = usageDecider.evolve(s2a, credit('d', 3));
+    expect(usageDecider.decide(use('c'), s3a, now).length).toBe(1);
+    expect(usageDecider.decide(use('d'), s2a, now).length).toBe(1);
+  });
+
+  it('folds a large month in linear time', () => {
+    let s = usageDecider.initialState();
+    const started = performance.now();
+    for (let i = 1; i <= 100_000; i++) s = usageDecider.evolve(s, credit(`s${i}`, i));
+    expect(performance.now() - started).toBeLessThan(2000);
+    expect(usageDecider.decide(use('s5000'), s, now)).toEqual([]);
+    expect(s.creditsUsed).toBe(100_000);
+  });
+});
+
 describe('url policy and ids', () => {
   it('refuses loopback/private/link-local in production only, and http in production', async () => {
     for (const a of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '0.0.0.0']) expect(isBlockedAddress(a)).toBe(true);

@@ -80,7 +80,7 @@ export class BillingService {
       try {
         const { state } = await this.accounts.load(accountStream(organizationId));
         const known = this.usageStates.get(stream);
-        this.usageStates.delete(stream); // the fold below may advance it in place: kept again only on success
+        this.usageStates.delete(stream); // kept again only on success (a failed batch re-reads)
         const results = await this.usage.handleAll(
           stream,
           items.map((i) => ({

@@ -36,24 +36,53 @@ export type UsageCommand = {
   monthlyCredits: number;
 };
 
+/**
+ * The sources already credited, as a persistent set: an append-only log (source key -> its
+ * index) shared by the states of one fold, of which a state sees the first `count` entries.
+ * Adding to the newest state appends in place (no earlier state can see an entry at or past its
+ * own count); adding to an older state (a branch) copies that state's prefix first. So `evolve`
+ * never changes what its input state holds, and folding a month stays linear (copying a set per
+ * event made it quadratic: most of the CPU at 1000 credits).
+ */
+export interface SourceSet {
+  readonly log: { readonly index: Map<string, number>; length: number };
+  readonly count: number;
+}
+
+const emptySources = (): SourceSet => ({ log: { index: new Map(), length: 0 }, count: 0 });
+
+export function hasSource(set: SourceSet, key: string): boolean {
+  const i = set.log.index.get(key);
+  return i !== undefined && i < set.count;
+}
+
+function withSource(set: SourceSet, key: string): SourceSet {
+  if (hasSource(set, key)) return set;
+  let log = set.log;
+  if (log.length !== set.count) {
+    // A later state already extended this log: branch off with a copy of our own prefix.
+    const index = new Map<string, number>();
+    for (const [k, i] of log.index) if (i < set.count) index.set(k, i);
+    log = { index, length: set.count };
+  }
+  log.index.set(key, log.length);
+  log.length++;
+  return { log, count: set.count + 1 };
+}
+
 export interface UsageState {
   creditsUsed: number;
-  sources: Record<string, true>;
+  sources: SourceSet;
   /** threshold -> plan size it was reported for (a larger plan re-arms it). */
   reported: Partial<Record<Threshold, number>>;
 }
 
 export const usageDecider: Decider<UsageCommand, UsageEvent, UsageState> = {
-  initialState: () => ({ creditsUsed: 0, sources: {}, reported: {} }),
+  initialState: () => ({ creditsUsed: 0, sources: emptySources(), reported: {} }),
   evolve(state, event) {
     switch (event.type) {
-      case 'CreditUsed': {
-        // The source set is extended in place: copying it per event made folding a month's
-        // stream quadratic (measured: most of the CPU at 1000 credits). States are only ever
-        // folded forward from initialState() (a fresh object), so no earlier state is observed.
-        state.sources[`${event.source}:${event.sourceId}`] = true;
-        return { ...state, creditsUsed: event.creditsUsed };
-      }
+      case 'CreditUsed':
+        return { ...state, sources: withSource(state.sources, `${event.source}:${event.sourceId}`), creditsUsed: event.creditsUsed };
       case USAGE_THRESHOLD_REACHED:
         return { ...state, reported: { ...state.reported, [event.threshold]: event.monthlyCredits } };
       default: {
@@ -63,7 +92,7 @@ export const usageDecider: Decider<UsageCommand, UsageEvent, UsageState> = {
     }
   },
   decide(command, state, now) {
-    if (state.sources[`${command.source}:${command.sourceId}`]) return [];
+    if (hasSource(state.sources, `${command.source}:${command.sourceId}`)) return [];
     const creditsUsed = state.creditsUsed + 1;
     const monthly = command.monthlyCredits;
     const events: UsageEvent[] = [
