@@ -111,9 +111,44 @@ describe('usage decider', () => {
     }
     expect(thresholds).toEqual([80, 95, 100]);
     deciderSpec(usageDecider).given(events).when(use('s1'), now).then([]);
+    // 12 of 15 is still at 80%: a larger plan that does not put usage back below 80 re-arms nothing.
     const bigger = deciderSpec(usageDecider).given(events).when(use('s13', 15), now).result();
-    expect(bigger.filter((e) => e.type !== 'CreditUsed').map((e) => (e as { threshold: number }).threshold)).toEqual([80]); // 13/15 = 87%
+    expect(bigger.map((e) => e.type)).toEqual(['CreditUsed']);
     expect(periodStartOf(new Date('2026-03-31T23:59:59Z'))).toBe('2026-03-01T00:00:00.000Z');
+  });
+});
+
+describe('usage thresholds: sent on an actual crossing only', () => {
+  const use = (sourceId: string, monthlyCredits: number) => ({ type: 'UseCredit' as const, organizationId: 'o', environmentId: 'env', source: 'check_in' as const, sourceId, periodStart: periodStartOf(now), monthlyCredits });
+  const step = (events: UsageEvent[], sourceId: string, plan: number) => {
+    const out = deciderSpec(usageDecider).given(events).when(use(sourceId, plan), now).result();
+    return { events: [...events, ...out], sent: out.filter((e) => e.type === 'billing.usage_threshold_reached').map((e) => (e as { threshold: number }).threshold) };
+  };
+  it('a larger plan that leaves usage above a threshold does not re-send it; one that puts usage below re-arms it', () => {
+    let events: UsageEvent[] = [];
+    const sent: number[] = [];
+    for (let i = 1; i <= 10; i++) ({ events } = ((r) => (sent.push(...r.sent), r))(step(events, `a${i}`, 10)));
+    expect(sent).toEqual([80, 95, 100]);
+    // Plan 11: 10/11 = 91% (still above 80, back below 95 and 100). The 11th credit crosses 95 and 100 again, not 80.
+    let r = step(events, 'a11', 11);
+    expect(r.sent).toEqual([95, 100]);
+    // Plan 12 after that: 11/12 = 92%; the next credit (12/12) crosses 95 and 100 again, never 80.
+    r = step(r.events, 'a12', 12);
+    expect(r.sent).toEqual([95, 100]);
+    // Plan 100: 12% used, everything re-armed; 80 is crossed at 80, not before.
+    events = r.events;
+    const later: number[] = [];
+    for (let i = 13; i <= 80; i++) ({ events } = ((x) => (later.push(...x.sent), x))(step(events, `a${i}`, 100)));
+    expect(later).toEqual([80]);
+    // A plan of 101 right after (80/101 = 79%): the next credit (81/101 = 80.2%) crosses 80 again.
+    expect(step(events, 'a81', 101).sent).toEqual([80]);
+    // Same plan, more use above the threshold: nothing.
+    expect(step(step(events, 'a81', 100).events, 'a82', 100).sent).toEqual([]);
+  });
+  it('a smaller plan does not re-send what was already reported, and reports what the jump crosses', () => {
+    let events: UsageEvent[] = [];
+    for (let i = 1; i <= 8; i++) events = step(events, `b${i}`, 10).events; // 80 sent at 8/10
+    expect(step(events, 'b9', 9).sent).toEqual([95, 100]); // 9/9: crosses 95 and 100 (80 already reported)
   });
 });
 

@@ -73,7 +73,7 @@ function withSource(set: SourceSet, key: string): SourceSet {
 export interface UsageState {
   creditsUsed: number;
   sources: SourceSet;
-  /** threshold -> plan size it was reported for (a larger plan re-arms it). */
+  /** threshold -> plan size it was last reported for this period. */
   reported: Partial<Record<Threshold, number>>;
 }
 
@@ -99,9 +99,14 @@ export const usageDecider: Decider<UsageCommand, UsageEvent, UsageState> = {
       { type: 'CreditUsed', organizationId: command.organizationId, environmentId: command.environmentId, source: command.source, sourceId: command.sourceId, periodStart: command.periodStart, creditsUsed, usedAt: now.toISOString() },
     ];
     for (const threshold of THRESHOLDS) {
+      // Sent on an actual crossing only: below the threshold before this credit (under the plan
+      // in force now), at or above it after. A threshold already reported this period is sent
+      // again only when a larger plan has put usage back below it (then `wasBelow` holds and the
+      // plan it was reported for is smaller); a larger plan that leaves usage above it re-arms nothing.
+      const wasBelow = state.creditsUsed * 100 < threshold * monthly;
       const reached = creditsUsed * 100 >= threshold * monthly;
       const reportedFor = state.reported[threshold];
-      if (reached && (reportedFor === undefined || reportedFor < monthly)) {
+      if (wasBelow && reached && (reportedFor === undefined || reportedFor < monthly)) {
         events.push({
           type: USAGE_THRESHOLD_REACHED,
           organizationId: command.organizationId,
