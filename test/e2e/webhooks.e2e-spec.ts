@@ -269,7 +269,9 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
 
     for (let i = 0; i < 3; i++) await openCase(t);
     // A check-in and a workflow run use a credit each too: 5 of 5.
-    const pathwayMsg = (type: string, data: Record<string, unknown>): IntegrationMessage => ({ type, data, metadata: { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: t.orgId, environmentId: t.sandbox, actor: 'system', recordedAt: new Date().toISOString() }, streamId: 'x', position: 1 });
+    // recordedAt from the service clock: a credit is charged to the month of its source event.
+    const recordedAt = (await serviceNow()).toISOString();
+    const pathwayMsg = (type: string, data: Record<string, unknown>): IntegrationMessage => ({ type, data, metadata: { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: t.orgId, environmentId: t.sandbox, actor: 'system', recordedAt }, streamId: 'x', position: 1 });
     await broker.publish(Topics.pathwayEvents, pathwayMsg('check_in.sent', { organizationId: t.orgId, environmentId: t.sandbox, checkInId: randomUUID(), patientId: randomUUID(), sentAt: new Date().toISOString() }));
     const sent = await until(async () => receiver.on('/usage-sb').length >= 1 && receiver.on('/usage-prod').length >= 1, 10_000, '80% event');
     expect(sent).toBe(true);

@@ -37,13 +37,17 @@ export class BillingService {
   }
 
   /**
-   * One credit per source (idempotent in the month's stream). Credits of the same organization and
+   * One credit per source (idempotent in the month's stream of the source event). Credits of the same organization and
    * month that arrive while one write is under way are decided together and appended in one write
    * (one read and fold of the month's stream, one append, no revision conflicts between them):
    * the relays deliver events concurrently, and every credit of an organization goes to one stream.
    */
-  useCredit(organizationId: string, environmentId: string | null, source: CreditSource, sourceId: string): Promise<void> {
-    const periodStart = periodStartOf(this.clock.now());
+  useCredit(organizationId: string, environmentId: string | null, source: CreditSource, sourceId: string, recordedAt: string | undefined): Promise<void> {
+    // The month of the fact (the source event's service-clock time), not of its processing: a
+    // redelivery or a late delivery after the month rolled over lands in the same month's stream,
+    // where the source id dedupes it. The processing time stands in only for a message without one.
+    const at = recordedAt !== undefined ? new Date(recordedAt) : null;
+    const periodStart = periodStartOf(at && Number.isFinite(at.getTime()) ? at : this.clock.now());
     const stream = usageStream(organizationId, periodStart);
     return new Promise<void>((resolve, reject) => {
       const item = { organizationId, environmentId, source, sourceId, periodStart, resolve, reject };

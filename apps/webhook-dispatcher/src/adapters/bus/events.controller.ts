@@ -23,7 +23,8 @@ export class DispatcherEventsController {
 
   /**
    * Deduped by event id in the streams themselves: a delivery's id is f(endpoint, eventId) and is
-   * created first-writer-wins, a credit is keyed by its case id in the month's stream. That is
+   * created first-writer-wins, a credit is keyed by its case id in the stream of the month the
+   * case was opened in (metadata.recordedAt, so a redelivery after the month rolled over finds it). That is
    * atomic with the effect (a processed-events mark would be a second write and an fsync on the
    * path that the case-ledger's relay waits for). The two appends run together (group commit).
    */
@@ -32,7 +33,7 @@ export class DispatcherEventsController {
     if (!m?.metadata?.eventId || !m.type?.startsWith('clinical_case.')) return;
     const orgId = m.metadata.organizationId;
     const caseId = (m.data as { caseId?: string })?.caseId;
-    const credit = m.type === IntegrationEventTypes.caseOpened && orgId && caseId ? this.billing.useCredit(orgId, m.metadata.environmentId, 'clinical_case', caseId) : Promise.resolve();
+    const credit = m.type === IntegrationEventTypes.caseOpened && orgId && caseId ? this.billing.useCredit(orgId, m.metadata.environmentId, 'clinical_case', caseId, m.metadata.recordedAt) : Promise.resolve();
     await Promise.all([credit, this.webhooks.dispatch(m)]);
   }
 
@@ -56,7 +57,7 @@ export class DispatcherEventsController {
     const d = m.data as { organizationId?: string; environmentId?: string; checkInId?: string };
     const orgId = d.organizationId ?? m.metadata.organizationId;
     if (!orgId || !d.checkInId) return;
-    await this.processed.once(CONSUMER, m.metadata.eventId, () => this.billing.useCredit(orgId, d.environmentId ?? m.metadata.environmentId, 'check_in', d.checkInId!));
+    await this.processed.once(CONSUMER, m.metadata.eventId, () => this.billing.useCredit(orgId, d.environmentId ?? m.metadata.environmentId, 'check_in', d.checkInId!, m.metadata.recordedAt));
   }
 
   @EventPattern(Topics.workflowEvents)
@@ -65,7 +66,7 @@ export class DispatcherEventsController {
     const d = m.data as { organizationId?: string; environmentId?: string; runId?: string };
     const orgId = d.organizationId ?? m.metadata.organizationId;
     if (!orgId || !d.runId) return;
-    await this.processed.once(CONSUMER, m.metadata.eventId, () => this.billing.useCredit(orgId, d.environmentId ?? m.metadata.environmentId, 'workflow_run', d.runId!));
+    await this.processed.once(CONSUMER, m.metadata.eventId, () => this.billing.useCredit(orgId, d.environmentId ?? m.metadata.environmentId, 'workflow_run', d.runId!, m.metadata.recordedAt));
   }
 
   /** Our own account events (relayed from our streams) become webhooks like the case events. */

@@ -1,0 +1,68 @@
+import { randomUUID } from 'node:crypto';
+import { TestApp } from '@svc/testing';
+import { EVENT_STORE, EventStore } from '@svc/eventstore';
+import { IntegrationMessage, InProcessBroker, Topics } from '@svc/messaging';
+import { IN_PROCESS_BROKER } from '@svc/platform';
+import { periodStartOf, usageStream } from '../../apps/webhook-dispatcher/src/domain/usage';
+
+/** Credits are charged to the month of the fact (the source event's recordedAt), not of its processing. */
+describe('webhook-dispatcher credits (e2e)', () => {
+  const app = new TestApp();
+  let broker: InProcessBroker;
+  let store: EventStore;
+
+  beforeAll(async () => {
+    await app.start();
+    const nest = (app as unknown as { app: { get<T>(t: unknown): T } }).app;
+    broker = nest.get<InProcessBroker>(IN_PROCESS_BROKER);
+    store = nest.get<EventStore>(EVENT_STORE);
+  });
+  afterAll(() => app.stop());
+
+  const serviceNow = async () => new Date(await app.advanceClock(0));
+  const credits = async (orgId: string, at: Date) =>
+    (await store.readStream(usageStream(orgId, periodStartOf(at)))).filter((e) => e.type === 'CreditUsed').map((e) => e.data as { source: string; sourceId: string; periodStart: string });
+
+  it('a clinical_case.opened redelivered after the month rolled over is not charged again (one credit, in the source month)', async () => {
+    const t = await app.tenant();
+    const opened = await serviceNow();
+    const caseId = randomUUID();
+    const message: IntegrationMessage = {
+      type: 'clinical_case.opened',
+      data: { caseId, patientId: randomUUID(), priority: 'urgent', source: 'check_in', patientNotes: null, symptomScores: {}, matchedRules: [], stoppedEarly: false, handoff: { progressPath: '', updatesPath: '', messagesPath: '' } },
+      metadata: { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: t.orgId, environmentId: t.sandbox, actor: 'system', recordedAt: opened.toISOString() },
+      streamId: `case-ledger-case-${caseId}`,
+      position: 1,
+    };
+    await broker.publish(Topics.caseEvents, message, { key: message.streamId });
+    expect(await credits(t.orgId, opened)).toEqual([expect.objectContaining({ source: 'clinical_case', sourceId: caseId, periodStart: periodStartOf(opened) })]);
+
+    await app.advanceClock(32 * 86_400);
+    const later = await serviceNow();
+    expect(periodStartOf(later)).not.toBe(periodStartOf(opened));
+    // The relay redelivers the same message (at least once) in the next month.
+    await broker.publish(Topics.caseEvents, message, { key: message.streamId });
+    expect(await credits(t.orgId, later)).toEqual([]);
+    expect(await credits(t.orgId, opened)).toHaveLength(1);
+  });
+
+  it('a check-in sent and a workflow run started last month, processed this month, are charged to last month', async () => {
+    const t = await app.tenant();
+    const sentAt = await serviceNow();
+    await app.advanceClock(32 * 86_400);
+    const now = await serviceNow();
+    const msg = (type: string, data: Record<string, unknown>): IntegrationMessage => ({
+      type,
+      data,
+      metadata: { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: t.orgId, environmentId: t.sandbox, actor: 'system', recordedAt: sentAt.toISOString() },
+      streamId: `x-${randomUUID()}`,
+      position: 1,
+    });
+    const checkInId = randomUUID();
+    const runId = randomUUID();
+    await broker.publish(Topics.pathwayEvents, msg('check_in.sent', { organizationId: t.orgId, environmentId: t.sandbox, checkInId, patientId: randomUUID(), sentAt: sentAt.toISOString() }));
+    await broker.publish(Topics.workflowEvents, msg('workflow_run.started', { organizationId: t.orgId, environmentId: t.sandbox, runId, workflowId: randomUUID(), startedAt: sentAt.toISOString() }));
+    expect((await credits(t.orgId, sentAt)).map((c) => c.sourceId).sort()).toEqual([checkInId, runId].sort());
+    expect(await credits(t.orgId, now)).toEqual([]);
+  });
+});
