@@ -1,8 +1,13 @@
+import { request as httpRequest, IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { isIP } from 'node:net';
 import { signWebhook } from '@svc/security';
 import { Attempt } from '../domain/delivery';
-import { addressProblem } from './url-policy';
+import { Resolver, guardedLookup, isBlockedAddress } from './url-policy';
 
 export const DELIVERY_TIMEOUT_MS = 15_000;
+
+const productionLookup = guardedLookup();
 
 export interface SendInput {
   url: string;
@@ -14,6 +19,10 @@ export interface SendInput {
   /** Attempt time from the service clock. */
   at: Date;
   production: boolean;
+  /** Tests only: the DNS answer the production guard checks (default: the system resolver). */
+  resolve?: Resolver;
+  /** Tests only: default DELIVERY_TIMEOUT_MS. */
+  timeoutMs?: number;
 }
 
 export interface SendResult {
@@ -28,14 +37,53 @@ function retryAfterMs(value: string | null, at: Date): number | null {
   return Number.isFinite(t) ? Math.max(0, t - at.getTime()) : null;
 }
 
+class TimeoutError extends Error {
+  override name = 'TimeoutError';
+}
+
+/**
+ * One POST through node:http(s). In production the socket resolves its host through
+ * `guardedLookup`, which refuses blocked addresses at connect time (a check before the request and
+ * a second resolution by the client would let a rebinding DNS answer through); an IP literal host
+ * (not looked up) is checked here. No redirects are followed (node:http never does). The whole
+ * exchange up to the response head has `timeoutMs`; the response body is discarded unread (the
+ * socket is destroyed, so no connection is reused: agent false).
+ */
+function post(url: URL, headers: Record<string, string>, body: Buffer, production: boolean, resolve: Resolver | undefined, timeoutMs: number): Promise<IncomingMessage> {
+  return new Promise((done, fail) => {
+    const requester = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    const req = requester(url, { method: 'POST', headers, agent: false, ...(production ? { lookup: resolve ? guardedLookup(resolve) : productionLookup } : {}) }, (res) => {
+      clearTimeout(timer);
+      res.destroy();
+      done(res);
+    });
+    const timer = setTimeout(() => req.destroy(new TimeoutError('webhook attempt timed out')), timeoutMs);
+    req.on('error', (err) => {
+      clearTimeout(timer);
+      fail(err);
+    });
+    req.end(body);
+  });
+}
+
+function errorOf(err: unknown, production: boolean): string {
+  const e = err as NodeJS.ErrnoException;
+  if (e?.name === 'TimeoutError') return 'timeout';
+  if (e?.code === 'ESVCBLOCKED') return 'address_refused';
+  if (production && (e?.code === 'ENOTFOUND' || e?.code === 'EAI_NONAME' || e?.code === 'EAI_NODATA')) return 'unresolvable';
+  return 'network_error';
+}
+
 /**
  * One delivery attempt: a fresh timestamp and signature, 15 s timeout, no redirects followed,
  * response body discarded unread. Only metadata is returned (never the body).
  */
 export async function sendWebhook(input: SendInput): Promise<SendResult> {
   const ts = Math.floor(input.at.getTime() / 1000);
+  const body = Buffer.from(input.payload, 'utf8');
   const headers = {
     'content-type': 'application/json',
+    'content-length': String(body.length),
     'user-agent': 'svc-webhooks/1.0',
     'x-svc-event-id': input.eventId,
     'x-svc-event-type': input.eventType,
@@ -46,19 +94,27 @@ export async function sendWebhook(input: SendInput): Promise<SendResult> {
   const started = performance.now();
   const duration = () => Math.round(performance.now() - started);
   const at = input.at.toISOString();
+  const failed = (error: string): SendResult => ({ attempt: { at, statusCode: null, durationMs: duration(), error }, retryAfterMs: null });
+  let url: URL;
   try {
-    const problem = await addressProblem(input.url, input.production);
-    if (problem) return { attempt: { at, statusCode: null, durationMs: duration(), error: problem }, retryAfterMs: null };
-    const res = await fetch(input.url, { method: 'POST', headers, body: input.payload, redirect: 'manual', signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) });
-    await res.body?.cancel().catch(() => undefined);
-    const ok = res.status >= 200 && res.status < 300;
+    url = new URL(input.url);
+  } catch {
+    return failed('network_error');
+  }
+  if (input.production) {
+    const host = url.hostname.replace(/^\[|\]$/g, '');
+    if (isIP(host) ? isBlockedAddress(host) : host === 'localhost' || host.endsWith('.localhost')) return failed('address_refused');
+  }
+  try {
+    const res = await post(url, headers, body, input.production, input.resolve, input.timeoutMs ?? DELIVERY_TIMEOUT_MS);
+    const status = res.statusCode ?? 0;
+    const ok = status >= 200 && status < 300;
+    const retryAfter = res.headers['retry-after'];
     return {
-      attempt: { at, statusCode: res.status, durationMs: duration(), error: ok ? null : `http_${res.status}` },
-      retryAfterMs: res.status === 429 || res.status === 503 ? retryAfterMs(res.headers.get('retry-after'), input.at) : null,
+      attempt: { at, statusCode: status, durationMs: duration(), error: ok ? null : `http_${status}` },
+      retryAfterMs: status === 429 || status === 503 ? retryAfterMs(Array.isArray(retryAfter) ? retryAfter[0] : (retryAfter ?? null), input.at) : null,
     };
   } catch (err) {
-    const name = (err as Error)?.name;
-    const error = name === 'TimeoutError' || name === 'AbortError' ? 'timeout' : 'network_error';
-    return { attempt: { at, statusCode: null, durationMs: duration(), error }, retryAfterMs: null };
+    return failed(errorOf(err, input.production));
   }
 }

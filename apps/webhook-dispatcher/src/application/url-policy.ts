@@ -1,7 +1,12 @@
+import { lookup as dnsLookup, LookupAddress } from 'node:dns';
 import { lookup } from 'node:dns/promises';
-import { BlockList, isIP } from 'node:net';
+import { BlockList, LookupFunction, isIP } from 'node:net';
 
-/** Addresses a production webhook may not reach: loopback, private, link-local, CGNAT, multicast, unspecified. */
+/**
+ * Addresses a production webhook may not reach: loopback, private, link-local, CGNAT, multicast,
+ * unspecified, and the IPv6 prefixes that embed an IPv4 address a gateway would reach for us
+ * (NAT64 64:ff9b::/96, 6to4 2002::/16: refused whole, whatever they embed).
+ */
 const blocked = new BlockList();
 for (const [net, prefix] of [
   ['0.0.0.0', 8],
@@ -22,6 +27,8 @@ for (const [net, prefix] of [
   ['fc00::', 7],
   ['fe80::', 10],
   ['ff00::', 8],
+  ['64:ff9b::', 96],
+  ['2002::', 16],
 ] as const)
   blocked.addSubnet(net, prefix, 'ipv6');
 
@@ -31,6 +38,12 @@ export function isBlockedAddress(address: string): boolean {
   if (family === 6) {
     const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
     if (mapped) return blocked.check(mapped[1], 'ipv4');
+    // The same in hex (the WHATWG URL parser writes [::ffff:127.0.0.1] as [::ffff:7f00:1]).
+    const hex = /^(?:0{0,4}:){0,5}:?ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(address);
+    if (hex && /^::ffff:|^(0{1,4}:){5}ffff:/i.test(address)) {
+      const [hi, lo] = [parseInt(hex[1], 16), parseInt(hex[2], 16)];
+      return blocked.check(`${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`, 'ipv4');
+    }
     return blocked.check(address, 'ipv6');
   }
   return true;
@@ -65,4 +78,29 @@ export async function addressProblem(raw: string, production: boolean): Promise<
   } catch {
     return 'unresolvable';
   }
+}
+
+/** What `guardedLookup` resolves with (node:dns `lookup` with `all: true`; replaceable in tests). */
+export type Resolver = (hostname: string, options: { all: true; family?: number; hints?: number }, callback: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) => void;
+
+const systemResolver: Resolver = (hostname, options, callback) => dnsLookup(hostname, { ...options, verbatim: true }, callback);
+
+/**
+ * A `lookup` for the socket of a production delivery: the addresses are checked when the socket
+ * connects, on the very answer it connects to, so a DNS answer that changes between a check and
+ * the connection (rebinding) cannot reach a blocked address. Any blocked address in the answer
+ * refuses the connection (error code `ESVCBLOCKED`). Serves both lookup shapes: `all: true` (what
+ * net asks for with autoSelectFamily, Node 20's default) and a single address.
+ */
+export function guardedLookup(resolve: Resolver = systemResolver): LookupFunction {
+  return ((hostname: string, options: { all?: boolean; family?: number; hints?: number }, callback: (...args: unknown[]) => void) => {
+    const family = typeof options?.family === 'number' ? options.family : undefined;
+    resolve(hostname, { all: true, ...(family ? { family } : {}), ...(options?.hints ? { hints: options.hints } : {}) }, (err, addresses) => {
+      if (err) return callback(err, options?.all ? [] : '', 0);
+      if (!addresses || addresses.length === 0) return callback(Object.assign(new Error('host name does not resolve'), { code: 'ENOTFOUND' }), options?.all ? [] : '', 0);
+      if (addresses.some((a) => isBlockedAddress(a.address))) return callback(Object.assign(new Error('address not allowed'), { code: 'ESVCBLOCKED' }), options?.all ? [] : '', 0);
+      if (options?.all) return callback(null, addresses);
+      callback(null, addresses[0].address, addresses[0].family);
+    });
+  }) as LookupFunction;
 }

@@ -1,0 +1,103 @@
+import { createServer, IncomingMessage, Server } from 'node:http';
+import { AddressInfo, LookupFunction } from 'node:net';
+import { LookupAddress } from 'node:dns';
+import { verifyWebhook } from '../../../libs/security/src/webhooks';
+import { guardedLookup, isBlockedAddress } from '../src/application/url-policy';
+import { sendWebhook } from '../src/application/sender';
+
+type Resolver = (hostname: string, options: { all: true }, cb: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) => void;
+
+/** A DNS answer that changes between calls (rebinding): public first, then loopback. */
+function rebinding(...answers: LookupAddress[][]): Resolver & { calls: number } {
+  const r = ((_h: string, _o: unknown, cb: (err: NodeJS.ErrnoException | null, a: LookupAddress[]) => void) => {
+    const a = answers[Math.min(r.calls, answers.length - 1)];
+    r.calls++;
+    setImmediate(() => cb(null, a));
+  }) as Resolver & { calls: number };
+  r.calls = 0;
+  return r;
+}
+
+const call = (lookup: LookupFunction, host: string, all: boolean) =>
+  new Promise<{ err: NodeJS.ErrnoException | null; result: unknown }>((resolve) =>
+    (lookup as (h: string, o: object, cb: (...a: unknown[]) => void) => void)(host, { all }, (err: unknown, address: unknown, family: unknown) =>
+      resolve({ err: err as NodeJS.ErrnoException | null, result: all ? address : { address, family } }),
+    ),
+  );
+
+describe('webhook address guard', () => {
+  it('blocks NAT64 (64:ff9b::/96), 6to4 (2002::/16) and IPv4-mapped addresses in either notation', () => {
+    for (const a of ['64:ff9b::a00:1', '64:ff9b::7f00:1', '2002:7f00:1::1', '2002::1', '::ffff:7f00:1', '::ffff:a00:1', '::ffff:127.0.0.1']) expect([a, isBlockedAddress(a)]).toEqual([a, true]);
+    for (const a of ['::ffff:5db8:d822', '2003::1', '64:ff9c::1']) expect([a, isBlockedAddress(a)]).toEqual([a, false]);
+  });
+
+  it('checks the addresses at connect time, in both lookup shapes (all: true for happy eyeballs, all: false)', async () => {
+    const dns = rebinding([{ address: '93.184.216.34', family: 4 }], [{ address: '127.0.0.1', family: 4 }], [{ address: '93.184.216.34', family: 4 }, { address: '::1', family: 6 }]);
+    const lookup = guardedLookup(dns);
+    expect(await call(lookup, 'rebind.test', false)).toEqual({ err: null, result: { address: '93.184.216.34', family: 4 } });
+    const second = await call(lookup, 'rebind.test', true); // the answer changed: refused
+    expect(second.err?.code).toBe('ESVCBLOCKED');
+    const third = await call(lookup, 'rebind.test', true); // any blocked address among several: refused
+    expect(third.err?.code).toBe('ESVCBLOCKED');
+    const ok = await call(guardedLookup(rebinding([{ address: '93.184.216.34', family: 4 }, { address: '2606:4700::1111', family: 6 }])), 'x.test', true);
+    expect(ok).toEqual({ err: null, result: [{ address: '93.184.216.34', family: 4 }, { address: '2606:4700::1111', family: 6 }] });
+  });
+});
+
+describe('sendWebhook', () => {
+  let server: Server;
+  let port: number;
+  const got: { headers: IncomingMessage['headers']; body: Buffer }[] = [];
+  let answer: (res: import('node:http').ServerResponse) => void = (res) => res.writeHead(200).end('ok');
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        got.push({ headers: req.headers, body: Buffer.concat(chunks) });
+        answer(res);
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(() => new Promise<void>((r) => server.close(() => r())));
+  beforeEach(() => (got.length = 0));
+
+  const input = (url: string, production: boolean) => ({ url, payload: '{"id":"e1","type":"t","createdAt":"2026-01-01T00:00:00.000Z","data":{"x":"é"}}', secret: 's', eventId: 'e1', eventType: 't', at: new Date(), production });
+
+  it('sends the exact signed bytes and headers', async () => {
+    const i = input(`http://127.0.0.1:${port}/hook`, false);
+    const r = await sendWebhook(i);
+    expect(r.attempt).toMatchObject({ statusCode: 200, error: null });
+    expect(got).toHaveLength(1);
+    expect(got[0].body.toString('utf8')).toBe(i.payload);
+    expect(got[0].headers['content-length']).toBe(String(Buffer.byteLength(i.payload)));
+    expect(got[0].headers).toMatchObject({ 'content-type': 'application/json', 'x-svc-event-id': 'e1', 'idempotency-key': 'e1', 'x-svc-event-type': 't' });
+    await verifyWebhook({ rawBody: got[0].body, headers: got[0].headers as Record<string, string>, secret: 's', now: i.at, seen: null });
+  });
+
+  it('production: a host name that resolves to a blocked address at connect time is refused and nothing is sent', async () => {
+    const dns = rebinding([{ address: '127.0.0.1', family: 4 }]);
+    const r = await sendWebhook({ ...input(`http://rebind.test:${port}/hook`, true), resolve: dns });
+    expect(r.attempt).toMatchObject({ statusCode: null, error: 'address_refused' });
+    expect(dns.calls).toBeGreaterThan(0);
+    expect(got).toHaveLength(0);
+    expect((await sendWebhook(input(`http://127.0.0.1:${port}/hook`, true))).attempt.error).toBe('address_refused');
+    expect((await sendWebhook(input(`http://[::ffff:127.0.0.1]:${port}/hook`, true))).attempt.error).toBe('address_refused');
+    expect(got).toHaveLength(0);
+  });
+
+  it('times out a receiver that does not answer, reads Retry-After, does not follow redirects', async () => {
+    answer = () => undefined; // never answers
+    const slow = await sendWebhook({ ...input(`http://127.0.0.1:${port}/hook`, false), timeoutMs: 300 });
+    expect(slow.attempt).toMatchObject({ statusCode: null, error: 'timeout' });
+    answer = (res) => res.writeHead(429, { 'retry-after': '120' }).end();
+    expect(await sendWebhook(input(`http://127.0.0.1:${port}/hook`, false))).toMatchObject({ attempt: { statusCode: 429, error: 'http_429' }, retryAfterMs: 120_000 });
+    answer = (res) => res.writeHead(302, { location: `http://127.0.0.1:${port}/elsewhere` }).end();
+    got.length = 0;
+    expect((await sendWebhook(input(`http://127.0.0.1:${port}/hook`, false))).attempt.statusCode).toBe(302);
+    expect(got).toHaveLength(1);
+    answer = (res) => res.writeHead(200).end('ok');
+  });
+});
