@@ -2,3 +2,4 @@ export * from './crypto';
 export * from './api-keys';
 export * from './staff-tokens';
 export * from './webhooks';
+export * from './canonical';

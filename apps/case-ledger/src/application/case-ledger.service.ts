@@ -23,7 +23,8 @@ import { KEYRING, Keyring } from '@svc/security';
 import { CASES, CASE_PROJECTION, CaseDoc, NotifyTimerDoc } from '../adapters/projections/case.projection';
 import { CaseCommand, CaseEvent, CaseState, ResolutionOutcome, UpdateResult, UpdateStatus, caseDecider, caseStream, referenceFrom } from '../domain/case';
 import { emergencyKinds } from '../domain/emergency-terms';
-import { bodyHash, isUuid } from './canonical';
+import { bodyHash } from '@svc/security';
+import { isUuid } from './canonical';
 
 /** Namespace of case ids derived from (environmentId, requestId): first writer wins. */
 const CASE_ID_NAMESPACE = '8f0c3a8e-6a0e-4f53-9a53-4c6f1f1a2b10';

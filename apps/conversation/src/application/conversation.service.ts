@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
@@ -6,21 +6,14 @@ import { ApiError, WidgetSessionContext } from '@svc/http';
 import { AppendConversationMessageCommand, AppendConversationMessageReply, CaseThreadCommand, IntegrationEventTypes, IntegrationMessage } from '@svc/messaging';
 import { PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
-import { KEYRING, Keyring } from '@svc/security';
+import { KEYRING, Keyring, bodyHash } from '@svc/security';
 import { CONVERSATION_PROJECTION, MESSAGES, MessageDoc, THREADS, ThreadDoc } from '../adapters/projections/conversation.projection';
 import { Attachment, ConversationCommand, ConversationEvent, ConversationState, DeliveryStatus, Sender, conversationDecider, conversationStream } from '../domain/conversation';
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
 export const isUuid = (v: unknown): v is string => typeof v === 'string' && UUID_RE.test(v);
 
-function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
-  if (Array.isArray(value)) return `[${value.map((v) => canonicalJson(v === undefined ? null : v)).join(',')}]`;
-  const obj = value as Record<string, unknown>;
-  const keys = Object.keys(obj).filter((k) => obj[k] !== undefined).sort();
-  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`).join(',')}}`;
-}
-const hashOf = (body: unknown) => createHash('sha256').update(canonicalJson(JSON.parse(JSON.stringify(body)))).digest('hex');
+const hashOf = bodyHash;
 
 export interface Tenant {
   organizationId: string;

@@ -1,11 +1,11 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandContext, CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
 import { ApiError } from '@svc/http';
 import { PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
-import { KEYRING, Keyring } from '@svc/security';
+import { KEYRING, Keyring, bodyHash } from '@svc/security';
 import { PATHWAY_PROJECTION, PathwayCollections, ProtocolDoc } from '../adapters/projections/pathway.projection';
 import { ClaimCommand, ClaimEvent, ClaimState, Claimed, claimDecider } from '../domain/claim';
 import { LifecycleType, PatientCommand, PatientState, Profile, ProtocolResolution, patientDecider } from '../domain/patient';
@@ -23,18 +23,6 @@ export interface LifecycleInput extends Profile {
 export interface Tenancy {
   organizationId: string;
   environmentId: string;
-}
-
-/** JSON with keys sorted at every level: the body hash does not depend on key order. */
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-  }
-  return JSON.stringify(value);
 }
 
 /** Patient lifecycle and protocols: every write through a decider, first-writer-wins claims for ids. */
@@ -87,12 +75,12 @@ export class PathwayService {
 
   /** POST /client/patient-events (decisions 4). */
   async acceptLifecycleEvent(input: LifecycleInput, tenancy: Tenancy, actor: string): Promise<{ accepted: true; duplicate: boolean; patientId: string }> {
-    const bodyHash = createHash('sha256').update(canonicalJson(input)).digest('hex');
+    const inputHash = bodyHash(input);
     const ctx = { actor, ...tenancy };
     const eventIdClaim = eventIdStream(tenancy.environmentId, input.eventId);
     // 1. Read only: a known eventId with another body is reused.
     const known = (await this.claims.load(eventIdClaim)).state.holder;
-    if (known?.type === 'EventIdClaimed' && known.bodyHash !== bodyHash) {
+    if (known?.type === 'EventIdClaimed' && known.bodyHash !== inputHash) {
       throw new DomainError(409, 'IDEMPOTENCY_KEY_REUSED', 'This eventId was already used with a different body');
     }
     // 2. Read only: every refusal that can be known before writing (protocol, sequence) is decided by a
@@ -104,7 +92,7 @@ export class PathwayService {
     const command = (patientId: string): PatientCommand => ({
       type: 'ApplyLifecycleEvent',
       eventId: input.eventId,
-      bodyHash,
+      bodyHash: inputHash,
       lifecycle: input.type,
       patientId,
       organizationId: tenancy.organizationId,
@@ -117,8 +105,8 @@ export class PathwayService {
     const current = existingId ? (await this.patients.load(patientStream(existingId))).state : patientDecider.initialState();
     patientDecider.decide(command(existingId ?? randomUUID()), current, this.clock.now());
     // 3. Idempotency of the eventId in the environment: first writer wins, its body hash decides.
-    const claimed = await this.claim(eventIdClaim, { type: 'EventIdClaimed', bodyHash }, ctx);
-    if (claimed.holder.bodyHash !== bodyHash) throw new DomainError(409, 'IDEMPOTENCY_KEY_REUSED', 'This eventId was already used with a different body');
+    const claimed = await this.claim(eventIdClaim, { type: 'EventIdClaimed', bodyHash: inputHash }, ctx);
+    if (claimed.holder.bodyHash !== inputHash) throw new DomainError(409, 'IDEMPOTENCY_KEY_REUSED', 'This eventId was already used with a different body');
     try {
       // 4. Identity: one patientId per (environment, keyed hash of the external ID).
       const patientId = existingId ?? (await this.patientIdFor(tenancy, input.externalPatientId, true, actor))!;
@@ -129,7 +117,7 @@ export class PathwayService {
     } catch (err) {
       // Refused after the claim (a concurrent request changed the patient in between): release the
       // claim of this body, so nothing stays applied for this eventId and a corrected retry is accepted.
-      if (err instanceof DomainError) await this.claims.handle(eventIdClaim, { type: 'ReleaseEventId', bodyHash, code: err.code }, ctx);
+      if (err instanceof DomainError) await this.claims.handle(eventIdClaim, { type: 'ReleaseEventId', bodyHash: inputHash, code: err.code }, ctx);
       throw err;
     }
   }
