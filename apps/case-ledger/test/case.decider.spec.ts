@@ -1,6 +1,6 @@
 import { deciderSpec } from '../../../libs/eventstore/src/testing';
 import { CaseCommand, CaseEvent, caseDecider, referenceFrom } from '../src/domain/case';
-import { emergencyKinds } from '../src/domain/emergency-terms';
+import { emergencyKinds } from '@svc/clinical';
 
 const env = 'e0000000-0000-4000-8000-000000000001';
 const caseId = 'c0000000-0000-4000-8000-000000000001';

@@ -1,10 +1,8 @@
 import { EMERGENCY_KINDS, emergencyKinds } from '@svc/clinical';
-import { emergencyKinds as caseLedgerKinds } from '../../../apps/case-ledger/src/domain/emergency-terms';
 import { emergencyKinds as agentKinds } from '../../../apps/workflow-engine/src/domain/agent';
 
 describe('the service emergency words', () => {
   it('are one list for check-ins, staff chat and the patient agent', () => {
-    expect(caseLedgerKinds).toBe(emergencyKinds);
     expect(agentKinds).toBe(emergencyKinds);
   });
 

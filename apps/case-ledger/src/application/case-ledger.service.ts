@@ -22,7 +22,7 @@ import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
 import { KEYRING, Keyring } from '@svc/security';
 import { CASES, CASE_PROJECTION, CaseDoc, NotifyTimerDoc } from '../adapters/projections/case.projection';
 import { CaseCommand, CaseEvent, CaseState, ResolutionOutcome, UpdateResult, UpdateStatus, caseDecider, caseStream, referenceFrom } from '../domain/case';
-import { emergencyKinds } from '../domain/emergency-terms';
+import { emergencyKinds } from '@svc/clinical';
 import { bodyHash } from '@svc/security';
 import { isUuid } from './canonical';
 
