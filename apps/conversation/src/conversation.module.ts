@@ -1,9 +1,7 @@
-import { Inject, Module, OnApplicationBootstrap, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import { EVENT_STORE, EventStore } from '@svc/eventstore';
-import { getLogger } from '@svc/http';
-import { AnyClientProxy, BUS_CLIENT, IntegrationEventRelay, IntegrationEventTypes, Topics } from '@svc/messaging';
-import { PROJECTIONS } from '@svc/platform';
-import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
+import { Inject, Module, OnModuleInit } from '@nestjs/common';
+import { IntegrationEventTypes, Topics } from '@svc/messaging';
+import { BackgroundWork, PROJECTIONS } from '@svc/platform';
+import { ProjectionRunner } from '@svc/read-store';
 import { KEYRING, Keyring } from '@svc/security';
 import { ConversationService } from './application/conversation.service';
 import { ConversationBusController } from './adapters/bus/conversation-bus.controller';
@@ -17,39 +15,21 @@ import { CONVERSATION_STREAM_PREFIX } from './domain/conversation';
   providers: [ConversationService],
   exports: [ConversationService],
 })
-export class ConversationModule implements OnModuleInit, OnApplicationBootstrap, OnModuleDestroy {
-  private relay: IntegrationEventRelay | null = null;
-
+export class ConversationModule implements OnModuleInit {
   constructor(
     @Inject(PROJECTIONS) private readonly projections: ProjectionRunner,
     @Inject(KEYRING) private readonly keyring: Keyring,
-    @Inject(EVENT_STORE) private readonly store: EventStore,
-    @Inject(READ_STORE) private readonly readStore: ReadStore,
-    @Inject(BUS_CLIENT) private readonly client: AnyClientProxy,
+    private readonly background: BackgroundWork,
   ) {}
 
   onModuleInit(): void {
     this.projections.register(conversationProjection(this.keyring));
-  }
-
-  async onApplicationBootstrap(): Promise<void> {
-    const log = getLogger();
     // Patient messages of case threads go out on the case topic, beside the ledger's own case events.
-    this.relay = new IntegrationEventRelay({
+    this.background.relay({
       name: 'conversation-case-relay',
-      store: this.store,
-      readStore: this.readStore,
-      client: this.client,
       topic: Topics.caseEvents,
       streamPrefixes: [CONVERSATION_STREAM_PREFIX],
       eventTypes: [IntegrationEventTypes.casePatientMessageCreated],
-      logger: { warn: (msg: string) => log.warn({ relay: 'conversation-case-relay' }, msg) },
     });
-    await this.relay.start();
-  }
-
-  async onModuleDestroy(): Promise<void> {
-    await this.relay?.stop();
-    this.relay = null;
   }
 }

@@ -1,10 +1,7 @@
-import { Inject, Module, OnApplicationBootstrap, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import { CLOCK, Clock } from '@svc/clock';
-import { EVENT_STORE, EventStore } from '@svc/eventstore';
-import { getLogger } from '@svc/http';
-import { AnyClientProxy, BUS_CLIENT, IntegrationEventRelay, IntegrationEventTypes, Topics } from '@svc/messaging';
-import { PROJECTIONS } from '@svc/platform';
-import { ProjectionRunner, READ_STORE, ReadStore, TimerScheduler } from '@svc/read-store';
+import { Module, OnModuleInit, Inject } from '@nestjs/common';
+import { IntegrationEventTypes, Topics } from '@svc/messaging';
+import { BackgroundWork, PROJECTIONS } from '@svc/platform';
+import { ProjectionRunner } from '@svc/read-store';
 import { CheckInsService } from './application/check-ins.service';
 import { PathwayService } from './application/pathway.service';
 import { PathwayQueriesController } from './adapters/bus/pathway-queries.controller';
@@ -23,49 +20,24 @@ import { CHECK_IN_STREAM_PREFIX } from './domain/streams';
   providers: [PathwayService, CheckInsService],
   exports: [PathwayService],
 })
-export class PatientPathwayModule implements OnModuleInit, OnApplicationBootstrap, OnModuleDestroy {
-  private schedulers: TimerScheduler<never>[] = [];
-  private relay: IntegrationEventRelay | null = null;
-
+export class PatientPathwayModule implements OnModuleInit {
   constructor(
     @Inject(PROJECTIONS) private readonly projections: ProjectionRunner,
-    @Inject(READ_STORE) private readonly readStore: ReadStore,
-    @Inject(EVENT_STORE) private readonly store: EventStore,
-    @Inject(CLOCK) private readonly clock: Clock,
-    @Inject(BUS_CLIENT) private readonly bus: AnyClientProxy,
+    private readonly background: BackgroundWork,
     private readonly checkIns: CheckInsService,
   ) {}
 
   onModuleInit(): void {
     this.projections.register(pathwayProjection());
-  }
-
-  async onApplicationBootstrap(): Promise<void> {
-    const logger = getLogger();
-    const base = { readStore: this.readStore, clock: this.clock, partition: TIMER_PARTITION, logger };
-    this.schedulers = [
-      new TimerScheduler<CheckInTimerDoc>({ ...base, collection: PathwayCollections.checkInTimers, handler: (t) => this.checkIns.fireScheduled(t) }),
-      new TimerScheduler<DispatchDoc>({ ...base, collection: PathwayCollections.dispatch, pollMs: 500, handler: (t) => this.checkIns.dispatch(t) }),
-      new TimerScheduler<CaseOpenDoc>({ ...base, collection: PathwayCollections.caseOpen, pollMs: 5000, refireAfterMs: 5000, handler: (t) => this.checkIns.retryCaseOpen(t) }),
-    ] as unknown as TimerScheduler<never>[];
-    for (const s of this.schedulers) s.start();
-    this.relay = new IntegrationEventRelay({
+    const base = { partition: TIMER_PARTITION };
+    this.background.timers<CheckInTimerDoc>({ ...base, collection: PathwayCollections.checkInTimers, handler: (t) => this.checkIns.fireScheduled(t) });
+    this.background.timers<DispatchDoc>({ ...base, collection: PathwayCollections.dispatch, pollMs: 500, handler: (t) => this.checkIns.dispatch(t) });
+    this.background.timers<CaseOpenDoc>({ ...base, collection: PathwayCollections.caseOpen, pollMs: 5000, refireAfterMs: 5000, handler: (t) => this.checkIns.retryCaseOpen(t) });
+    this.background.relay({
       name: 'patient-pathway-relay',
-      store: this.store,
-      readStore: this.readStore,
-      client: this.bus,
       topic: Topics.pathwayEvents,
       streamPrefixes: [CHECK_IN_STREAM_PREFIX],
       eventTypes: [IntegrationEventTypes.checkInSent],
-      logger: { warn: (message: string) => logger.warn({ relay: 'patient-pathway-relay' }, message) },
     });
-    await this.relay.start();
-  }
-
-  async onModuleDestroy(): Promise<void> {
-    await Promise.all(this.schedulers.map((s) => s.stop()));
-    this.schedulers = [];
-    await this.relay?.stop();
-    this.relay = null;
   }
 }

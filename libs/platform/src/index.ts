@@ -2,3 +2,4 @@ export * from './config';
 export * from './mailer';
 export * from './platform.module';
 export * from './bootstrap';
+export * from './background';

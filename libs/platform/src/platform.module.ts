@@ -1,13 +1,14 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { DynamicModule, Global, Inject, Injectable, Module, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { DynamicModule, Global, Inject, Injectable, Module, OnApplicationBootstrap, OnApplicationShutdown, OnModuleDestroy } from '@nestjs/common';
 import { CLOCK, Clock, DevClock, SystemClock } from '@svc/clock';
 import { EVENT_STORE, EncryptingEventStore, EventStore, KurrentEventStore, SqliteEventStore } from '@svc/eventstore';
 import { MFA_MAX_AGE_S, StaffGuard, ApiKeyGuard, TenantDirectory, WidgetSessionGuard, WidgetSessions, getLogger } from '@svc/http';
 import { READ_STORE, ProjectionRunner, ReadStore, RedisReadStore, SqliteReadStore } from '@svc/read-store';
 import { DEV_ISSUER, DevIdentityProvider, KEYRING, Keyring, STAFF_AUDIENCE, STAFF_TOKEN_VERIFIER, StaffIssuer, StaffTokenVerifier, remoteIssuer } from '@svc/security';
 import { BUS_CLIENT, InProcessBroker, Patterns, busClient } from '@svc/messaging';
+import { BackgroundWork } from './background';
 import { CONFIG, ServiceConfig } from './config';
 import { MAILER, Mailer, OutboxMailer, SmtpMailer } from './mailer';
 
@@ -28,15 +29,21 @@ function masterKey(config: ServiceConfig): Buffer {
 
 /** Starts the projections once every module has registered its own; stops stores last. */
 @Injectable()
-export class PlatformLifecycle implements OnApplicationBootstrap, OnApplicationShutdown {
+export class PlatformLifecycle implements OnApplicationBootstrap, OnModuleDestroy, OnApplicationShutdown {
   constructor(
     @Inject(PROJECTIONS) private readonly projections: ProjectionRunner,
+    private readonly background: BackgroundWork,
     @Inject(EVENT_STORE) private readonly store: EventStore,
     @Inject(READ_STORE) private readonly readStore: ReadStore,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
     await this.projections.start();
+    await this.background.start();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.background.stop();
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -115,9 +122,10 @@ export class PlatformModule {
         ApiKeyGuard,
         WidgetSessions,
         WidgetSessionGuard,
+        BackgroundWork,
         PlatformLifecycle,
       ],
-      exports: [IN_PROCESS_BROKER, BUS_CLIENT, CONFIG, CLOCK, KEYRING, EVENT_STORE, READ_STORE, PROJECTIONS, MAILER, DEV_IDP, STAFF_TOKEN_VERIFIER, MFA_MAX_AGE_S, TenantDirectory, StaffGuard, ApiKeyGuard, WidgetSessions, WidgetSessionGuard],
+      exports: [IN_PROCESS_BROKER, BUS_CLIENT, CONFIG, CLOCK, KEYRING, EVENT_STORE, READ_STORE, PROJECTIONS, MAILER, DEV_IDP, STAFF_TOKEN_VERIFIER, MFA_MAX_AGE_S, TenantDirectory, StaffGuard, ApiKeyGuard, WidgetSessions, WidgetSessionGuard, BackgroundWork],
     };
   }
 }
