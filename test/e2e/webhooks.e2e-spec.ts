@@ -5,6 +5,9 @@ import { BUS_CLIENT, IntegrationMessage, InProcessBroker, Patterns, Topics } fro
 import { IN_PROCESS_BROKER } from '@svc/platform';
 import { verifyWebhook, WebhookVerificationError } from '@svc/security';
 import { WebhookReceiver, eventSchemas, until } from '../../apps/webhook-dispatcher/test/receiver';
+import { WebhooksService } from '../../apps/webhook-dispatcher/src/application/webhooks.service';
+import { EVENT_STORE, EventStore } from '@svc/eventstore';
+import { periodStartOf, usageStream } from '../../apps/webhook-dispatcher/src/domain/usage';
 
 /** Issue 5, "Must show": signed webhooks over real HTTP to a real receiver on loopback. */
 describe('webhooks (e2e, real HTTP, real receiver)', () => {
@@ -12,6 +15,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
   const receiver = new WebhookReceiver();
   const validate = eventSchemas();
   let broker: InProcessBroker;
+  let webhooks: WebhooksService;
   const busOut: IntegrationMessage[] = [];
 
   beforeAll(async () => {
@@ -19,6 +23,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     await app.start();
     const nest = (app as unknown as { app: { get<T>(t: unknown): T } }).app;
     broker = nest.get<InProcessBroker>(IN_PROCESS_BROKER);
+    webhooks = nest.get(WebhooksService);
     broker.subscribe(Topics.dispatcherEvents, (m) => void busOut.push(m.data as IntegrationMessage));
   });
   afterAll(async () => {
@@ -27,6 +32,18 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
   });
 
   const serviceNow = async () => new Date(await app.advanceClock(0));
+
+  /**
+   * Fires every retry timer due at the service clock's current time and waits until no attempt is
+   * running (the ones started by this tick and any the worker's poll had started). After it, an
+   * attempt that was due has been sent and recorded: "nothing more was sent" is then a fact, not
+   * a guess about how long to wait.
+   */
+  async function settleTimers() {
+    const scheduler = (webhooks as unknown as { scheduler: { tick(): Promise<void>; inFlightCount: number } }).scheduler;
+    await scheduler.tick();
+    await until(async () => scheduler.inFlightCount === 0, 20_000, 'running attempts to finish');
+  }
 
   /** A case-ledger integration event published onto the app's bus as its relay would (for the bus-level checks). */
   async function publishCase(orgId: string, envId: string, type = 'clinical_case.opened', data?: Record<string, unknown>) {
@@ -66,8 +83,8 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     return envelope;
   }
 
-  async function endpoint(t: { staff: string; env: string }, path: string, events: string[], statuses: number[] = [200]) {
-    const url = receiver.script(path, statuses);
+  async function endpoint(t: { staff: string; env: string }, path: string, events: string[], statuses: number[] = [200], delaysMs: number[] = [0]) {
+    const url = receiver.script(path, statuses, delaysMs);
     const r = await app.api.post(`${t.env}/webhook-endpoints`, { url, events, description: path }, t.staff);
     expect(r.status).toBe(201);
     return r.body as { id: string; url: string; events: string[]; secret: string; createdAt: string };
@@ -121,11 +138,12 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     }, 10_000, 'held delivery');
     expect(held[0]).toEqual({ id: expect.any(String), eventId, eventType: 'clinical_case.opened', status: 'held', attempts: [], nextAttemptAt: null });
     await app.advanceClock(3600);
-    await new Promise((r) => setTimeout(r, 500));
+    await settleTimers();
     expect(receiver.on('/held')).toHaveLength(0);
+    t.staff = await app.staffToken({ sub: t.ownerSub }); // the clock moved past the first token's hour
+    expect((await deliveries(t, ep.id))[0]).toMatchObject({ status: 'held', attempts: [], nextAttemptAt: null });
 
     // Sign: the gateway relays BaaSigned on its topic and the held delivery goes out.
-    t.staff = await app.staffToken({ sub: t.ownerSub }); // the clock moved past the first token's hour
     expect((await app.api.post(`/organizations/${t.orgId}/baa`, { signerName: 'Ada Owner', signerTitle: 'CEO' }, t.staff)).status).toBe(201);
     const [got] = await receiver.waitFor('/held', 1);
     const envelope = await verified(got, ep.secret);
@@ -156,7 +174,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
       return d[0]?.status === 'held' ? d : null;
     }, 10_000, 'held delivery of the real case');
     expect(held).toMatchObject({ eventType: 'clinical_case.opened', status: 'held', attempts: [] });
-    await new Promise((r) => setTimeout(r, 400));
+    await settleTimers();
     expect(receiver.on('/real-held')).toHaveLength(0);
 
     expect((await app.api.post(`/organizations/${t.orgId}/baa`, { signerName: 'Ada Owner', signerTitle: 'CEO' }, t.staff)).status).toBe(201);
@@ -180,15 +198,32 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     const [first] = await receiver.waitFor('/flaky', 1);
     const eventId = (await deliveries(t, ep.id))[0].eventId;
     await verified(first, ep.secret);
-    await new Promise((r) => setTimeout(r, 1500));
-    expect(receiver.on('/flaky')).toHaveLength(1); // next attempt is 5-6 s away on the service clock
+    // The next attempt is 5-6 s away on the service clock (5 s plus up to 20% jitter).
+    const [afterFirst] = await until(async () => {
+      const list = await deliveries(t, ep.id);
+      return list[0]?.attempts.length === 1 ? list : null;
+    }, 5000, 'first attempt logged');
+    expect(afterFirst.status).toBe('pending');
+    const pause = Date.parse(afterFirst.nextAttemptAt) - Date.parse(afterFirst.attempts[0].at);
+    expect(pause).toBeGreaterThanOrEqual(5000);
+    expect(pause).toBeLessThanOrEqual(6000);
+    await settleTimers();
+    expect(receiver.on('/flaky')).toHaveLength(1);
 
     await app.advanceClock(7);
     const second = (await receiver.waitFor('/flaky', 2))[1];
     await verified(second, ep.secret);
+    const [afterSecond] = await until(async () => {
+      const list = await deliveries(t, ep.id);
+      return list[0]?.attempts.length === 2 ? list : null;
+    }, 5000, 'second attempt logged');
+    const pause2 = Date.parse(afterSecond.nextAttemptAt) - Date.parse(afterSecond.attempts[1].at);
+    expect(pause2).toBeGreaterThanOrEqual(300_000); // third attempt is 5-6 min after the second
+    expect(pause2).toBeLessThanOrEqual(360_000);
     await app.advanceClock(240);
-    await new Promise((r) => setTimeout(r, 600));
-    expect(receiver.on('/flaky')).toHaveLength(2); // third attempt is 5-6 min after the second
+    await settleTimers();
+    expect(receiver.on('/flaky')).toHaveLength(2);
+    expect((await deliveries(t, ep.id))[0]).toMatchObject({ status: 'pending', nextAttemptAt: afterSecond.nextAttemptAt });
     await app.advanceClock(130);
     const third = (await receiver.waitFor('/flaky', 3))[2];
     await verified(third, ep.secret);
@@ -233,8 +268,86 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     expect(d.attempts).toEqual([{ at: expect.any(String), statusCode: 410, durationMs: expect.any(Number), error: 'http_410' }]);
     expect(d.nextAttemptAt).toBeNull();
     await app.advanceClock(86_400);
-    await new Promise((r) => setTimeout(r, 600));
+    await settleTimers();
     expect(receiver.on('/gone')).toHaveLength(1);
+    t.staff = await app.staffToken({ sub: t.ownerSub }); // the clock moved past the first token's hour
+    expect((await deliveries(t, ep.id))[0]).toMatchObject({ status: 'failed', attempts: [expect.objectContaining({ statusCode: 410 })] });
+  });
+
+  it('retries other 4xx on the schedule (400 then 200: second attempt 5-6 s later)', async () => {
+    const t = await app.tenant();
+    const ep = await endpoint(t, '/bad-request', ['clinical_case.opened'], [400, 200]);
+    await openCase(t);
+    await receiver.waitFor('/bad-request', 1);
+    const [d] = await until(async () => {
+      const list = await deliveries(t, ep.id);
+      return list[0]?.attempts.length === 1 ? list : null;
+    }, 5000, 'first attempt logged');
+    expect(d).toMatchObject({ status: 'pending', attempts: [expect.objectContaining({ statusCode: 400, error: 'http_400' })] });
+    const pause = Date.parse(d.nextAttemptAt) - Date.parse(d.attempts[0].at);
+    expect(pause).toBeGreaterThanOrEqual(5000);
+    expect(pause).toBeLessThanOrEqual(6000);
+    await app.advanceClock(7);
+    await receiver.waitFor('/bad-request', 2);
+    const [done] = await until(async () => {
+      const list = await deliveries(t, ep.id);
+      return list[0]?.status === 'delivered' ? list : null;
+    }, 5000, 'delivered');
+    expect(done.attempts.map((a: { statusCode: number }) => a.statusCode)).toEqual([400, 200]);
+  });
+
+  it('an attempt still out when a manual retry is requested is logged when it answers: a late failure keeps the retry, a late 2xx delivers', async () => {
+    const t = await app.tenant();
+    // Each first attempt answers after 1.5 s; any later one at once.
+    const lateFail = await endpoint(t, '/late-fail', ['clinical_case.opened'], [500, 200], [1500, 0]);
+    const lateOk = await endpoint(t, '/late-ok', ['clinical_case.opened'], [200, 500], [1500, 0]);
+    const { caseId } = await openCase(t);
+    await receiver.waitFor('/late-fail', 1);
+    await receiver.waitFor('/late-ok', 1);
+    for (const ep of [lateFail, lateOk]) {
+      const [d] = await deliveries(t, ep.id);
+      expect(d.attempts).toEqual([]); // the first attempt is still waiting for its answer
+      expect((await app.api.post(`${t.env}/webhook-endpoints/${ep.id}/deliveries/${d.id}/retry`, undefined, t.staff)).status).toBe(202);
+    }
+    // The late 500 is logged without cancelling the requested retry, which then delivers.
+    await receiver.waitFor('/late-fail', 2);
+    const [fail] = await until(async () => {
+      const list = await deliveries(t, lateFail.id);
+      return list[0]?.status === 'delivered' ? list : null;
+    }, 10_000, 'late-fail delivered by the retry');
+    expect(fail.attempts.map((a: { statusCode: number }) => a.statusCode)).toEqual([500, 200]);
+    // The late 200 is logged and delivers: the receiver has the event, the retry is not needed.
+    const [ok] = await until(async () => {
+      const list = await deliveries(t, lateOk.id);
+      return list[0]?.status === 'delivered' ? list : null;
+    }, 10_000, 'late-ok delivered by its first attempt');
+    expect(ok).toMatchObject({ status: 'delivered', nextAttemptAt: null, attempts: [expect.objectContaining({ statusCode: 200, error: null })] });
+    await settleTimers();
+    expect(receiver.on('/late-ok')).toHaveLength(1);
+    expect((await deliveries(t, lateOk.id))[0].attempts).toHaveLength(1);
+    // webhook.delivered once per delivery (two endpoints, one event each).
+    await until(async () => busOut.filter((m) => m.type === 'webhook.delivered' && (m.data as { caseId: string }).caseId === caseId).length === 2, 5000, 'webhook.delivered');
+  });
+
+  it('one sender per due attempt: senders racing for the same timer send it once (the lease)', async () => {
+    const t = await app.tenant();
+    const ep = await endpoint(t, '/lease', ['clinical_case.opened'], [500, 200], [0, 300]);
+    await openCase(t);
+    await receiver.waitFor('/lease', 1);
+    const [d] = await until(async () => {
+      const list = await deliveries(t, ep.id);
+      return list[0]?.attempts.length === 1 ? list : null;
+    }, 5000, 'first attempt logged');
+    // Three senders (as three replicas' workers would) fire the same due timer at once.
+    const attempt = (webhooks as unknown as { attempt(timer: { id: string; dueAt: string; deliveryId: string }): Promise<void> }).attempt.bind(webhooks);
+    const timer = { id: d.id, dueAt: d.nextAttemptAt, deliveryId: d.id };
+    await Promise.all([attempt(timer), attempt(timer), attempt(timer)]);
+    expect(receiver.on('/lease')).toHaveLength(2);
+    const [after] = await until(async () => {
+      const list = await deliveries(t, ep.id);
+      return list[0]?.status === 'delivered' ? list : null;
+    }, 5000, 'delivered');
+    expect(after.attempts.map((a: { statusCode: number }) => a.statusCode)).toEqual([500, 200]);
   });
 
   it('signs with the rotated secret from then on; the old one no longer verifies', async () => {
@@ -290,8 +403,17 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     ]);
     expect(await usage()).toEqual({ paused: true });
     // Cases still open (and count) while paused; no threshold is sent twice.
-    await openCase(t);
-    await new Promise((r) => setTimeout(r, 500));
+    const { caseId: sixth } = await openCase(t);
+    // Decided in the same append as the credit: once the sixth credit is in the month's stream, any
+    // threshold it crossed is there too (none: every threshold was already reported).
+    const store = (app as unknown as { app: { get<T>(t: unknown): T } }).app.get<EventStore>(EVENT_STORE);
+    const month = usageStream(t.orgId, periodStartOf(await serviceNow()));
+    const usageEvents = await until(async () => {
+      const events = await store.readStream(month);
+      return events.some((e) => e.type === 'CreditUsed' && (e.data as { sourceId: string }).sourceId === sixth) ? events : null;
+    }, 10_000, 'the sixth credit');
+    expect(usageEvents.filter((e) => e.type === 'CreditUsed')).toHaveLength(6);
+    expect(usageEvents.filter((e) => e.type === 'billing.usage_threshold_reached').map((e) => (e.data as { threshold: number }).threshold)).toEqual([80, 95, 100]);
     expect(receiver.on('/usage-sb')).toHaveLength(3);
     // A larger plan lifts the pause.
     expect((await app.api.put(`/organizations/${t.orgId}/plan`, { monthlyCredits: 100 }, t.staff)).body.paused).toBe(false);

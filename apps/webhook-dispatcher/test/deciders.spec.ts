@@ -1,10 +1,11 @@
 import { deciderSpec } from '../../../libs/eventstore/src/testing';
 import { accountDecider, AccountEvent } from '../src/domain/account';
-import { deliveryDecider, DeliveryEvent, MAX_ATTEMPTS, RETRY_DELAYS_MS } from '../src/domain/delivery';
+import { ATTEMPT_LEASE_MS, deliveryDecider, DeliveryEvent, MAX_ATTEMPTS, RETRY_DELAYS_MS } from '../src/domain/delivery';
 import { endpointDecider } from '../src/domain/endpoint';
 import { periodStartOf, usageDecider, UsageEvent } from '../src/domain/usage';
 import { isBlockedAddress, urlSyntaxProblem, addressProblem } from '../src/application/url-policy';
 import { stableUuid } from '../src/application/ids';
+import { drawJitter } from '../src/application/webhooks.service';
 
 const now = new Date('2026-03-10T12:00:00.000Z');
 const created: DeliveryEvent = {
@@ -23,6 +24,14 @@ const created: DeliveryEvent = {
 };
 const attempt = (statusCode: number | null, at = now.toISOString()) => ({ at, statusCode, durationMs: 3, error: statusCode === 200 ? null : 'x' });
 
+/** StartAttempt (the lease) then RecordAttempt: the events of one attempt, the lease's first. */
+function attemptAt(given: DeliveryEvent[], dueAt: string, statusCode: number | null, jitter = 0, retryAfterMs?: number, leaseId = `l-${given.length}`): DeliveryEvent[] {
+  const started = deciderSpec(deliveryDecider).given(given).when({ type: 'StartAttempt', dueAt, leaseId }, now).result();
+  expect(started.map((e) => e.type)).toEqual(['WebhookAttemptStarted']);
+  return [...started, ...deciderSpec(deliveryDecider).given([...given, ...started]).when({ type: 'RecordAttempt', leaseId, attempt: attempt(statusCode, dueAt), jitter, retryAfterMs }, now).result()];
+}
+const recorded = (events: DeliveryEvent[]) => events.find((e) => e.type === 'WebhookAttemptRecorded') as Extract<DeliveryEvent, { type: 'WebhookAttemptRecorded' }>;
+
 describe('delivery decider', () => {
   it('creates once (first writer wins), held without a due time', () => {
     deciderSpec(deliveryDecider).given([created]).when({ type: 'CreateDelivery', deliveryId: 'd1', endpointId: 'e1', organizationId: 'o1', environmentId: 'env1', eventId: 'ev1', eventType: 'clinical_case.opened', caseId: 'c1', payload: '{}', held: false }, now).then([]);
@@ -31,35 +40,91 @@ describe('delivery decider', () => {
   });
 
   it('schedules retries 5 s, 5 min, ... with up to 20% jitter, then fails after 8 attempts', () => {
-    let events: DeliveryEvent[] = [created];
-    let due = now.toISOString();
-    for (let n = 1; n <= MAX_ATTEMPTS; n++) {
-      const out = deciderSpec(deliveryDecider).given(events).when({ type: 'RecordAttempt', dueAt: due, attempt: attempt(500, due), jitter: 1 }, now).result();
-      const rec = out[0] as Extract<DeliveryEvent, { type: 'WebhookAttemptRecorded' }>;
-      if (n < MAX_ATTEMPTS) {
-        expect(rec.status).toBe('pending');
-        expect(Date.parse(rec.nextAttemptAt!) - Date.parse(due)).toBe(Math.round(RETRY_DELAYS_MS[n - 1] * 1.2));
-        due = rec.nextAttemptAt!;
-      } else {
-        expect(rec).toMatchObject({ status: 'failed', nextAttemptAt: null });
+    for (const jitter of [0, 0.5, 0.999999]) {
+      let events: DeliveryEvent[] = [created];
+      let due = now.toISOString();
+      for (let n = 1; n <= MAX_ATTEMPTS; n++) {
+        const out = attemptAt(events, due, 500, jitter);
+        const rec = recorded(out);
+        if (n < MAX_ATTEMPTS) {
+          expect(rec.status).toBe('pending');
+          const pause = Date.parse(rec.nextAttemptAt!) - Date.parse(due);
+          expect(pause).toBe(Math.round(RETRY_DELAYS_MS[n - 1] * (1 + 0.2 * jitter)));
+          expect(pause).toBeGreaterThanOrEqual(RETRY_DELAYS_MS[n - 1]);
+          expect(pause).toBeLessThanOrEqual(RETRY_DELAYS_MS[n - 1] * 1.2);
+          due = rec.nextAttemptAt!;
+        } else {
+          expect(rec).toMatchObject({ status: 'failed', nextAttemptAt: null });
+        }
+        events = [...events, ...out];
       }
-      events = [...events, ...out];
     }
   });
 
-  it('ignores a stale timer, stops on 410, emits webhook.delivered on the first 2xx of an opened case only', () => {
-    deciderSpec(deliveryDecider).given([created]).when({ type: 'RecordAttempt', dueAt: '2020-01-01T00:00:00.000Z', attempt: attempt(200), jitter: 0 }, now).then([]);
-    expect(deciderSpec(deliveryDecider).given([created]).when({ type: 'RecordAttempt', dueAt: created.nextAttemptAt!, attempt: attempt(410), jitter: 0 }, now).result()[0]).toMatchObject({ status: 'failed' });
-    const ok = deciderSpec(deliveryDecider).given([created]).when({ type: 'RecordAttempt', dueAt: created.nextAttemptAt!, attempt: attempt(200), jitter: 0 }, now).result();
-    expect(ok.map((e) => e.type)).toEqual(['WebhookAttemptRecorded', 'webhook.delivered']);
+  it('the service draws its jitter within [0, 1), so every pause is within [base, 1.2 x base]', () => {
+    const draws = Array.from({ length: 20_000 }, () => drawJitter());
+    expect(draws.every((j) => j >= 0 && j < 1)).toBe(true);
+    expect(new Set(draws).size).toBeGreaterThan(19_000); // random, not a constant
+    expect(Math.min(...draws)).toBeLessThan(0.01);
+    expect(Math.max(...draws)).toBeGreaterThan(0.99);
+    for (const jitter of draws.slice(0, 200)) {
+      const pause = Date.parse(recorded(attemptAt([created], created.nextAttemptAt!, 503, jitter)).nextAttemptAt!) - now.getTime();
+      expect(pause).toBeGreaterThanOrEqual(RETRY_DELAYS_MS[0]);
+      expect(pause).toBeLessThanOrEqual(RETRY_DELAYS_MS[0] * 1.2);
+    }
+  });
+
+  it('retries other 4xx on the schedule (only 410 stops)', () => {
+    for (const code of [400, 401, 403, 404, 409, 422, 429]) {
+      const rec = recorded(attemptAt([created], created.nextAttemptAt!, code));
+      expect([code, rec.status, Date.parse(rec.nextAttemptAt!) - now.getTime()]).toEqual([code, 'pending', RETRY_DELAYS_MS[0]]);
+    }
+  });
+
+  it('stops on 410, emits webhook.delivered on the first 2xx of an opened case only', () => {
+    expect(recorded(attemptAt([created], created.nextAttemptAt!, 410))).toMatchObject({ status: 'failed' });
+    const ok = attemptAt([created], created.nextAttemptAt!, 200);
+    expect(ok.map((e) => e.type)).toEqual(['WebhookAttemptStarted', 'WebhookAttemptRecorded', 'webhook.delivered']);
     const retried: DeliveryEvent = { type: 'WebhookRetryRequested', deliveryId: 'd1', nextAttemptAt: '2026-03-10T13:00:00.000Z', requestedBy: 's', requestedAt: '' };
-    const again = deciderSpec(deliveryDecider).given([created, ...ok, retried]).when({ type: 'RecordAttempt', dueAt: retried.nextAttemptAt, attempt: attempt(200), jitter: 0 }, now).result();
-    expect(again.map((e) => e.type)).toEqual(['WebhookAttemptRecorded']);
+    const again = attemptAt([created, ...ok, retried], retried.nextAttemptAt, 200);
+    expect(again.map((e) => e.type)).toEqual(['WebhookAttemptStarted', 'WebhookAttemptRecorded']);
+  });
+
+  it('the lease: one sender per due attempt; not due, nothing; an expired lease (a sender that died) can be taken over; each attempt recorded once', () => {
+    const due = created.nextAttemptAt!;
+    const started = deciderSpec(deliveryDecider).given([created]).when({ type: 'StartAttempt', dueAt: due, leaseId: 'a' }, now).result();
+    expect(started).toEqual([{ type: 'WebhookAttemptStarted', deliveryId: 'd1', leaseId: 'a', dueAt: due, startedAt: now.toISOString(), leaseUntil: new Date(now.getTime() + ATTEMPT_LEASE_MS).toISOString() }]);
+    deciderSpec(deliveryDecider).given([created, ...started]).when({ type: 'StartAttempt', dueAt: due, leaseId: 'b' }, now).then([]);
+    deciderSpec(deliveryDecider).given([created]).when({ type: 'StartAttempt', dueAt: '2020-01-01T00:00:00.000Z', leaseId: 'b' }, now).then([]);
+    const later = new Date(now.getTime() + ATTEMPT_LEASE_MS + 1);
+    expect(deciderSpec(deliveryDecider).given([created, ...started]).when({ type: 'StartAttempt', dueAt: due, leaseId: 'b' }, later).result()).toHaveLength(1);
+    const rec = deciderSpec(deliveryDecider).given([created, ...started]).when({ type: 'RecordAttempt', leaseId: 'a', attempt: attempt(500), jitter: 0 }, now).result();
+    expect(rec).toHaveLength(1);
+    deciderSpec(deliveryDecider).given([created, ...started, ...rec]).when({ type: 'RecordAttempt', leaseId: 'a', attempt: attempt(500), jitter: 0 }, now).then([]);
+    deciderSpec(deliveryDecider).given([created]).when({ type: 'RecordAttempt', leaseId: 'nope', attempt: attempt(200), jitter: 0 }, now).then([]);
+  });
+
+  it('records an attempt made while a manual retry moved the due time: status and schedule kept, unless 2xx (delivered)', () => {
+    const due = created.nextAttemptAt!;
+    const started = deciderSpec(deliveryDecider).given([created]).when({ type: 'StartAttempt', dueAt: due, leaseId: 'a' }, now).result();
+    const retried: DeliveryEvent = { type: 'WebhookRetryRequested', deliveryId: 'd1', nextAttemptAt: '2026-03-10T12:00:01.000Z', requestedBy: 's', requestedAt: '' };
+    const given = [created, ...started, retried];
+    const failed = deciderSpec(deliveryDecider).given(given).when({ type: 'RecordAttempt', leaseId: 'a', attempt: attempt(500), jitter: 0 }, now).result();
+    expect(failed).toEqual([{ type: 'WebhookAttemptRecorded', deliveryId: 'd1', leaseId: 'a', attempt: attempt(500), status: 'pending', nextAttemptAt: retried.nextAttemptAt, stale: true }]);
+    const gone = deciderSpec(deliveryDecider).given(given).when({ type: 'RecordAttempt', leaseId: 'a', attempt: attempt(410), jitter: 0 }, now).result();
+    expect(gone[0]).toMatchObject({ status: 'pending', nextAttemptAt: retried.nextAttemptAt });
+    const ok = deciderSpec(deliveryDecider).given(given).when({ type: 'RecordAttempt', leaseId: 'a', attempt: attempt(200), jitter: 0 }, now).result();
+    expect(ok.map((e) => e.type)).toEqual(['WebhookAttemptRecorded', 'webhook.delivered']);
+    expect(ok[0]).toMatchObject({ status: 'delivered', nextAttemptAt: null, stale: true });
+    // The retry's own attempt, made while the first was out, came back first with a 2xx: the late 500 is logged, the delivery stays delivered.
+    const retryOk = attemptAt(given, retried.nextAttemptAt, 200, 0, undefined, 'b');
+    const late = deciderSpec(deliveryDecider).given([...given, ...retryOk]).when({ type: 'RecordAttempt', leaseId: 'a', attempt: attempt(500), jitter: 0 }, now).result();
+    expect(late).toEqual([{ type: 'WebhookAttemptRecorded', deliveryId: 'd1', leaseId: 'a', attempt: attempt(500), status: 'delivered', nextAttemptAt: null, stale: true }]);
   });
 
   it('honours a receiver Retry-After beyond the schedule; a held delivery cannot be retried by hand', () => {
-    const out = deciderSpec(deliveryDecider).given([created]).when({ type: 'RecordAttempt', dueAt: created.nextAttemptAt!, attempt: attempt(429), jitter: 0, retryAfterMs: 60_000 }, now).result();
-    expect(Date.parse((out[0] as { nextAttemptAt: string }).nextAttemptAt) - now.getTime()).toBe(60_000);
+    const out = attemptAt([created], created.nextAttemptAt!, 429, 0, 60_000);
+    expect(Date.parse(recorded(out).nextAttemptAt!) - now.getTime()).toBe(60_000);
     deciderSpec(deliveryDecider).given([{ ...created, status: 'held', nextAttemptAt: null }]).when({ type: 'RequestRetry', by: 's' }, now).thenThrows('INVALID_TRANSITION');
   });
 });

@@ -17,6 +17,7 @@ export class WebhookReceiver {
   private server: Server | undefined;
   readonly received: Received[] = [];
   private readonly scripts = new Map<string, number[]>();
+  private readonly delays = new Map<string, number[]>();
   baseUrl = '';
 
   async start(): Promise<this> {
@@ -27,9 +28,13 @@ export class WebhookReceiver {
         const path = req.url ?? '/';
         const script = this.scripts.get(path) ?? [200];
         const status = script.length > 1 ? script.shift()! : script[0];
+        const delays = this.delays.get(path) ?? [0];
+        const delay = delays.length > 1 ? delays.shift()! : delays[0];
         this.received.push({ path, headers: req.headers, rawBody: Buffer.concat(chunks), status });
-        res.writeHead(status, { 'content-type': 'application/json' });
-        res.end(status < 300 ? '{"ok":true}' : '{"error":"nope"}');
+        setTimeout(() => {
+          res.writeHead(status, { 'content-type': 'application/json' });
+          res.end(status < 300 ? '{"ok":true}' : '{"error":"nope"}');
+        }, delay);
       });
     });
     await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', () => r()));
@@ -37,9 +42,10 @@ export class WebhookReceiver {
     return this;
   }
 
-  /** Statuses answered on `path`, in order (the last one repeats). */
-  script(path: string, statuses: number[]): string {
+  /** Statuses answered on `path`, in order (the last one repeats), each after its delay in ms (recorded on arrival). */
+  script(path: string, statuses: number[], delaysMs: number[] = [0]): string {
     this.scripts.set(path, [...statuses]);
+    this.delays.set(path, [...delaysMs]);
     return `${this.baseUrl}${path}`;
   }
 

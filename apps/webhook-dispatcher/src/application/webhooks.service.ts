@@ -229,7 +229,10 @@ export class WebhooksService implements OnModuleDestroy {
 
   // ---- the retry worker (durable timers) ----
 
-  /** One attempt for a due timer; a stale timer (already attempted, released, retried) does nothing. */
+  /**
+   * One attempt for a due timer; a stale timer (already attempted, released, retried) does nothing,
+   * nor does a timer whose attempt another sender holds the lease of.
+   */
   private async attempt(timer: DeliveryTimer): Promise<void> {
     const stream = deliveryStream(timer.deliveryId);
     const { state, events, revision } = await this.deliveries.load(stream);
@@ -241,6 +244,12 @@ export class WebhooksService implements OnModuleDestroy {
       await this.deliveries.handle(stream, { type: 'AbandonDelivery', reason: 'endpoint_deleted' }, ctx);
       return;
     }
+    // The lease: appended with the revision read above, before anything is sent. Of several
+    // senders of this due attempt (replicas, a re-fired timer) one appends it; the others conflict,
+    // re-read, find it taken (or the attempt no longer due) and send nothing.
+    const leaseId = randomUUID();
+    const lease = await this.deliveries.handle(stream, { type: 'StartAttempt', dueAt: timer.dueAt, leaseId }, ctx, { state, revision });
+    if (lease.newEvents.length === 0) return;
     const secret = this.keyring.decrypt(ep.environmentId, ep.secret);
     const { attempt, retryAfterMs } = await sendWebhook({
       url: ep.url,
@@ -251,13 +260,19 @@ export class WebhooksService implements OnModuleDestroy {
       at: this.clock.now(),
       production: this.config.production,
     });
-    // Decided on the state read above (no second read of the payload-carrying stream); if anything
-    // appended meanwhile, the revision check fails and the handler re-reads.
-    const r = await this.deliveries.handle(stream, { type: 'RecordAttempt', dueAt: timer.dueAt, attempt, jitter: Math.random(), retryAfterMs }, ctx, { state, revision });
+    // Decided on the state after the lease (no second read of the payload-carrying stream); if
+    // anything appended meanwhile (a manual retry), the revision check fails and the handler
+    // re-reads: the attempt is then recorded as stale (logged; schedule and status kept unless 2xx).
+    const r = await this.deliveries.handle(stream, { type: 'RecordAttempt', leaseId, attempt, jitter: drawJitter(), retryAfterMs }, ctx, { state: lease.state, revision: lease.revision });
     this.log.info({ deliveryId: timer.deliveryId, eventType: created.eventType, statusCode: attempt.statusCode, error: attempt.error, durationMs: attempt.durationMs, status: r.state.status }, 'webhook attempt');
     // Not waiting for the projection: until it moves the timer doc, a re-fire finds the stream
     // no longer due for this time and does nothing.
   }
+}
+
+/** The jitter of the next pause: uniform in [0, 1) (the decider scales it to at most +20%). */
+export function drawJitter(): number {
+  return Math.random();
 }
 
 function urlMessage(problem: string): string {

@@ -23,6 +23,12 @@ export const MAX_JITTER = 0.2;
 export const MAX_RETRY_AFTER_MS = 86_400_000;
 
 export const WEBHOOK_DELIVERED = 'webhook.delivered';
+/**
+ * How long an attempt's lease keeps other senders off the same due attempt (service clock): the
+ * 15 s delivery timeout plus a margin. A sender that died mid-attempt leaves a lease that expires;
+ * then the timer (still due) fires again and another sender takes a new lease.
+ */
+export const ATTEMPT_LEASE_MS = 60_000;
 
 export type DeliveryEvent =
   | {
@@ -41,7 +47,18 @@ export type DeliveryEvent =
       createdAt: string;
     }
   | { type: 'WebhookDeliveryReleased'; deliveryId: string; nextAttemptAt: string; releasedAt: string }
-  | { type: 'WebhookAttemptRecorded'; deliveryId: string; attempt: Attempt; status: DeliveryStatus; nextAttemptAt: string | null }
+  | { type: 'WebhookAttemptStarted'; deliveryId: string; leaseId: string; dueAt: string; startedAt: string; leaseUntil: string }
+  | {
+      type: 'WebhookAttemptRecorded';
+      deliveryId: string;
+      /** The lease the attempt was made under (absent on attempts recorded before leases existed). */
+      leaseId?: string;
+      attempt: Attempt;
+      status: DeliveryStatus;
+      nextAttemptAt: string | null;
+      /** The attempt was made for a due time that had moved meanwhile (a manual retry): status and schedule kept. */
+      stale?: true;
+    }
   | { type: 'WebhookRetryRequested'; deliveryId: string; nextAttemptAt: string; requestedBy: string; requestedAt: string }
   | { type: 'WebhookDeliveryAbandoned'; deliveryId: string; reason: 'endpoint_deleted'; abandonedAt: string }
   | { type: typeof WEBHOOK_DELIVERED; organizationId: string; environmentId: string; eventId: string; eventType: string; caseId: string | null; deliveredAt: string };
@@ -61,9 +78,16 @@ export type DeliveryCommand =
     }
   | { type: 'ReleaseDelivery' }
   | {
-      type: 'RecordAttempt';
-      /** The nextAttemptAt this attempt was made for (a stale timer records nothing). */
+      /** Taken before sending, appended with the revision read: the one sender of a due attempt. */
+      type: 'StartAttempt';
+      /** The nextAttemptAt this attempt is for. */
       dueAt: string;
+      leaseId: string;
+    }
+  | {
+      type: 'RecordAttempt';
+      /** The lease of StartAttempt: each attempt made is recorded once. */
+      leaseId: string;
       attempt: Attempt;
       /** Random in [0, 1): the jitter of the next pause. */
       jitter: number;
@@ -83,6 +107,8 @@ export interface DeliveryState {
   attempts: number;
   nextAttemptAt: string | null;
   delivered: boolean;
+  /** Attempts started and not yet recorded. */
+  leases: { leaseId: string; dueAt: string; leaseUntil: string }[];
 }
 
 const after = (at: string, ms: number) => new Date(Date.parse(at) + ms).toISOString();
@@ -95,15 +121,24 @@ export function outcomeOf(statusCode: number | null): 'delivered' | 'gone' | 're
 }
 
 export const deliveryDecider: Decider<DeliveryCommand, DeliveryEvent, DeliveryState> = {
-  initialState: () => ({ deliveryId: null, organizationId: null, environmentId: null, eventId: null, eventType: null, caseId: null, status: 'pending', attempts: 0, nextAttemptAt: null, delivered: false }),
+  initialState: () => ({ deliveryId: null, organizationId: null, environmentId: null, eventId: null, eventType: null, caseId: null, status: 'pending', attempts: 0, nextAttemptAt: null, delivered: false, leases: [] }),
   evolve(state, event) {
     switch (event.type) {
       case 'WebhookDeliveryCreated':
         return { ...state, deliveryId: event.deliveryId, organizationId: event.organizationId, environmentId: event.environmentId, eventId: event.eventId, eventType: event.eventType, caseId: event.caseId, status: event.status, nextAttemptAt: event.nextAttemptAt };
       case 'WebhookDeliveryReleased':
         return { ...state, status: 'pending', nextAttemptAt: event.nextAttemptAt };
+      case 'WebhookAttemptStarted':
+        return { ...state, leases: [...state.leases, { leaseId: event.leaseId, dueAt: event.dueAt, leaseUntil: event.leaseUntil }] };
       case 'WebhookAttemptRecorded':
-        return { ...state, attempts: state.attempts + 1, status: event.status, nextAttemptAt: event.nextAttemptAt, delivered: state.delivered || event.status === 'delivered' };
+        return {
+          ...state,
+          attempts: state.attempts + 1,
+          status: event.status,
+          nextAttemptAt: event.nextAttemptAt,
+          delivered: state.delivered || event.status === 'delivered',
+          leases: event.leaseId === undefined ? state.leases : state.leases.filter((l) => l.leaseId !== event.leaseId),
+        };
       case 'WebhookRetryRequested':
         return { ...state, status: 'pending', nextAttemptAt: event.nextAttemptAt };
       case 'WebhookDeliveryAbandoned':
@@ -127,10 +162,29 @@ export const deliveryDecider: Decider<DeliveryCommand, DeliveryEvent, DeliverySt
       case 'ReleaseDelivery':
         if (!state.deliveryId || state.status !== 'held') return [];
         return [{ type: 'WebhookDeliveryReleased', deliveryId: state.deliveryId, nextAttemptAt: nowIso, releasedAt: nowIso }];
+      case 'StartAttempt': {
+        if (!state.deliveryId || state.status !== 'pending' || state.nextAttemptAt !== command.dueAt) return []; // not due (any more)
+        if (state.leases.some((l) => l.dueAt === command.dueAt && Date.parse(l.leaseUntil) > now.getTime())) return []; // another sender has it
+        return [{ type: 'WebhookAttemptStarted', deliveryId: state.deliveryId, leaseId: command.leaseId, dueAt: command.dueAt, startedAt: nowIso, leaseUntil: after(nowIso, ATTEMPT_LEASE_MS) }];
+      }
       case 'RecordAttempt': {
-        if (!state.deliveryId || state.status !== 'pending' || state.nextAttemptAt !== command.dueAt) return [];
-        const n = state.attempts + 1;
+        const lease = state.leases.find((l) => l.leaseId === command.leaseId);
+        if (!state.deliveryId || !lease) return []; // recorded already
         const outcome = outcomeOf(command.attempt.statusCode);
+        if (state.status !== 'pending' || state.nextAttemptAt !== lease.dueAt) {
+          // Made for a due time that moved meanwhile (a manual retry, or another attempt already
+          // recorded): it happened, so it is logged, but it does not move the schedule or the
+          // status, except that a 2xx means the receiver has the event: delivered.
+          const delivered = outcome === 'delivered';
+          const events: DeliveryEvent[] = [
+            { type: 'WebhookAttemptRecorded', deliveryId: state.deliveryId, leaseId: command.leaseId, attempt: command.attempt, status: delivered ? 'delivered' : state.status, nextAttemptAt: delivered ? null : state.nextAttemptAt, stale: true },
+          ];
+          if (delivered && !state.delivered && state.eventType === 'clinical_case.opened') {
+            events.push({ type: WEBHOOK_DELIVERED, organizationId: state.organizationId!, environmentId: state.environmentId!, eventId: state.eventId!, eventType: state.eventType, caseId: state.caseId, deliveredAt: command.attempt.at });
+          }
+          return events;
+        }
+        const n = state.attempts + 1;
         let status: DeliveryStatus;
         let nextAttemptAt: string | null = null;
         if (outcome === 'delivered') status = 'delivered';
@@ -142,7 +196,7 @@ export const deliveryDecider: Decider<DeliveryCommand, DeliveryEvent, DeliverySt
           const retryAfter = Math.min(Math.max(command.retryAfterMs ?? 0, 0), MAX_RETRY_AFTER_MS);
           nextAttemptAt = after(command.attempt.at, Math.max(pause, retryAfter));
         }
-        const events: DeliveryEvent[] = [{ type: 'WebhookAttemptRecorded', deliveryId: state.deliveryId, attempt: command.attempt, status, nextAttemptAt }];
+        const events: DeliveryEvent[] = [{ type: 'WebhookAttemptRecorded', deliveryId: state.deliveryId, leaseId: command.leaseId, attempt: command.attempt, status, nextAttemptAt }];
         if (status === 'delivered' && !state.delivered && state.eventType === 'clinical_case.opened') {
           events.push({ type: WEBHOOK_DELIVERED, organizationId: state.organizationId!, environmentId: state.environmentId!, eventId: state.eventId!, eventType: state.eventType, caseId: state.caseId, deliveredAt: command.attempt.at });
         }

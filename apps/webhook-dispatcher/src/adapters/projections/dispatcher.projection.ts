@@ -145,6 +145,7 @@ export function dispatcherProjection(keyring: Keyring): Projection {
           if (doc) putDelivery(tx, { ...doc, status: 'failed', nextAttemptAt: null });
           return;
         }
+        case 'WebhookAttemptStarted': // a sender's lease: nothing to show until the attempt is recorded
         case WEBHOOK_DELIVERED:
           return;
         case 'AccountOpened':
