@@ -176,7 +176,8 @@ export class SqliteEventStore implements EventStore {
       // and the batch is written again with a savepoint around each several-event append.
       outcomes = this.writeBatch(batch, false) ?? this.writeBatch(batch, true);
     } catch (err) {
-      // The transaction itself failed (lock timeout, I/O): nothing of the batch was written.
+      // The transaction itself failed (lock timeout, I/O), or an INSERT error made SQLite roll it
+      // back (SQLITE_FULL, IOERR, NOMEM): nothing of the batch was written.
       for (const p of batch) p.reject(err);
       return;
     }
@@ -238,6 +239,12 @@ export class SqliteEventStore implements EventStore {
           streams.set(p.streamId, current);
           outcomes[i] = { nextExpectedRevision: revision, position };
         } catch (err) {
+          if (!this.db.inTransaction) {
+            // SQLite rolled the whole transaction back on this error (SQLITE_FULL, IOERR, NOMEM...):
+            // the earlier appends of the batch are gone too, and any further INSERT would run as
+            // its own autocommit write. Fail the whole batch, writing nothing more.
+            throw err;
+          }
           if (multi && !safe) {
             // Part of this append may be written: undo the transaction, redo with savepoints.
             this.known.clear();

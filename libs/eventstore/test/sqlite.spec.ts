@@ -113,6 +113,33 @@ describe('SqliteEventStore specifics', () => {
     await store.close();
   });
 
+  it('fails the whole batch, writing nothing more, when an INSERT error made SQLite roll back the transaction (SQLITE_FULL)', async () => {
+    const store = new SqliteEventStore(file);
+    await store.append('s-before', [ev('E', {})], 'no_stream');
+    const db = (store as unknown as { db: Database.Database }).db;
+    // A full database: SQLite answers SQLITE_FULL and rolls back the whole transaction (checked here, not assumed).
+    const pages = db.pragma('page_count', { simple: true }) as number;
+    db.pragma(`max_page_count = ${pages + 3}`);
+    const results = await Promise.allSettled([
+      store.append('s-a', [ev('E', { n: 1 })], 'no_stream'),
+      store.append('s-b', [ev('E', { big: 'x'.repeat(200_000) })], 'no_stream'),
+      store.append('s-c', [ev('E', { n: 3 })], 'no_stream'),
+      store.append('s-d', [ev('E', { n: 4 }), ev('E', { n: 5 })], 'no_stream'),
+    ]);
+    expect(db.inTransaction).toBe(false);
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected', 'rejected']);
+    expect((results[1] as PromiseRejectedResult).reason).toMatchObject({ code: 'SQLITE_FULL' });
+    // Nothing of the batch is in the file: not the appends before the failed one (rolled back by
+    // SQLite), nor those after it (which would otherwise have gone in as autocommit writes).
+    for (const s of ['s-a', 's-b', 's-c', 's-d']) expect(await store.readStream(s)).toEqual([]);
+    expect(await store.headPosition()).toBe(1);
+    // Room again: the store goes on (its stream cache was dropped with the batch).
+    db.pragma('max_page_count = 1073741823');
+    await store.append('s-c', [ev('E', { n: 3 })], 'no_stream');
+    expect(await store.headPosition()).toBe(2);
+    await store.close();
+  });
+
   it('does not police event id uniqueness (ids are minted by the services; idempotency lives in the streams)', async () => {
     const store = new SqliteEventStore(file);
     const first = ev('E', { n: 1 });
