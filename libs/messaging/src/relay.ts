@@ -23,7 +23,11 @@ export interface IntegrationEventRelayOptions {
   retryDelayMs?: number;
   /** Default 5000 ms. */
   maxRetryDelayMs?: number;
-  /** An emit not confirmed within this time counts as failed and is retried. Default 30000 ms. */
+  /**
+   * An emit not confirmed within this time is reported (warn). It is not emitted again while that
+   * emit may still be running (an in-process subscriber still at work): the relay waits for it to
+   * settle, and re-emits only if it failed. Default 30000 ms.
+   */
   emitTimeoutMs?: number;
   /** How many passed-over events may go by before the checkpoint is advanced past them. Default 100. */
   skipCommitEvery?: number;
@@ -105,6 +109,14 @@ export class IntegrationEventRelay {
   private committing: Promise<void> | null = null;
   private commitAgain = false;
   private waiters: Array<{ position: number; resolve: () => void }> = [];
+  /** Resolves when stop() is called (ends a wait for a timed-out emit to settle). */
+  private stopped: { promise: Promise<void>; resolve: () => void } = IntegrationEventRelay.signal();
+
+  private static signal(): { promise: Promise<void>; resolve: () => void } {
+    let resolve!: () => void;
+    const promise = new Promise<void>((r) => (resolve = r));
+    return { promise, resolve };
+  }
 
   constructor(private readonly options: IntegrationEventRelayOptions) {
     this.logger = options.logger ?? new Logger(`IntegrationEventRelay:${options.name}`);
@@ -122,6 +134,7 @@ export class IntegrationEventRelay {
   async start(): Promise<void> {
     if (this.running) return;
     this.running = true;
+    this.stopped = IntegrationEventRelay.signal();
     const from = await this.options.readStore.getCheckpoint(this.options.name);
     this.handled = this.committed = this.seen = from;
     this.pending = [];
@@ -136,6 +149,7 @@ export class IntegrationEventRelay {
   async stop(): Promise<void> {
     if (!this.running) return;
     this.running = false;
+    this.stopped.resolve();
     this.wakeSlotWaiters();
     const sub = this.subscription;
     this.subscription = null;
@@ -275,29 +289,39 @@ export class IntegrationEventRelay {
   private async publishWithRetry(e: RecordedEvent): Promise<boolean> {
     let delay = this.options.retryDelayMs ?? 100;
     const maxDelay = this.options.maxRetryDelayMs ?? 5000;
+    const timeoutMs = this.options.emitTimeoutMs ?? 30_000;
     for (let attempt = 1; this.running; attempt++) {
-      try {
-        await this.emit(e);
-        return true;
-      } catch (err) {
-        this.logger.warn(
-          `emit of position ${e.position} to ${this.options.topic} failed (attempt ${attempt}): ${(err as Error)?.name ?? 'error'}; retrying in ${delay} ms`,
-        );
-        await new Promise((r) => setTimeout(r, delay));
-        delay = Math.min(delay * 2, maxDelay);
+      // Started once per attempt; a new attempt only after this one settled (failed).
+      const emitted = lastValueFrom(this.options.client.emit(this.options.topic, toIntegrationRecord(e)), { defaultValue: undefined }).then(
+        () => ({ ok: true as const }),
+        (err: unknown) => ({ ok: false as const, err }),
+      );
+      let outcome = await this.within(emitted, timeoutMs);
+      if (outcome === 'timeout') {
+        this.logger.warn(`emit of position ${e.position} to ${this.options.topic} not confirmed within ${timeoutMs} ms (attempt ${attempt}); waiting for it to settle before any retry`);
+        // Never a second emit of the event while the first may still be delivering it.
+        const settled = await Promise.race([emitted, this.stopped.promise.then(() => 'stopped' as const)]);
+        if (settled === 'stopped') return false; // not confirmed: the checkpoint stays below it
+        outcome = settled;
       }
+      if (outcome.ok) return true;
+      this.logger.warn(
+        `emit of position ${e.position} to ${this.options.topic} failed (attempt ${attempt}): ${(outcome.err as Error)?.name ?? 'error'}; retrying in ${delay} ms`,
+      );
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, maxDelay);
     }
     return false;
   }
 
-  private async emit(e: RecordedEvent): Promise<void> {
-    const timeoutMs = this.options.emitTimeoutMs ?? 30_000;
+  /** The emit's outcome, or 'timeout' when it has not settled within `timeoutMs` (it goes on). */
+  private async within<T>(p: Promise<T>, timeoutMs: number): Promise<T | 'timeout'> {
     let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(Object.assign(new Error('emit timed out'), { name: 'EmitTimeout' })), timeoutMs);
+    const timedOut = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), timeoutMs);
     });
     try {
-      await Promise.race([lastValueFrom(this.options.client.emit(this.options.topic, toIntegrationRecord(e)), { defaultValue: undefined }), timedOut]);
+      return await Promise.race([p, timedOut]);
     } finally {
       clearTimeout(timer);
     }

@@ -215,6 +215,34 @@ describe('IntegrationEventRelay on the SQLite event store and read store', () =>
     expect(warnings.some((w) => /failed \(attempt 2\)/.test(w))).toBe(true);
   });
 
+  it('never re-emits an event while its timed-out emit is still running: waits for it to settle, re-emits only if it failed', async () => {
+    let running = 0;
+    let maxRunning = 0;
+    const calls: number[] = [];
+    const failFirstOf = new Set([1]);
+    broker.subscribe(TOPIC, async (m) => {
+      const i = ((m.data as IntegrationMessage).data as { i: number }).i;
+      running++;
+      maxRunning = Math.max(maxRunning, running);
+      calls.push(i);
+      await new Promise((res) => setTimeout(res, 200)); // a slow consumer: far past the emit timeout
+      running--;
+      if (failFirstOf.delete(i)) throw new Error('slow and then failing');
+    });
+    const r = relay({ emitTimeoutMs: 20, retryDelayMs: 5, maxRetryDelayMs: 10 });
+    await r.start();
+    // Slow, then fails: emitted again once, after the first emit settled.
+    const first = await store.append('case-slow-1', [event('clinical_case.opened', { i: 1 })], 'no_stream');
+    await r.waitFor(first.position);
+    expect(calls).toEqual([1, 1]);
+    // Slow, then succeeds: emitted once.
+    const second = await store.append('case-slow-2', [event('clinical_case.opened', { i: 2 })], 'no_stream');
+    await r.waitFor(second.position);
+    expect(calls).toEqual([1, 1, 2]);
+    expect(maxRunning).toBe(1);
+    expect(warnings.some((w) => /not confirmed within 20 ms/.test(w))).toBe(true);
+  });
+
   it('a consumer that fails gets the event again (never skipped past a failing subscriber)', async () => {
     let failures = 1;
     const seen: number[] = [];
