@@ -450,6 +450,20 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     expect(denied.body.code).toBe('ROLE_REQUIRED');
   });
 
+  it('an account event of an organization the directory does not know (yet) fails, so the relay delivers it again; it is not dropped', async () => {
+    const orgId = randomUUID();
+    const message: IntegrationMessage = {
+      type: 'subscription.updated',
+      data: { organizationId: orgId, status: 'grace_period', previousStatus: 'active' },
+      metadata: { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: orgId, environmentId: null, actor: 'system', recordedAt: (await serviceNow()).toISOString() },
+      streamId: `webhook-dispatcher-account-${orgId}`,
+      position: 1,
+    };
+    await expect(broker.publish(Topics.dispatcherEvents, message, { key: message.streamId })).rejects.toThrow();
+    // Not marked processed: a redelivery is handled again (and fails again while the organization is unknown).
+    await expect(broker.publish(Topics.dispatcherEvents, message, { key: message.streamId })).rejects.toThrow();
+  });
+
   it('survives a restart with a delivery pending', async () => {
     const t = await app.tenant();
     const ep = await endpoint(t, '/restart', ['clinical_case.opened'], [503, 200]);

@@ -162,7 +162,10 @@ export class WebhooksService implements OnModuleDestroy {
       held = !(await this.baaSigned(orgId));
     } else if (isAccountEvent(m.type)) {
       const org = await this.tenants.organization(orgId);
-      environments = org?.environments.map((e) => e.id) ?? [];
+      // Not there yet (the directory's read model lags, or a read failed): fail, so the relay
+      // redelivers it later, rather than dropping the event for every environment.
+      if (!org) throw new Error('organization not found in the tenant directory: account event not dispatched yet');
+      environments = org.environments.map((e) => e.id);
       data = accountData(m.type, m.data as Record<string, unknown>);
     } else return;
 
