@@ -20,6 +20,8 @@ export interface StaffActor {
 }
 
 const SYSTEM = 'system:webhook-dispatcher';
+export const DEFAULT_DELIVERY_LIMIT = 100;
+export const MAX_DELIVERY_LIMIT = 1000;
 
 export const endpointView = (d: EndpointDoc) => ({ id: d.id, url: d.url, events: d.events, description: d.description, createdAt: d.createdAt });
 export const deliveryView = (d: DeliveryDoc) => ({ id: d.id, eventId: d.eventId, eventType: d.eventType, status: d.status, attempts: d.attempts, nextAttemptAt: d.nextAttemptAt });
@@ -125,9 +127,10 @@ export class WebhooksService implements OnModuleDestroy {
     return { secret };
   }
 
-  async listDeliveries(environmentId: string, endpointId: string) {
+  /** The endpoint's most recent deliveries, newest first (at most `limit`). */
+  async listDeliveries(environmentId: string, endpointId: string, limit = DEFAULT_DELIVERY_LIMIT) {
     await this.endpoint(environmentId, endpointId);
-    const docs = await this.readStore.list<DeliveryDoc>(Collections.deliveries, endpointId);
+    const docs = await this.readStore.list<DeliveryDoc>(Collections.deliveries, endpointId, { limit });
     return docs.map(deliveryView);
   }
 

@@ -1,6 +1,6 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
-import { RequiresPermission, Staff, StaffContext, StaffGuard } from '@svc/http';
-import { WebhooksService } from '../../application/webhooks.service';
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, UseGuards } from '@nestjs/common';
+import { ApiError, RequiresPermission, Staff, StaffContext, StaffGuard } from '@svc/http';
+import { DEFAULT_DELIVERY_LIMIT, MAX_DELIVERY_LIMIT, WebhooksService } from '../../application/webhooks.service';
 import { CreateWebhookEndpointDto } from './dto';
 
 const actor = (s: StaffContext) => ({ sub: s.principal.sub });
@@ -34,8 +34,15 @@ export class WebhookEndpointsController {
   }
 
   @Get(':endpointId/deliveries')
-  async deliveries(@Param('envId') envId: string, @Param('endpointId') endpointId: string) {
-    return { deliveries: await this.webhooks.listDeliveries(envId, endpointId) };
+  async deliveries(@Param('envId') envId: string, @Param('endpointId') endpointId: string, @Query('limit') limit: unknown) {
+    let n = DEFAULT_DELIVERY_LIMIT;
+    if (limit !== undefined) {
+      if (typeof limit !== 'string' || !/^\d{1,4}$/.test(limit) || Number(limit) < 1 || Number(limit) > MAX_DELIVERY_LIMIT) {
+        throw ApiError.validation([{ path: 'limit', message: `limit must be an integer from 1 to ${MAX_DELIVERY_LIMIT}` }]);
+      }
+      n = Number(limit);
+    }
+    return { deliveries: await this.webhooks.listDeliveries(envId, endpointId, n) };
   }
 
   @Post(':endpointId/deliveries/:deliveryId/retry')

@@ -7,7 +7,11 @@ import { Attempt, DeliveryEvent, DeliveryStatus, WEBHOOK_DELIVERED } from '../..
 import { EndpointEvent } from '../../domain/endpoint';
 import { USAGE_THRESHOLD_REACHED, UsageEvent } from '../../domain/usage';
 
-export const DISPATCHER_PROJECTION = 'webhook-dispatcher';
+/**
+ * `-v2`: the delivery log's score became the negated creation time (newest first); the new name
+ * rebuilds the read model from the streams once, so every delivery document gets the new score.
+ */
+export const DISPATCHER_PROJECTION = 'webhook-dispatcher-v2';
 
 export const Collections = {
   endpoints: 'webhooks.endpoints',
@@ -68,7 +72,8 @@ export interface UsageDoc {
 type DispatcherEvent = EndpointEvent | DeliveryEvent | AccountEvent | UsageEvent;
 
 function putDelivery(tx: ProjectionTx, doc: DeliveryDoc): void {
-  tx.put(Collections.deliveries, doc.id, doc, { partition: doc.endpointId, score: Date.parse(doc.createdAt) });
+  // Negated creation time: a partition lists newest first, so `limit` keeps the most recent.
+  tx.put(Collections.deliveries, doc.id, doc, { partition: doc.endpointId, score: -Date.parse(doc.createdAt) });
   if (doc.status === 'pending' && doc.nextAttemptAt) {
     scheduleTimer(tx, Collections.timers, TIMER_PARTITION, { id: doc.id, dueAt: doc.nextAttemptAt, deliveryId: doc.id });
   } else {
