@@ -70,6 +70,20 @@ function header(headers: VerifyWebhookInput['headers'], name: string): string | 
   return Array.isArray(v) ? v[0] : v;
 }
 
+/** RFC 3339 date-time (what `createdAt` is: the service sends `toISOString()`). */
+const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i;
+
+/** The spec's envelope: `id` (equal to x-svc-event-id), `type`, `createdAt` (date-time) and `data` (object), all required. */
+function envelopeProblem(e: unknown, eventId: string): string | null {
+  if (!e || typeof e !== 'object' || Array.isArray(e)) return 'envelope is not an object';
+  const { id, type, createdAt, data } = e as Record<string, unknown>;
+  if (id !== eventId) return 'envelope id does not match x-svc-event-id';
+  if (typeof type !== 'string' || type.length === 0) return 'envelope type is required';
+  if (typeof createdAt !== 'string' || !DATE_TIME.test(createdAt) || !Number.isFinite(Date.parse(createdAt))) return 'envelope createdAt must be a date-time';
+  if (!data || typeof data !== 'object' || Array.isArray(data)) return 'envelope data must be an object';
+  return null;
+}
+
 /** `v1=` + lowercase hex HMAC-SHA256 of `${timestamp}.${rawBody}`. */
 export function signWebhook(secret: string, timestamp: number | string, rawBody: Buffer | string): string {
   return `v1=${createHmac('sha256', secret).update(`${timestamp}.`).update(rawBody).digest('hex')}`;
@@ -107,9 +121,8 @@ export async function verifyWebhook<T = Record<string, unknown>>(input: VerifyWe
   } catch {
     throw new WebhookVerificationError('BAD_PAYLOAD', 'body is not JSON');
   }
-  if (!envelope || typeof envelope !== 'object' || envelope.id !== eventId || typeof envelope.type !== 'string') {
-    throw new WebhookVerificationError('BAD_PAYLOAD', 'envelope does not match x-svc-event-id');
-  }
+  const problem = envelopeProblem(envelope, eventId);
+  if (problem) throw new WebhookVerificationError('BAD_PAYLOAD', problem);
   const seen = input.seen === undefined ? defaultSeen : input.seen;
   if (seen && (await seen.checkAndAdd(eventId))) throw new WebhookVerificationError('DUPLICATE_EVENT', 'event already received', envelope as WebhookEnvelope<unknown>);
   return envelope;
