@@ -1,10 +1,8 @@
-import { Inject, Module, OnApplicationBootstrap, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import { EVENT_STORE, EventStore } from '@svc/eventstore';
-import { AnyClientProxy, BUS_CLIENT, IntegrationEventRelay, Topics } from '@svc/messaging';
-import { PROJECTIONS } from '@svc/platform';
-import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
+import { Inject, Module, OnApplicationBootstrap, OnModuleInit } from '@nestjs/common';
+import { Topics } from '@svc/messaging';
+import { BackgroundWork, PROJECTIONS } from '@svc/platform';
+import { ProjectionRunner } from '@svc/read-store';
 import { KEYRING, Keyring } from '@svc/security';
-import { getLogger } from '@svc/http';
 import { BillingService } from './application/billing.service';
 import { WebhooksService } from './application/webhooks.service';
 import { BillingController } from './adapters/http/billing.controller';
@@ -20,41 +18,27 @@ import { USAGE_THRESHOLD_REACHED } from './domain/usage';
   controllers: [WebhookEndpointsController, BillingController, DispatcherEventsController],
   providers: [WebhooksService, BillingService],
 })
-export class WebhookDispatcherModule implements OnModuleInit, OnApplicationBootstrap, OnModuleDestroy {
-  private relay: IntegrationEventRelay | null = null;
-
+export class WebhookDispatcherModule implements OnModuleInit, OnApplicationBootstrap {
   constructor(
     @Inject(PROJECTIONS) private readonly projections: ProjectionRunner,
     @Inject(KEYRING) private readonly keyring: Keyring,
-    @Inject(EVENT_STORE) private readonly store: EventStore,
-    @Inject(READ_STORE) private readonly readStore: ReadStore,
-    @Inject(BUS_CLIENT) private readonly client: AnyClientProxy,
+    private readonly background: BackgroundWork,
     private readonly webhooks: WebhooksService,
   ) {}
 
   onModuleInit(): void {
     this.projections.register(dispatcherProjection(this.keyring));
-  }
-
-  async onApplicationBootstrap(): Promise<void> {
     // Outbox: webhook.delivered for the case-ledger, and our account events (which we consume
     // ourselves to turn them into deliveries, exactly like the case events).
-    this.relay = new IntegrationEventRelay({
+    this.background.relay({
       name: 'webhook-dispatcher-relay',
-      store: this.store,
-      readStore: this.readStore,
-      client: this.client,
       topic: Topics.dispatcherEvents,
       streamPrefixes: ['webhook-dispatcher-delivery-', 'webhook-dispatcher-account-', 'webhook-dispatcher-usage-'],
       eventTypes: [WEBHOOK_DELIVERED, USAGE_THRESHOLD_REACHED, SUBSCRIPTION_UPDATED],
-      logger: { warn: (msg) => getLogger().warn({ relay: 'webhook-dispatcher-relay' }, msg) },
     });
-    await this.relay.start();
-    this.webhooks.startWorker();
   }
 
-  async onModuleDestroy(): Promise<void> {
-    await this.relay?.stop();
-    this.relay = null;
+  onApplicationBootstrap(): void {
+    this.webhooks.startWorker();
   }
 }
