@@ -35,6 +35,7 @@ export class PlatformLifecycle implements OnApplicationBootstrap, OnModuleDestro
     private readonly background: BackgroundWork,
     @Inject(EVENT_STORE) private readonly store: EventStore,
     @Inject(READ_STORE) private readonly readStore: ReadStore,
+    @Inject(BUS_CLIENT) private readonly bus: { close(): unknown },
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
@@ -48,6 +49,7 @@ export class PlatformLifecycle implements OnApplicationBootstrap, OnModuleDestro
 
   async onApplicationShutdown(): Promise<void> {
     await this.projections.stop();
+    await this.bus.close();
     await this.store.close();
     await this.readStore.close();
   }
@@ -74,7 +76,7 @@ export class PlatformModule {
           provide: EVENT_STORE,
           useFactory: (): EventStore => {
             const inner: EventStore =
-              config.eventStore === 'esdb' ? new KurrentEventStore(config.esdbConnectionString) : new SqliteEventStore(join(config.dataDir, 'events.sqlite'));
+              config.eventStore === 'esdb' ? new KurrentEventStore(config.esdbConnectionString) : new SqliteEventStore(join(config.dataDir, 'events.sqlite'), { logger: { warn: (message, meta) => getLogger().warn(meta, message) } });
             return new EncryptingEventStore(inner, (envId) => keyring.encryptionKey(envId));
           },
         },
@@ -107,7 +109,11 @@ export class PlatformModule {
           },
         },
         { provide: MFA_MAX_AGE_S, useValue: config.mfaMaxAgeS },
-        { provide: IN_PROCESS_BROKER, useFactory: () => new InProcessBroker() },
+        {
+          provide: IN_PROCESS_BROKER,
+          // Subscriber failures: pattern and error name only (the payload may hold PHI).
+          useFactory: () => new InProcessBroker({ onError: (error, pattern) => getLogger().warn({ pattern, error: (error as Error)?.name ?? 'error' }, 'bus subscriber failed; the publisher retries') }),
+        },
         {
           provide: BUS_CLIENT,
           inject: [IN_PROCESS_BROKER],
