@@ -13,6 +13,8 @@ export interface ServiceConfig {
   kafkaBrokers: string[];
   readStore: 'sqlite' | 'redis';
   redisUrl: string;
+  /** Prefix of every Redis key (several deployments or test runs can share one Redis). */
+  redisKeyPrefix: string;
   mail: 'outbox' | 'smtp';
   smtpUrl: string;
   mailFrom: string;
@@ -47,6 +49,7 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env): ServiceConfig 
     kafkaBrokers: (env.KAFKA_BROKERS ?? 'localhost:9092').split(',').map((s) => s.trim()).filter(Boolean),
     readStore: pick(env.READ_STORE, ['sqlite', 'redis'] as const, 'sqlite', 'READ_STORE'),
     redisUrl: env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+    redisKeyPrefix: env.REDIS_KEY_PREFIX ?? 'svc',
     mail: pick(env.MAIL, ['outbox', 'smtp'] as const, 'outbox', 'MAIL'),
     smtpUrl: env.SMTP_URL ?? 'smtp://localhost:1025',
     mailFrom: env.MAIL_FROM ?? 'Care Team <care@svc.invalid>',

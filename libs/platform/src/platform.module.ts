@@ -83,7 +83,7 @@ export class PlatformModule {
         {
           provide: READ_STORE,
           useFactory: (): ReadStore =>
-            config.readStore === 'redis' ? new RedisReadStore(config.redisUrl, 'svc') : new SqliteReadStore(join(config.dataDir, 'read-models.sqlite')),
+            config.readStore === 'redis' ? new RedisReadStore(config.redisUrl, config.redisKeyPrefix) : new SqliteReadStore(join(config.dataDir, 'read-models.sqlite')),
         },
         {
           provide: PROJECTIONS,
