@@ -1,5 +1,5 @@
-import { request as httpRequest, IncomingMessage } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import { Agent as HttpAgent, request as httpRequest, IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { isIP } from 'node:net';
 import { signWebhook } from '@svc/security';
 import { Attempt } from '../domain/delivery';
@@ -8,6 +8,25 @@ import { Resolver, guardedLookup, isBlockedAddress } from './url-policy';
 export const DELIVERY_TIMEOUT_MS = 15_000;
 
 const productionLookup = guardedLookup();
+
+/** Sockets kept per origin (host:port) for the deliveries running at once; more wait for one. */
+export const MAX_SOCKETS_PER_ORIGIN = 64;
+/** An idle pooled socket is closed after this (below the common 5 s server keep-alive timeout). */
+const IDLE_SOCKET_MS = 4_000;
+/** A response body longer than this is not drained: its socket is destroyed instead of reused. */
+const MAX_DRAINED_BODY = 64 * 1024;
+
+/**
+ * Connection pools: keep-alive, at most MAX_SOCKETS_PER_ORIGIN sockets per origin. The production
+ * pools resolve through `guardedLookup` on the Agent, so every socket they open is checked at
+ * connect time (a pooled socket stays connected to the address that was checked); the others
+ * (standalone, development) resolve normally.
+ */
+const agentOptions = { keepAlive: true, maxSockets: MAX_SOCKETS_PER_ORIGIN, maxFreeSockets: MAX_SOCKETS_PER_ORIGIN, timeout: IDLE_SOCKET_MS, scheduling: 'lifo' as const };
+const agents = {
+  production: { http: new HttpAgent({ ...agentOptions, lookup: productionLookup }), https: new HttpsAgent({ ...agentOptions, lookup: productionLookup }) },
+  open: { http: new HttpAgent(agentOptions), https: new HttpsAgent(agentOptions) },
+};
 
 export interface SendInput {
   url: string;
@@ -45,22 +64,37 @@ class TimeoutError extends Error {
  * One POST through node:http(s). In production the socket resolves its host through
  * `guardedLookup`, which refuses blocked addresses at connect time (a check before the request and
  * a second resolution by the client would let a rebinding DNS answer through); an IP literal host
- * (not looked up) is checked here. No redirects are followed (node:http never does). The whole
- * exchange up to the response head has `timeoutMs`; the response body is discarded unread (the
- * socket is destroyed, so no connection is reused: agent false).
+ * (not looked up) is checked here. No redirects are followed (node:http never does). The exchange
+ * up to the response head has `timeoutMs` from the moment the request has a socket (waiting for a
+ * pooled socket of a busy origin is not the receiver's time). The answer is the response head; the
+ * body is never read into memory: it is drained in the background (within the same timeout, at
+ * most MAX_DRAINED_BODY bytes) so the socket goes back to the pool, else the socket is destroyed.
+ * `resolve` (tests only) replaces the resolver on an unpooled socket.
  */
 function post(url: URL, headers: Record<string, string>, body: Buffer, production: boolean, resolve: Resolver | undefined, timeoutMs: number): Promise<IncomingMessage> {
   return new Promise((done, fail) => {
-    const requester = url.protocol === 'https:' ? httpsRequest : httpRequest;
-    const req = requester(url, { method: 'POST', headers, agent: false, ...(production ? { lookup: resolve ? guardedLookup(resolve) : productionLookup } : {}) }, (res) => {
-      clearTimeout(timer);
-      res.destroy();
+    const https = url.protocol === 'https:';
+    const requester = https ? httpsRequest : httpRequest;
+    const pool = production ? agents.production : agents.open;
+    const connection = resolve ? { agent: false as const, ...(production ? { lookup: guardedLookup(resolve) } : {}) } : { agent: https ? pool.https : pool.http };
+    let timer: NodeJS.Timeout | null = null;
+    const req = requester(url, { method: 'POST', headers, ...connection }, (res) => {
       done(res);
+      let drained = 0;
+      res.on('data', (chunk: Buffer) => {
+        drained += chunk.length;
+        if (drained > MAX_DRAINED_BODY) req.destroy();
+      });
+      res.on('end', () => timer && clearTimeout(timer));
+      res.on('error', () => undefined);
+      res.on('close', () => timer && clearTimeout(timer));
     });
-    const timer = setTimeout(() => req.destroy(new TimeoutError('webhook attempt timed out')), timeoutMs);
+    req.once('socket', () => {
+      timer = setTimeout(() => req.destroy(new TimeoutError('webhook attempt timed out')), timeoutMs);
+    });
     req.on('error', (err) => {
-      clearTimeout(timer);
-      fail(err);
+      if (timer) clearTimeout(timer);
+      fail(err); // no effect once the head has answered
     });
     req.end(body);
   });
@@ -76,7 +110,7 @@ function errorOf(err: unknown, production: boolean): string {
 
 /**
  * One delivery attempt: a fresh timestamp and signature, 15 s timeout, no redirects followed,
- * response body discarded unread. Only metadata is returned (never the body).
+ * response body drained unseen (never kept). Only metadata is returned (never the body).
  */
 export async function sendWebhook(input: SendInput): Promise<SendResult> {
   const ts = Math.floor(input.at.getTime() / 1000);
