@@ -149,7 +149,14 @@ describe('gateway access (e2e, real HTTP)', () => {
     expect(badClock.status).toBe(400);
     const hugeClock = await api.post('/dev/clock', { advanceSeconds: 9e15 });
     expect(hugeClock.status).toBe(400);
-    expect((await api.post('/dev/clock', { advanceSeconds: 0 })).status).toBe(201);
+    expect((await api.post('/dev/clock', { advanceSeconds: 0 })).status).toBe(200);
+
+    const deep = await api.request('POST', '/widget/v1/sessions', { rawBody: `{"environmentId":${'{"a":'.repeat(4000)}1${'}'.repeat(4001)}` });
+    expect(deep.status).toBe(400);
+    expect(deep.body.code).toBe('VALIDATION_FAILED');
+    const hugeHeader = await api.request('GET', '/v1/ping', { headers: { authorization: `Bearer svc_sb_${'x'.repeat(20000)}` } });
+    expect(hugeHeader.status).toBe(431);
+    expect(hugeHeader.body).toEqual({ code: 'REQUEST_HEADERS_TOO_LARGE', message: expect.any(String) });
 
     const longId = await api.get(`/organizations/${'x'.repeat(300)}`, owner);
     expect(longId.status).toBe(404);

@@ -43,6 +43,8 @@ export function toErrorResponse(err: unknown): { status: number; body: ErrorBody
       return { status: 415, body: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'Content-Type must be application/json' } };
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return { status: 413, body: { code: 'PAYLOAD_TOO_LARGE', message: 'The request body is larger than 1 MiB' } };
+    case 'SVC_JSON_TOO_DEEP':
+      return { status: 400, body: { code: 'VALIDATION_FAILED', message: 'The request body nests too deeply', details: [{ path: '', message: 'nested too deeply' }] } };
     case 'FST_ERR_MAX_PARAM_LENGTH':
       return { status: 404, body: { code: 'NOT_FOUND', message: 'Resource not found' } };
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':

@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import { INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
@@ -10,6 +12,39 @@ import { ServiceConfig, loadConfig } from './config';
 import { IN_PROCESS_BROKER, PlatformModule } from './platform.module';
 
 export const BODY_LIMIT = 1024 * 1024;
+
+/** Deepest nesting of objects and arrays accepted in a JSON body. */
+export const MAX_JSON_DEPTH = 32;
+
+/** Nesting depth of a parsed JSON value, iteratively (a deep value must not exhaust the stack). */
+export function nestingDepth(value: unknown): number {
+  let max = 0;
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length) {
+    const [v, d] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    if (d + 1 > max) max = d + 1;
+    if (max > MAX_JSON_DEPTH) return max;
+    for (const child of Object.values(v as Record<string, unknown>)) if (child !== null && typeof child === 'object') stack.push([child, d + 1]);
+  }
+  return max;
+}
+
+/** Errors Node's HTTP parser raises before a request exists (header too large, timeouts): the error body of decisions 11. */
+function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, code, message] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'REQUEST_HEADERS_TOO_LARGE', 'The request headers (or URL) are too large']
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'REQUEST_TIMEOUT', 'The request took too long to arrive']
+        : [400, 'VALIDATION_FAILED', 'The request is not valid HTTP'];
+  const body = JSON.stringify({ code, message });
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy(err);
+}
 
 const servedRoutes = new WeakMap<object, { method: string; url: string }[]>();
 
@@ -36,8 +71,16 @@ export class AnyContextFilter implements ExceptionFilter {
  * no headers).
  */
 export async function createHttpApp(rootModule: unknown, config: ServiceConfig): Promise<NestFastifyApplication> {
-  const adapter = new FastifyAdapter({ bodyLimit: BODY_LIMIT, genReqId: () => randomUUID(), logger: false, return503OnClosing: false, routerOptions: { maxParamLength: 2048 } });
-  const app = await NestFactory.create<NestFastifyApplication>(rootModule as never, adapter, { logger: false, abortOnError: false });
+  const adapter = new FastifyAdapter({
+    bodyLimit: BODY_LIMIT,
+    genReqId: () => randomUUID(),
+    logger: false,
+    return503OnClosing: false,
+    routerOptions: { maxParamLength: 2048 },
+    clientErrorHandler: answerClientError,
+  });
+  // bodyParser off: the JSON parser below (Fastify's, plus a nesting limit) is the only one.
+  const app = await NestFactory.create<NestFastifyApplication>(rootModule as never, adapter, { logger: false, abortOnError: false, bodyParser: false });
   app.setGlobalPrefix('api');
   app.useGlobalFilters(new AnyContextFilter());
   app.useGlobalPipes(createValidationPipe());
@@ -46,6 +89,17 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   const fastify = app.getHttpAdapter().getInstance();
   // JSON only: any other body is 415 UNSUPPORTED_MEDIA_TYPE (decisions section 11).
   fastify.removeContentTypeParser(['text/plain']);
+  // Fastify's own JSON parser (prototype-poisoning checks kept), then a nesting limit: no field of
+  // the contract nests deeply, and a deep body would exhaust the stack in validation.
+  const parseJson = fastify.getDefaultJsonParser('error', 'error');
+  fastify.removeContentTypeParser(['application/json']);
+  fastify.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    parseJson(req, body as string, (err, value) => {
+      if (err) return done(err, undefined);
+      if (nestingDepth(value) > MAX_JSON_DEPTH) return done(Object.assign(new Error('JSON nested too deeply'), { statusCode: 400, code: 'SVC_JSON_TOO_DEEP' }), undefined);
+      done(null, value);
+    });
+  });
   // Every route the app serves, for the contract test that holds openapi.yaml to them.
   const routes: { method: string; url: string }[] = [];
   servedRoutes.set(app, routes);

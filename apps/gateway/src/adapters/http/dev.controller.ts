@@ -1,4 +1,4 @@
-import { Body, Controller, Get, Inject, Post, Query } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Inject, Post, Query } from '@nestjs/common';
 import { CLOCK, Clock, DevClock } from '@svc/clock';
 import { ApiError } from '@svc/http';
 import { DEV_IDP, MAILER, Mailer } from '@svc/platform';
@@ -27,6 +27,7 @@ export class DevController {
   }
 
   @Post('clock')
+  @HttpCode(200)
   advance(@Body() body: AdvanceClockDto) {
     if (!(this.clock instanceof DevClock)) throw ApiError.notFound('Route');
     return { now: this.clock.advance(body.advanceSeconds).toISOString() };
