@@ -39,6 +39,26 @@ describe('delivery decider', () => {
     expect(e).toMatchObject({ status: 'held', nextAttemptAt: null });
   });
 
+  it('a creation or release with a leaseId takes the first attempt\'s lease in the same append (its creator or releaser sends it); never for a held one or a second creator', () => {
+    const cmd = { type: 'CreateDelivery' as const, deliveryId: 'd1', endpointId: 'e1', organizationId: 'o1', environmentId: 'env1', eventId: 'ev1', eventType: 'clinical_case.opened', caseId: 'c1', payload: '{}', held: false, leaseId: 'L1' };
+    const out = deciderSpec(deliveryDecider).given([]).when(cmd, now).result();
+    expect(out.map((e) => e.type)).toEqual(['WebhookDeliveryCreated', 'WebhookAttemptStarted']);
+    expect(out[1]).toMatchObject({ leaseId: 'L1', dueAt: now.toISOString(), leaseUntil: new Date(now.getTime() + ATTEMPT_LEASE_MS).toISOString() });
+    // A second creator (redelivered event) appends nothing, so it sends nothing; the timer's sender finds the lease taken.
+    deciderSpec(deliveryDecider).given(out).when({ ...cmd, leaseId: 'L2' }, now).then([]);
+    deciderSpec(deliveryDecider).given(out).when({ type: 'StartAttempt', dueAt: now.toISOString(), leaseId: 'L3' }, now).then([]);
+    // The attempt is recorded under that lease.
+    const rec = deciderSpec(deliveryDecider).given(out).when({ type: 'RecordAttempt', leaseId: 'L1', attempt: attempt(200), jitter: 0, retryAfterMs: null }, now).result();
+    expect(rec[0]).toMatchObject({ type: 'WebhookAttemptRecorded', leaseId: 'L1', status: 'delivered' });
+    // Held: no lease; released with one.
+    const held = deciderSpec(deliveryDecider).given([]).when({ ...cmd, held: true }, now).result();
+    expect(held.map((e) => e.type)).toEqual(['WebhookDeliveryCreated']);
+    const released = deciderSpec(deliveryDecider).given(held).when({ type: 'ReleaseDelivery', leaseId: 'R1' }, now).result();
+    expect(released.map((e) => e.type)).toEqual(['WebhookDeliveryReleased', 'WebhookAttemptStarted']);
+    expect(released[1]).toMatchObject({ leaseId: 'R1', dueAt: now.toISOString() });
+    deciderSpec(deliveryDecider).given([...held, ...released]).when({ type: 'ReleaseDelivery', leaseId: 'R2' }, now).then([]);
+  });
+
   it('schedules retries 5 s, 5 min, ... with up to 20% jitter, then fails after 8 attempts', () => {
     for (const jitter of [0, 0.5, 0.999999]) {
       let events: DeliveryEvent[] = [created];

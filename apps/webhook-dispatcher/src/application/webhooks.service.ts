@@ -20,6 +20,16 @@ export interface StaffActor {
 }
 
 const SYSTEM = 'system:webhook-dispatcher';
+/**
+ * Most first attempts sent straight from the append that created or released their delivery
+ * (running at once); past this, deliveries are created or released without a lease and wait for
+ * the timer worker (which runs at most its batchSize attempts at once).
+ */
+export const MAX_DIRECT_ATTEMPTS = 256;
+
+/** What an attempt needs of the delivery's creation event. */
+type Created = Pick<Extract<DeliveryEvent, { type: 'WebhookDeliveryCreated' }>, 'eventId' | 'eventType' | 'payload'>;
+type Leased = { state: DeliveryState; revision: number };
 export const DEFAULT_DELIVERY_LIMIT = 100;
 export const MAX_DELIVERY_LIMIT = 1000;
 
@@ -63,7 +73,29 @@ export class WebhooksService implements OnModuleDestroy {
   }
 
   async onModuleDestroy(): Promise<void> {
+    this.stopping = true;
     await this.scheduler.stop();
+    await Promise.allSettled([...this.direct.values()]);
+  }
+
+  /** First attempts running outside the timer worker (sent by the append that leased them). */
+  private readonly direct = new Map<string, Promise<void>>();
+  private stopping = false;
+
+  /** A lease id if a first attempt may be sent directly now (bounded), else undefined (timer worker). */
+  private directLease(): string | undefined {
+    return !this.stopping && this.direct.size < MAX_DIRECT_ATTEMPTS ? randomUUID() : undefined;
+  }
+
+  /** Sends a leased first attempt and records it, tracked for shutdown; never rejects. */
+  private sendDirect(stream: string, leaseId: string, leased: Leased, created: Created, ep: EndpointDoc): void {
+    const run = this.sendLeased(stream, leaseId, leased, created, ep).catch((err) => {
+      // The lease is in the stream: the timer (moved to the lease's expiry) fires it again then.
+      this.log.warn({ deliveryId: leased.state.deliveryId, error: (err as Error)?.name }, 'webhook attempt not recorded; the timer retries it after the lease');
+    });
+    const id = leased.state.deliveryId!;
+    this.direct.set(id, run);
+    void run.finally(() => this.direct.delete(id));
   }
 
   /** Fires due attempts now instead of at the next poll (not awaited by callers). */
@@ -183,12 +215,20 @@ export class WebhooksService implements OnModuleDestroy {
       for (const ep of endpoints) {
         if (ep.deletedAt || !ep.events.includes(m.type)) continue;
         const deliveryId = stableUuid('delivery', ep.id, eventId);
+        const stream = deliveryStream(deliveryId);
+        // Not held: the first attempt's lease goes in the creating append and this process sends
+        // it now (no wait for the read model, the timer document or the poll).
+        const leaseId = held ? undefined : this.directLease();
         const r = await this.deliveries.handle(
-          deliveryStream(deliveryId),
-          { type: 'CreateDelivery', deliveryId, endpointId: ep.id, organizationId: orgId, environmentId, eventId, eventType: m.type, caseId, payload, held },
+          stream,
+          { type: 'CreateDelivery', deliveryId, endpointId: ep.id, organizationId: orgId, environmentId, eventId, eventType: m.type, caseId, payload, held, ...(leaseId ? { leaseId } : {}) },
           { actor: SYSTEM, organizationId: orgId, environmentId, causationId: eventId, correlationId: m.metadata.correlationId },
         );
-        position = Math.max(position, r.position);
+        if (leaseId && r.newEvents.some((e) => e.type === 'WebhookAttemptStarted')) {
+          this.sendDirect(stream, leaseId, { state: r.state, revision: r.revision }, { eventId, eventType: m.type, payload }, ep);
+        } else {
+          position = Math.max(position, r.position);
+        }
         createdHeld ||= held && r.newEvents.length > 0;
       }
     }
@@ -218,19 +258,42 @@ export class WebhooksService implements OnModuleDestroy {
     for (;;) {
       const held = await this.readStore.list<{ id: string }>(Collections.held, organizationId, { limit: 500 });
       if (held.length === 0) break;
-      // One stream per delivery: the releases run together and share group commits.
-      const positions = await Promise.all(
+      // One stream per delivery: the releases run together and share group commits. Each release
+      // takes the first attempt's lease in the same append (while direct attempts are below their
+      // bound) and this process sends it at once; the others wait for the timer worker.
+      let batchPosition = 0;
+      await Promise.all(
         held.map(async (h) => {
+          const stream = deliveryStream(h.id);
           const doc = await this.readStore.get<DeliveryDoc>(Collections.deliveries, h.id);
-          const r = await this.deliveries.handle(deliveryStream(h.id), { type: 'ReleaseDelivery' }, { actor: SYSTEM, organizationId, environmentId: doc?.environmentId ?? null });
-          return r.position;
+          const ep = doc ? await this.readStore.get<EndpointDoc>(Collections.endpoints, doc.endpointId) : null;
+          const leaseId = ep && !ep.deletedAt ? this.directLease() : undefined;
+          const ctx = { actor: SYSTEM, organizationId, environmentId: doc?.environmentId ?? null };
+          if (!leaseId) {
+            const r = await this.deliveries.handle(stream, { type: 'ReleaseDelivery' }, ctx);
+            batchPosition = Math.max(batchPosition, r.position);
+            position = Math.max(position, r.position);
+            return;
+          }
+          const loaded = await this.deliveries.load(stream);
+          const r = await this.deliveries.handle(stream, { type: 'ReleaseDelivery', leaseId }, ctx, { state: loaded.state, revision: loaded.revision });
+          batchPosition = Math.max(batchPosition, r.position);
+          const created = loaded.events.find((e) => e.type === 'WebhookDeliveryCreated')?.data as Created | undefined;
+          if (created && r.newEvents.some((e) => e.type === 'WebhookAttemptStarted')) this.sendDirect(stream, leaseId, { state: r.state, revision: r.revision }, created, ep!);
+          else position = Math.max(position, r.position);
         }),
       );
-      position = Math.max(position, ...positions);
-      await this.applied(position);
       if (held.length < 500) break;
+      // The next page must not list these again: wait until the projection has taken them out.
+      await this.applied(batchPosition);
     }
-    if (position > 0) this.kick();
+    // Released without a lease: their timers fire once the projection has them.
+    if (position > 0) {
+      this.applied(position).then(
+        () => this.kick(),
+        () => undefined,
+      );
+    }
   }
 
   // ---- the retry worker (durable timers) ----
@@ -240,6 +303,11 @@ export class WebhooksService implements OnModuleDestroy {
    * nor does a timer whose attempt another sender holds the lease of.
    */
   private async attempt(timer: DeliveryTimer): Promise<void> {
+    // A direct first attempt of this delivery still out (a manual retry moved the timer): the
+    // retry waits for its answer, as one the worker itself runs would (a late 2xx then delivers
+    // and nothing more is sent).
+    const running = this.direct.get(timer.deliveryId);
+    if (running) await running;
     const stream = deliveryStream(timer.deliveryId);
     const { state, events, revision } = await this.deliveries.load(stream);
     if (state.status !== 'pending' || state.nextAttemptAt !== timer.dueAt) return;
@@ -256,6 +324,12 @@ export class WebhooksService implements OnModuleDestroy {
     const leaseId = randomUUID();
     const lease = await this.deliveries.handle(stream, { type: 'StartAttempt', dueAt: timer.dueAt, leaseId }, ctx, { state, revision });
     if (lease.newEvents.length === 0) return;
+    await this.sendLeased(stream, leaseId, { state: lease.state, revision: lease.revision }, created, ep);
+  }
+
+  /** Sends the attempt this process holds the lease of, then records it on the state after the lease. */
+  private async sendLeased(stream: string, leaseId: string, lease: Leased, created: Created, ep: EndpointDoc): Promise<void> {
+    const ctx = { actor: SYSTEM, organizationId: lease.state.organizationId, environmentId: lease.state.environmentId };
     const secret = this.keyring.decrypt(ep.environmentId, ep.secret);
     const { attempt, retryAfterMs } = await sendWebhook({
       url: ep.url,
@@ -270,7 +344,7 @@ export class WebhooksService implements OnModuleDestroy {
     // anything appended meanwhile (a manual retry), the revision check fails and the handler
     // re-reads: the attempt is then recorded as stale (logged; schedule and status kept unless 2xx).
     const r = await this.deliveries.handle(stream, { type: 'RecordAttempt', leaseId, attempt, jitter: drawJitter(), retryAfterMs }, ctx, { state: lease.state, revision: lease.revision });
-    this.log.info({ deliveryId: timer.deliveryId, eventType: created.eventType, statusCode: attempt.statusCode, error: attempt.error, durationMs: attempt.durationMs, status: r.state.status }, 'webhook attempt');
+    this.log.info({ deliveryId: lease.state.deliveryId, eventType: created.eventType, statusCode: attempt.statusCode, error: attempt.error, durationMs: attempt.durationMs, status: r.state.status }, 'webhook attempt');
     // Not waiting for the projection: until it moves the timer doc, a re-fire finds the stream
     // no longer due for this time and does nothing.
   }

@@ -75,8 +75,18 @@ export type DeliveryCommand =
       caseId: string | null;
       payload: string;
       held: boolean;
+      /**
+       * The creator sends the first attempt itself: its lease (AttemptStarted) goes in the same
+       * append as the creation, so of several creators (a redelivered event) only the one whose
+       * append created the stream sends. Ignored for a held delivery.
+       */
+      leaseId?: string;
     }
-  | { type: 'ReleaseDelivery' }
+  | {
+      type: 'ReleaseDelivery';
+      /** As for CreateDelivery: the releaser takes the first attempt's lease in the release append. */
+      leaseId?: string;
+    }
   | {
       /** Taken before sending, appended with the revision read: the one sender of a due attempt. */
       type: 'StartAttempt';
@@ -156,12 +166,17 @@ export const deliveryDecider: Decider<DeliveryCommand, DeliveryEvent, DeliverySt
     switch (command.type) {
       case 'CreateDelivery': {
         if (state.deliveryId) return []; // first writer wins: the same event for the same endpoint is one delivery
-        const { type: _t, held, ...rest } = command;
-        return [{ type: 'WebhookDeliveryCreated', ...rest, status: held ? 'held' : 'pending', nextAttemptAt: held ? null : nowIso, createdAt: nowIso }];
+        const { type: _t, held, leaseId, ...rest } = command;
+        const created: DeliveryEvent = { type: 'WebhookDeliveryCreated', ...rest, status: held ? 'held' : 'pending', nextAttemptAt: held ? null : nowIso, createdAt: nowIso };
+        if (held || leaseId === undefined) return [created];
+        return [created, { type: 'WebhookAttemptStarted', deliveryId: command.deliveryId, leaseId, dueAt: nowIso, startedAt: nowIso, leaseUntil: after(nowIso, ATTEMPT_LEASE_MS) }];
       }
-      case 'ReleaseDelivery':
+      case 'ReleaseDelivery': {
         if (!state.deliveryId || state.status !== 'held') return [];
-        return [{ type: 'WebhookDeliveryReleased', deliveryId: state.deliveryId, nextAttemptAt: nowIso, releasedAt: nowIso }];
+        const released: DeliveryEvent = { type: 'WebhookDeliveryReleased', deliveryId: state.deliveryId, nextAttemptAt: nowIso, releasedAt: nowIso };
+        if (command.leaseId === undefined) return [released];
+        return [released, { type: 'WebhookAttemptStarted', deliveryId: state.deliveryId, leaseId: command.leaseId, dueAt: nowIso, startedAt: nowIso, leaseUntil: after(nowIso, ATTEMPT_LEASE_MS) }];
+      }
       case 'StartAttempt': {
         if (!state.deliveryId || state.status !== 'pending' || state.nextAttemptAt !== command.dueAt) return []; // not due (any more)
         if (state.leases.some((l) => l.dueAt === command.dueAt && Date.parse(l.leaseUntil) > now.getTime())) return []; // another sender has it

@@ -150,7 +150,12 @@ export function dispatcherProjection(keyring: Keyring): Projection {
           if (doc) putDelivery(tx, { ...doc, status: 'failed', nextAttemptAt: null });
           return;
         }
-        case 'WebhookAttemptStarted': // a sender's lease: nothing to show until the attempt is recorded
+        case 'WebhookAttemptStarted':
+          // A sender's lease: nothing to show until the attempt is recorded, but the timer waits
+          // until the lease expires (same dueAt, so a sender that died is replaced then), instead
+          // of firing into a lease that is held.
+          tx.put(Collections.timers, event.deliveryId, { id: event.deliveryId, dueAt: event.dueAt, deliveryId: event.deliveryId } satisfies DeliveryTimer, { partition: TIMER_PARTITION, score: Date.parse(event.leaseUntil) });
+          return;
         case WEBHOOK_DELIVERED:
           return;
         case 'AccountOpened':
