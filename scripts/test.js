@@ -7,6 +7,8 @@
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
+const os = require('node:os');
+const { scanLog } = require('./log-check');
 
 const root = path.resolve(__dirname, '..');
 const build = spawnSync(process.execPath, [path.join(root, 'scripts', 'build.js'), '--if-needed'], { cwd: root, stdio: 'inherit' });
@@ -16,10 +18,14 @@ if (build.status !== 0) {
 }
 const results = path.join(root, '.test-results.json');
 fs.rmSync(results, { force: true });
+// Every service log line of the whole run (in-process apps and spawned ones) goes to one file,
+// which is then searched for what must never be logged (architecture rule 7).
+const logFile = path.join(os.tmpdir(), `svc-test-run-${process.pid}.log`);
+fs.rmSync(logFile, { force: true });
 const jest = spawnSync(
   process.execPath,
   [path.join(root, 'node_modules', 'jest', 'bin', 'jest.js'), '--json', `--outputFile=${results}`, ...process.argv.slice(2)],
-  { cwd: root, stdio: 'inherit', env: { ...process.env, SVC_LOG_LEVEL: process.env.SVC_LOG_LEVEL ?? 'silent' } },
+  { cwd: root, stdio: 'inherit', env: { ...process.env, SVC_LOG_LEVEL: process.env.SVC_LOG_LEVEL ?? 'info', SVC_LOG_FILE: process.env.SVC_LOG_FILE ?? logFile } },
 );
 let passed = 0;
 let failed = 0;
@@ -29,6 +35,18 @@ if (fs.existsSync(results)) {
   failed = r.numFailedTests + (r.numRuntimeErrorTestSuites || 0);
 } else {
   failed = 1;
+}
+// The log check counts as one test: planted patient data, emails, keys, secrets, tokens.
+if (fs.existsSync(logFile)) {
+  const { lines, findings } = scanLog(fs.readFileSync(logFile, 'utf8'));
+  if (findings.length === 0) {
+    passed += 1;
+    console.log(`log check: ${lines} service log lines of the whole run hold no PHI, credential or secret`);
+  } else {
+    failed += 1;
+    console.log(`log check FAILED: ${findings.length} finding(s) in ${logFile}`);
+    for (const f of findings.slice(0, 20)) console.log(`  line ${f.line}: ${f.what}`);
+  }
 }
 console.log(`tests: ${passed} passed, ${failed} failed`);
 process.exit(jest.status === 0 && failed === 0 ? 0 : 1);
