@@ -50,3 +50,39 @@ describe('destination header check (creation)', () => {
     expect(validHeader('x-token', 'x'.repeat(4001))).toBe(false);
   });
 });
+
+/** One attempt, never a redirect followed, never more than 5 seconds (spec: order_lookup.requested). */
+describe('callDestination: redirects and the 5 second cap', () => {
+  let server: Server;
+  let baseUrl: string;
+  const seen: string[] = [];
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      seen.push(req.url ?? '');
+      if (req.url === '/moved') res.writeHead(302, { location: '/elsewhere' }).end();
+      else if (req.url === '/slow') setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end('{"orders":[]}'), 7000);
+      else res.writeHead(200, { 'content-type': 'application/json' }).end('{"orders":[]}');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    baseUrl = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  });
+  afterAll(() => {
+    server.closeAllConnections();
+    return new Promise<void>((r) => server.close(() => r()));
+  });
+
+  it('does not follow a redirect: the 302 is the answer, the target is never asked', async () => {
+    const outcome = await callDestination({ baseUrl, path: '/moved', method: 'GET', body: undefined, headers: {}, secret: 's', nowS: 1, timeoutMs: 2000, production: false });
+    expect(outcome).toMatchObject({ kind: 'response', status: 302 });
+    expect(seen).toEqual(['/moved']);
+  });
+
+  it('gives up after 5 seconds even when the Destination allows more', async () => {
+    const started = Date.now();
+    const outcome = await callDestination({ baseUrl, path: '/slow', method: 'GET', body: undefined, headers: {}, secret: 's', nowS: 1, timeoutMs: 60_000, production: false });
+    const took = Date.now() - started;
+    expect(outcome).toMatchObject({ kind: 'failed', reason: 'timeout' });
+    expect(took).toBeGreaterThanOrEqual(4900);
+    expect(took).toBeLessThan(6900);
+  }, 15_000);
+});

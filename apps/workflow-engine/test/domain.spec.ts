@@ -75,6 +75,25 @@ describe('step machine', () => {
     expect(r.replies).toEqual([{ type: 'text', text: 'yes' }]);
     expect(r.state.outcome).toBe('completed');
   });
+  it.each([
+    ['equals', 'blue', 'blue', 'yes'],
+    ['equals', 'Blue ', 'blue', 'yes'], // trimmed, case-insensitive
+    ['not_equals', 'red', 'blue', 'yes'],
+    ['not_equals', 'blue', 'blue', 'no'],
+    ['contains', 'dark blue', 'blue', 'yes'],
+    ['contains', 'red', 'blue', 'no'],
+    ['is_empty', '', undefined, 'yes'],
+    ['is_empty', 'x', undefined, 'no'],
+    ['is_not_empty', 'x', undefined, 'yes'],
+    ['is_not_empty', '', undefined, 'no'],
+  ])('condition %s: %j against %j goes to %s', (operator, answer, value, expected) => {
+    const condition = { id: 'c', type: 'condition', variable: 'colour', operator, ...(value !== undefined ? { value } : {}), then: 'yes', else: 'no' };
+    // An empty answer is a variable never set (an ask refuses empty text).
+    const d = answer === '' ? def([condition, reply('yes', 'end'), reply('no')]) : def([{ id: 'q', type: 'ask', variable: 'colour', prompt: 'Colour?', format: 'text' }, condition, reply('yes', 'end'), reply('no')]);
+    const r = answer === '' ? advance(d, startRun(d), ctx) : giveInput(d, advance(d, startRun(d), ctx).state, ctx, answer);
+    expect(r.replies.at(-1)).toEqual({ type: 'text', text: expected });
+  });
+
   it('orders_v1: cards, broken contract, empty', () => {
     const d = orderStatusTemplate().definition;
     const started = advance(d, startRun(d), ctx);
