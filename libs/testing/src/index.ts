@@ -1,4 +1,5 @@
 import { ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -65,6 +66,80 @@ export class Api {
   }
 }
 
+/** What `enrollPatient` needs of a tenant (as `TestApp.tenant()` returns it). */
+export interface EnrolmentTenant {
+  staff: string;
+  env: string;
+  apiKey: string;
+}
+
+export interface EnrolledPatient {
+  patientId: string;
+  email: string;
+  externalPatientId: string;
+}
+
+/** programKey of the helper's protocol; named on every enrolment, so other active protocols do not matter. */
+export const ENROLMENT_PROGRAM_KEY = 'test-enrolment';
+
+/**
+ * A minimal valid protocol (decisions 6), cadence 30 days: an enrolled patient gets no check-in
+ * unless the clock moves a month.
+ */
+function enrolmentProtocolBody() {
+  return {
+    programKey: ENROLMENT_PROGRAM_KEY,
+    name: 'Test enrolment',
+    defaultCadenceDays: 30,
+    questions: [{ key: 'pain', text: 'How bad is your pain today?', type: 'scale', min: 0, max: 10 }],
+    redFlags: { emergencyTerms: true },
+  };
+}
+
+/** The helper's protocol per environment path (`tenant.env`; environment ids are unique uuids). */
+const enrolmentProtocols = new Map<string, Promise<string>>();
+
+async function enrolmentProtocol(api: Api, tenant: EnrolmentTenant): Promise<string> {
+  let p = enrolmentProtocols.get(tenant.env);
+  if (!p) {
+    p = (async () => {
+      const created = await api.post(`${tenant.env}/protocols`, enrolmentProtocolBody(), tenant.staff);
+      let id: string | undefined = created.body?.id;
+      if (created.status === 409) {
+        const list = await api.get(`${tenant.env}/protocols`, tenant.staff);
+        id = (list.body?.protocols ?? []).find((x: { programKey: string }) => x.programKey === ENROLMENT_PROGRAM_KEY)?.id;
+      } else if (created.status !== 201) throw new Error(`enrolment protocol: ${created.status} ${created.text}`);
+      if (!id) throw new Error('enrolment protocol: not found');
+      const a = await api.post(`${tenant.env}/protocols/${id}/activate`, undefined, tenant.staff);
+      if (a.status !== 200) throw new Error(`enrolment protocol activate: ${a.status} ${a.text}`);
+      return id;
+    })();
+    enrolmentProtocols.set(tenant.env, p);
+    p.catch(() => enrolmentProtocols.delete(tenant.env));
+  }
+  return p;
+}
+
+/**
+ * A patient enrolled in the tenant's environment: the helper's protocol is created and activated
+ * once per environment, then `patient.created` is sent with the tenant's API key (so the BAA must
+ * be signed). Email addresses end with `@example.test`.
+ */
+export async function enrollPatient(api: Api, tenant: EnrolmentTenant, options: { email?: string; externalPatientId?: string } = {}): Promise<EnrolledPatient> {
+  const suffix = randomUUID();
+  const email = options.email ?? `patient-${suffix}@example.test`;
+  const externalPatientId = options.externalPatientId ?? `EXT-${suffix}`;
+  if (!email.endsWith('@example.test')) throw new Error('enrollPatient: email addresses must end with @example.test');
+  await enrolmentProtocol(api, tenant);
+  const r = await api.post(
+    '/client/patient-events',
+    { eventId: randomUUID(), type: 'patient.created', externalPatientId, email, firstName: 'Test', lastName: 'Patient', programKey: ENROLMENT_PROGRAM_KEY },
+    tenant.apiKey,
+  );
+  if (r.status !== 202) throw new Error(`enrol patient: ${r.status} ${r.text}`);
+  return { patientId: r.body.patientId as string, email, externalPatientId };
+}
+
 /**
  * The standalone service started in-process on a free port (real HTTP), on a data dir of its
  * own. `restart()` closes it and starts it again on the same data dir.
@@ -112,6 +187,11 @@ export class TestApp {
     const r = await this.api.post('/dev/clock', { advanceSeconds: seconds });
     if (r.status !== 201 && r.status !== 200) throw new Error(`clock: ${r.status} ${r.text}`);
     return r.body.now as string;
+  }
+
+  /** A patient enrolled in the tenant's sandbox (see `enrollPatient`): `{ patientId, email, externalPatientId }`. */
+  enrolledPatient(tenant: EnrolmentTenant, options: { email?: string; externalPatientId?: string } = {}): Promise<EnrolledPatient> {
+    return enrollPatient(this.api, tenant, options);
   }
 
   /**
