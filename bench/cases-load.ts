@@ -253,10 +253,23 @@ async function main(): Promise<void> {
     const E = `${base}/organizations/${org.id}/environments/${envId}`;
     const key = (await json('POST', `${E}/api-keys`, { name: 'bench' }, staff)).key as string;
     await json('POST', `${base}/organizations/${org.id}/baa`, { signerName: 'B', signerTitle: 'C' }, staff);
+    // Staff cases need a patient the environment knows: a protocol and 50 enrolled patients.
+    const protocol = await json(
+      'POST',
+      `${E}/protocols`,
+      { programKey: 'bench', name: 'Bench', defaultCadenceDays: 30, questions: [{ key: 'pain', text: 'Pain?', type: 'scale', min: 0, max: 10 }], redFlags: { emergencyTerms: true } },
+      staff,
+    );
+    await json('POST', `${E}/protocols/${protocol.id}/activate`, undefined, staff);
+    const patients: string[] = [];
+    for (let i = 0; i < 50; i++) {
+      const ev = { eventId: randomUUID(), type: 'patient.created', externalPatientId: `BENCH-${i}`, email: `bench-${i}@example.test`, programKey: 'bench' };
+      patients.push((await json('POST', `${base}/client/patient-events`, ev, key)).patientId as string);
+    }
     const cases: string[] = [];
     for (let i = 0; i < args.cases; i += 50) {
       const batch = await Promise.all(
-        Array.from({ length: Math.min(50, args.cases - i) }, () => json('POST', `${E}/clinical-cases`, { patientId: randomUUID(), request: 'bench request' }, staff)),
+        Array.from({ length: Math.min(50, args.cases - i) }, (_, j) => json('POST', `${E}/clinical-cases`, { patientId: patients[j], request: 'bench request' }, staff)),
       );
       cases.push(...batch.map((b) => b.caseId as string));
     }

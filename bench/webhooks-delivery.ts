@@ -12,7 +12,8 @@
  *   - baseline in the same run: the same receiver fed by a plain signed-fetch loop with the same
  *     concurrency (what the HTTP path alone can do), and the open requests alone (cases/s with no endpoint).
  *   - burst (--burst N, default = --cases, 0 to skip): N cases opened for an organization without a
- *     BAA (their deliveries are held), then the BAA is signed and the N deliveries go out at once:
+ *     BAA (their deliveries are held; opened by the case-ledger's bus command, since before the BAA
+ *     no patient can be enrolled and a staff case needs a known patient), then the BAA is signed and the N deliveries go out at once:
  *     deliveries/s from the BAA request to the last webhook received (the dispatcher's own rate).
  *     --profile-burst writes a CPU profile of that window alone.
  * A benchmark, not a test: never in CI.
@@ -20,7 +21,9 @@
 process.env.SVC_LOG_LEVEL ??= 'warn';
 import { createServer } from 'node:http';
 import { randomUUID } from 'node:crypto';
+import { lastValueFrom } from 'rxjs';
 import { TestApp } from '@svc/testing';
+import { BUS_CLIENT, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns } from '@svc/messaging';
 import { signWebhook, verifyWebhook } from '@svc/security';
 
 function arg(name: string, fallback: number): number {
@@ -99,13 +102,15 @@ async function main() {
   try {
     // Baseline 2: opening cases with no endpoint subscribed (the case path alone).
     const t = await app.tenant();
+    // Staff cases need a patient the environment knows.
+    const patients = await Promise.all(Array.from({ length: concurrency }, () => app.enrolledPatient(t)));
     const open = async (n: number, onOpened?: (caseId: string, at: number) => void) => {
       let opened = 0;
       await Promise.all(
-        Array.from({ length: concurrency }, async () => {
+        Array.from({ length: concurrency }, async (_, c) => {
           while (opened < n) {
             opened++;
-            const r = await app.api.post(`${t.env}/clinical-cases`, { patientId: randomUUID(), request: 'Please call the patient back about the medication' }, t.staff);
+            const r = await app.api.post(`${t.env}/clinical-cases`, { patientId: patients[c].patientId, request: 'Please call the patient back about the medication' }, t.staff);
             if (r.status !== 201) throw new Error(`open: ${r.status} ${r.text}`);
             onOpened?.(r.body.caseId, performance.now());
           }
@@ -147,14 +152,28 @@ async function main() {
       const hep = await app.api.post(`${h.env}/webhook-endpoints`, { url: receiverUrl, events: ['clinical_case.opened'] }, h.staff);
       if (hep.status !== 201) throw new Error(`endpoint: ${hep.status} ${hep.text}`);
       const heldIds: string[] = [];
+      const bus = (app as unknown as { app: { get<T>(t: unknown): T } }).app.get<{ send<R>(p: string, d: unknown): import('rxjs').Observable<R> }>(BUS_CLIENT);
       let n = 0;
       await Promise.all(
         Array.from({ length: concurrency }, async () => {
           while (n < burst) {
             n++;
-            const r = await app.api.post(`${h.env}/clinical-cases`, { patientId: randomUUID(), request: 'Please call the patient back about the medication' }, h.staff);
-            if (r.status !== 201) throw new Error(`open: ${r.status} ${r.text}`);
-            heldIds.push(r.body.caseId);
+            const cmd: OpenClinicalCaseCommand = {
+              requestId: randomUUID(),
+              organizationId: h.orgId,
+              environmentId: h.sandbox,
+              patientId: randomUUID(),
+              source: 'staff_chat',
+              priority: 'urgent',
+              patientNotes: '',
+              symptomScores: {},
+              matchedRules: ['staff_request:chat'],
+              stoppedEarly: false,
+              internalNote: 'Please call the patient back about the medication',
+              actor: `staff:${h.ownerSub}`,
+            };
+            const r = await lastValueFrom(bus.send<OpenClinicalCaseReply>(Patterns.openClinicalCase, cmd));
+            heldIds.push(r.caseId);
           }
         }),
       );

@@ -23,7 +23,8 @@ describe('clinical cases (e2e, real HTTP)', () => {
   const message = (caseId: string, body: unknown, key = t.apiKey) => app.api.post(`/v1/clinical-cases/${caseId}/messages`, body, key);
 
   it('opens a staff_chat case: reference, priority from emergency words (English and Spanish), opened event with the spec data', async () => {
-    const routine = await app.api.post(`${t.env}/clinical-cases`, { patientId: randomUUID(), request: 'Please call about the refill' }, t.staff);
+    const { patientId } = await app.enrolledPatient(t);
+    const routine = await app.api.post(`${t.env}/clinical-cases`, { patientId, request: 'Please call about the refill' }, t.staff);
     expect(routine.status).toBe(201);
     expect(routine.body).toEqual({ caseId: expect.any(String), reference: expect.stringMatching(/^CC-[A-HJ-NP-Z2-9]{8}$/), priority: 'urgent' });
 

@@ -45,7 +45,7 @@ describe('log canary: case and conversation PHI never logged', () => {
 
   it('runs the whole case story with canaries and greps the log file', async () => {
     const t = await app.tenant();
-    const patientId = randomUUID();
+    const { patientId } = await app.enrolledPatient(t);
     const opened = await app.api.post(`${t.env}/clinical-cases`, { patientId, request: CANARY.request }, t.staff);
     expect(opened.status).toBe(201);
     const caseId = opened.body.caseId as string;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { Api, StandaloneProcess, tempDataDir } from '@svc/testing';
+import { Api, StandaloneProcess, enrollPatient, tempDataDir } from '@svc/testing';
 
 const mainJs = join(__dirname, '../../dist/apps/standalone/main.js');
 
@@ -12,7 +12,7 @@ async function tenant(api: Api) {
   const env = `/organizations/${org.id}/environments/${sandbox}`;
   const key = (await api.post(`${env}/api-keys`, { name: 'k' }, staff)).body.key as string;
   expect((await api.post(`/organizations/${org.id}/baa`, { signerName: 'A', signerTitle: 'B' }, staff)).status).toBe(201);
-  return { staff, env, key };
+  return { staff, env, key, apiKey: key };
 }
 
 /** Issue 4, "Must show": kill -9 in the middle of a stream of updates; every 200 survives and sequences continue. */
@@ -30,8 +30,9 @@ describe('clinical case updates survive kill -9 (built standalone process)', () 
     await proc.start();
     const t = await tenant(proc.api);
     const cases: string[] = [];
+    const { patientId } = await enrollPatient(proc.api, t);
     for (let i = 0; i < 8; i++) {
-      const r = await proc.api.post(`${t.env}/clinical-cases`, { patientId: randomUUID(), request: `restart request ${i}` }, t.staff);
+      const r = await proc.api.post(`${t.env}/clinical-cases`, { patientId, request: `restart request ${i}` }, t.staff);
       expect(r.status).toBe(201);
       cases.push(r.body.caseId);
     }

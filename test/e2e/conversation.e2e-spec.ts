@@ -23,7 +23,7 @@ describe('conversations (e2e, real HTTP)', () => {
   const list = (id: string, query = '', key = t.apiKey) => app.api.get(`/v1/conversations/${id}/messages${query}`, key);
   const inbound = (id: string, body: unknown, key = t.apiKey) => app.api.post(`/v1/conversations/${id}/messages`, body, key);
   /** A case: its thread exists as soon as the open answers (read your writes, no waiting). */
-  async function caseThread(patientId = randomUUID()) {
+  async function caseThread(patientId?: string) {
     return openCase(app, t, 'Please check on the patient', patientId);
   }
 

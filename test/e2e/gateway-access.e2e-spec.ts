@@ -68,7 +68,9 @@ describe('gateway access (e2e, real HTTP)', () => {
 
     // A production key gets 404 on a sandbox resource (a sandbox case), the sandbox key reads it.
     const sandboxKey = await api.post(`/organizations/${orgId}/environments/${sandbox}/api-keys`, { name: 'sandbox-2' }, owner);
-    const opened = await api.post(`/organizations/${orgId}/environments/${sandbox}/clinical-cases`, { patientId: '7d0c6f5e-3f7a-4a43-9b7e-5d1f3c2b1a00', request: 'Please review the dosage' }, owner);
+    const sandboxEnv = `/organizations/${orgId}/environments/${sandbox}`;
+    const { patientId } = await app.enrolledPatient({ staff: owner, env: sandboxEnv, apiKey: sandboxKey.body.key });
+    const opened = await api.post(`${sandboxEnv}/clinical-cases`, { patientId, request: 'Please review the dosage' }, owner);
     expect(opened.status).toBe(201);
     const progressPath = `/v1/clinical-cases/${opened.body.caseId}/progress`;
     expect((await api.get(progressPath, sandboxKey.body.key)).status).toBe(200);

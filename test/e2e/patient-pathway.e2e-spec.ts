@@ -482,13 +482,17 @@ describe('patient pathway (e2e, real HTTP)', () => {
     expect(await lastValueFrom(client.send(Patterns.findPatient, { environmentId: t.sandbox, externalPatientId: 'EXT-BUS' }))).toEqual({ patientId: p.body.patientId });
     expect(await lastValueFrom(client.send(Patterns.findPatient, { environmentId: t.production, externalPatientId: 'EXT-BUS' }))).toEqual({ patientId: null });
     expect(await lastValueFrom(client.send(Patterns.findPatient, { environmentId: t.sandbox, externalPatientId: 'EXT-NOBODY' }))).toEqual({ patientId: null });
-    expect(await lastValueFrom(client.send(Patterns.patientContact, { environmentId: t.sandbox, patientId: p.body.patientId }))).toEqual({ email, externalPatientId: null });
-    expect(await lastValueFrom(client.send(Patterns.patientContact, { environmentId: t.production, patientId: p.body.patientId }))).toEqual({ email: null, externalPatientId: null });
+    expect(await lastValueFrom(client.send(Patterns.patientContact, { environmentId: t.sandbox, patientId: p.body.patientId }))).toEqual({ known: true, email, externalPatientId: null });
+    expect(await lastValueFrom(client.send(Patterns.patientContact, { environmentId: t.production, patientId: p.body.patientId }))).toEqual({ known: false, email: null, externalPatientId: null });
+    expect(await lastValueFrom(client.send(Patterns.patientContact, { environmentId: t.sandbox, patientId: randomUUID() }))).toEqual({ known: false, email: null, externalPatientId: null });
+    expect(await lastValueFrom(client.send(Patterns.patientContact, { environmentId: t.sandbox, patientId: 'not-a-uuid' }))).toEqual({ known: false, email: null, externalPatientId: null });
 
     // Enrolled patients only: once cancelled, findPatient answers null (a widget session gets no patientId).
     const cancel = await api.post('/client/patient-events', { eventId: randomUUID(), type: 'patient.cancelled', externalPatientId: 'EXT-BUS' }, t.apiKey);
     expect(cancel.status).toBe(202);
     expect(await lastValueFrom(client.send(Patterns.findPatient, { environmentId: t.sandbox, externalPatientId: 'EXT-BUS' }))).toEqual({ patientId: null });
+    // ...but still known to patientContact (staff may raise a case about a patient whose pathway ended).
+    expect(await lastValueFrom(client.send(Patterns.patientContact, { environmentId: t.sandbox, patientId: p.body.patientId }))).toEqual({ known: true, email, externalPatientId: null });
     // Re-enrolled: found again, with the same patientId.
     expect((await api.post('/client/patient-events', created('EXT-BUS', email), t.apiKey)).body.patientId).toBe(p.body.patientId);
     expect(await lastValueFrom(client.send(Patterns.findPatient, { environmentId: t.sandbox, externalPatientId: 'EXT-BUS' }))).toEqual({ patientId: p.body.patientId });

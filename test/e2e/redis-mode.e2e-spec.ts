@@ -24,7 +24,8 @@ describe('standalone on the Redis read store (e2e)', () => {
     expect((await app.api.get('/v1/ping', t.apiKey)).status).toBe(200);
     expect((await redis.keys(`${prefix}:*`)).length).toBeGreaterThan(0);
 
-    const opened = await app.api.post(`${t.env}/clinical-cases`, { patientId: randomUUID(), request: 'Please review the new prescription' }, t.staff);
+    const { patientId } = await app.enrolledPatient(t);
+    const opened = await app.api.post(`${t.env}/clinical-cases`, { patientId, request: 'Please review the new prescription' }, t.staff);
     expect(opened.status).toBe(201);
     const caseId = opened.body.caseId as string;
     const update = await app.api.post(`/v1/clinical-cases/${caseId}/updates`, { updateId: randomUUID(), sequence: 1, status: 'processed', externalReference: 'EHR-1' }, t.apiKey);

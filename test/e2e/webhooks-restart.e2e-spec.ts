@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { Api, StandaloneProcess } from '@svc/testing';
+import { Api, StandaloneProcess, TestApp, enrollPatient, tempDataDir } from '@svc/testing';
+import { OpenClinicalCaseCommand, Patterns } from '@svc/messaging';
+import { busRequest } from './case-helpers';
 import { verifyWebhook } from '@svc/security';
 import { WebhookReceiver, until } from '../../apps/webhook-dispatcher/test/receiver';
 
@@ -22,17 +24,42 @@ describe('webhooks survive kill -9 (built standalone process)', () => {
     const org = (await api.post('/organizations', { name: 'Kill Clinic' }, staff)).body;
     const envId = org.environments.find((e: { kind: string }) => e.kind === 'sandbox').id;
     const env = `/organizations/${org.id}/environments/${envId}`;
+    const apiKey = (await api.post(`${env}/api-keys`, { name: 'k' }, staff)).body.key as string;
     if (baa) expect((await api.post(`/organizations/${org.id}/baa`, { signerName: 'A', signerTitle: 'CEO' }, staff)).status).toBe(201);
     const ep = (await api.post(`${env}/webhook-endpoints`, { url: receiver.script(path, statuses), events: ['clinical_case.opened'] }, staff)).body;
-    return { staff, orgId: org.id as string, env, ep: ep as { id: string; secret: string } };
+    return { staff, sub, orgId: org.id as string, envId: envId as string, env, apiKey, ep: ep as { id: string; secret: string } };
   }
 
   it('delivers every pending and held delivery after a SIGKILL restart', async () => {
-    proc = await new StandaloneProcess().start();
+    const dataDir = tempDataDir('svc-webhooks-restart-');
+    // The held delivery: before the BAA no patient can be enrolled, so no staff case can be opened
+    // over HTTP (404); a case event can only be held when it comes over the bus (decisions 12). The
+    // case is opened by the case-ledger's bus command in an in-process app on the same data dir,
+    // which is then stopped; the built process takes over from there.
+    const inProcess = await new TestApp(dataDir).start();
+    const held = await setup(inProcess.api, false, '/k9-held', [200]);
+    expect((await inProcess.api.post(`${held.env}/clinical-cases`, { patientId: randomUUID(), request: 'call back' }, held.staff)).status).toBe(404);
+    await busRequest(inProcess, Patterns.openClinicalCase, {
+      requestId: randomUUID(),
+      organizationId: held.orgId,
+      environmentId: held.envId,
+      patientId: randomUUID(),
+      source: 'staff_chat',
+      priority: 'urgent',
+      patientNotes: '',
+      symptomScores: {},
+      matchedRules: ['staff_request:chat'],
+      stoppedEarly: false,
+      internalNote: 'call back',
+      actor: `staff:${held.sub}`,
+    } satisfies OpenClinicalCaseCommand);
+    await until(async () => (await inProcess.api.get(`${held.env}/webhook-endpoints/${held.ep.id}/deliveries`, held.staff)).body.deliveries.some((x: { status: string }) => x.status === 'held'), 15_000, 'held delivery (in-process)');
+    await inProcess.stop();
+
+    proc = await new StandaloneProcess(dataDir).start();
     const live = await setup(proc.api, true, '/k9', [500, 500, 500, 200]);
-    const held = await setup(proc.api, false, '/k9-held', [200]);
-    for (let i = 0; i < 3; i++) expect((await proc.api.post(`${live.env}/clinical-cases`, { patientId: randomUUID(), request: 'call back' }, live.staff)).status).toBe(201);
-    expect((await proc.api.post(`${held.env}/clinical-cases`, { patientId: randomUUID(), request: 'call back' }, held.staff)).status).toBe(201);
+    const { patientId } = await enrollPatient(proc.api, live);
+    for (let i = 0; i < 3; i++) expect((await proc.api.post(`${live.env}/clinical-cases`, { patientId, request: 'call back' }, live.staff)).status).toBe(201);
 
     const deliveries = async (api: Api, t: typeof live) => (await api.get(`${t.env}/webhook-endpoints/${t.ep.id}/deliveries`, t.staff)).body.deliveries as { eventId: string; status: string; attempts: unknown[] }[];
     const pending = await until(async () => {

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { lastValueFrom } from 'rxjs';
 import { TestApp } from '@svc/testing';
-import { BUS_CLIENT, IntegrationMessage, InProcessBroker, Patterns, Topics } from '@svc/messaging';
+import { BUS_CLIENT, IntegrationMessage, InProcessBroker, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns, Topics } from '@svc/messaging';
+import { busRequest } from './case-helpers';
 import { IN_PROCESS_BROKER } from '@svc/platform';
 import { verifyWebhook, WebhookVerificationError } from '@svc/security';
 import { WebhookReceiver, eventSchemas, until } from '../../apps/webhook-dispatcher/test/receiver';
@@ -71,8 +72,9 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
   }
 
   /** The real path: a staff clinical request opens a case in the case-ledger, whose relay puts clinical_case.opened on the bus. */
-  async function openCase(t: { staff: string; env: string }) {
-    const r = await app.api.post(`${t.env}/clinical-cases`, { patientId: randomUUID(), request: 'Patient reports dizziness' }, t.staff);
+  async function openCase(t: { staff: string; env: string; apiKey: string }) {
+    const { patientId } = await app.enrolledPatient(t);
+    const r = await app.api.post(`${t.env}/clinical-cases`, { patientId, request: 'Patient reports dizziness' }, t.staff);
     expect(r.status).toBe(201);
     return { caseId: r.body.caseId as string };
   }
@@ -163,12 +165,30 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     expect(delivered.data).toEqual({ organizationId: t.orgId, environmentId: t.sandbox, eventId, eventType: 'clinical_case.opened', caseId, deliveredAt: expect.any(String) });
   });
 
-  it('real path: a staff case opened before the BAA is held, goes out after signing, and the case shows transportDelivered', async () => {
+  it('real path: a case opened in the case-ledger before the BAA is held, goes out after signing, and the case shows transportDelivered', async () => {
     const t = await app.tenant({ baa: false });
     const ep = await endpoint(t, '/real-held', ['clinical_case.opened']);
-    const opened = await app.api.post(`${t.env}/clinical-cases`, { patientId: randomUUID(), request: 'Please call the patient about the dizziness' }, t.staff);
-    expect(opened.status).toBe(201);
-    const caseId = opened.body.caseId;
+    // Before the BAA no patient can be enrolled (every API-key call is 403 BAA_REQUIRED), so a staff
+    // case cannot be opened over HTTP: 404, the environment knows no patient. The hold is reachable
+    // only through the bus (decisions 12), so the case is opened by the case-ledger's bus command,
+    // with what a staff request sends, and leaves through the ledger's own relay.
+    const refused = await app.api.post(`${t.env}/clinical-cases`, { patientId: randomUUID(), request: 'Please call the patient about the dizziness' }, t.staff);
+    expect([refused.status, refused.body.code]).toEqual([404, 'NOT_FOUND']);
+    const opened = await busRequest<OpenClinicalCaseReply>(app, Patterns.openClinicalCase, {
+      requestId: randomUUID(),
+      organizationId: t.orgId,
+      environmentId: t.sandbox,
+      patientId: randomUUID(),
+      source: 'staff_chat',
+      priority: 'urgent',
+      patientNotes: '',
+      symptomScores: {},
+      matchedRules: ['staff_request:chat'],
+      stoppedEarly: false,
+      internalNote: 'Please call the patient about the dizziness',
+      actor: `staff:${t.ownerSub}`,
+    } satisfies OpenClinicalCaseCommand);
+    const caseId = opened.caseId;
     const [held] = await until(async () => {
       const d = await deliveries(t, ep.id);
       return d[0]?.status === 'held' ? d : null;

@@ -51,6 +51,11 @@ export interface PatientContactQuery {
   patientId: string;
 }
 export interface PatientContactReply {
+  /**
+   * True when the patient exists in that environment: enrolled now or earlier (a cancelled
+   * pathway included). False for an id the environment does not know (or another environment's).
+   */
+  known: boolean;
   email: string | null;
   externalPatientId: null;
 }

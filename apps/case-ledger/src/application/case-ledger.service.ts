@@ -180,7 +180,28 @@ export class CaseLedgerService {
   }
 
   /** A clinical request from the team chat channel (source staff_chat). */
+  /**
+   * A staff clinical request (decisions 3). The patient must exist in the environment (enrolled
+   * now or earlier, cancelled included): asked of the patient-pathway before anything is written.
+   * Unknown there (or another environment's): 404. The pathway not answering (bus error, timeout,
+   * no handler): 503 with retry-after, nothing written. Cases opened over the bus by other
+   * contexts carry a patientId those contexts already know and are not asked again.
+   */
   async openFromStaff(tenant: Tenant, staffSub: string, input: { patientId: string; request: string }) {
+    let contact: PatientContactReply | null;
+    try {
+      contact = await lastValueFrom(
+        this.bus.send<PatientContactReply>(Patterns.patientContact, { environmentId: tenant.environmentId, patientId: input.patientId }).pipe(timeout(5000)),
+      );
+    } catch (err) {
+      this.log.warn({ environmentId: tenant.environmentId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'staff case: patient lookup failed');
+      throw new ApiError(503, 'UNAVAILABLE', 'The patient directory is not reachable; retry shortly', undefined, { 'retry-after': '1' });
+    }
+    if (typeof contact?.known !== 'boolean') {
+      this.log.warn({ environmentId: tenant.environmentId }, 'staff case: patient lookup gave no answer');
+      throw new ApiError(503, 'UNAVAILABLE', 'The patient directory is not reachable; retry shortly', undefined, { 'retry-after': '1' });
+    }
+    if (!contact.known) throw ApiError.notFound('Patient');
     const kinds = emergencyKinds(input.request);
     const r = await this.open({
       requestId: randomUUID(),

@@ -186,9 +186,13 @@ export class PathwayService {
     return state.status === 'active' && state.environmentId === environmentId ? patientId : null;
   }
 
-  async patientContact(environmentId: string, patientId: string): Promise<string | null> {
+  /**
+   * Whether the patient exists in the environment (enrolled now or earlier, cancelled included)
+   * and its email, read from the patient's stream.
+   */
+  async patientContact(environmentId: string, patientId: string): Promise<{ known: boolean; email: string | null }> {
     const { state } = await this.patients.load(patientStream(patientId));
-    if (state.status === 'none' || state.environmentId !== environmentId) return null;
-    return state.profile.email ?? null;
+    if (state.status === 'none' || state.environmentId !== environmentId) return { known: false, email: null };
+    return { known: true, email: state.profile.email ?? null };
   }
 }
