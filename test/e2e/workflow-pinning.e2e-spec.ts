@@ -1,0 +1,65 @@
+import { SignJWT } from 'jose';
+import { TestApp } from '@svc/testing';
+
+/** Issue 6: a run stays on the version it started on, even when another version goes live meanwhile. */
+const definition = (answer: string) => ({
+  category: 'support',
+  description: 'Opening hours',
+  triggerPhrases: ['opening hours'],
+  steps: [
+    { id: 'day', type: 'ask', variable: 'day', prompt: 'Which day?', format: 'text' },
+    { id: 'answer', type: 'reply', message: `${answer} on {{day}}` },
+  ],
+});
+
+describe('workflow runs are pinned to their version (e2e, real HTTP)', () => {
+  const app = new TestApp();
+  beforeAll(() => app.start());
+  afterAll(() => app.stop());
+
+  it('finishes a started run on its version; new runs use the new live version', async () => {
+    const t = await app.tenant();
+    const P = `${t.env}/conversation-workflows`;
+    const created = await app.api.post(P, { stableKey: 'hours', name: 'Hours', definition: definition('v1: 9-17') }, t.staff);
+    expect(created.status).toBe(201);
+    const v1 = created.body.draftVersionId;
+    expect((await app.api.post(`${P}/versions/${v1}/test`, { expectedRevision: 1, opening: 'opening hours', replies: ['Monday'] }, t.staff)).body.passed).toBe(true);
+    expect((await app.api.post(`${P}/versions/${v1}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
+
+    const secret = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff)).body.secret as string;
+    const session = async (sub: string) => {
+      const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
+      const token = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject(sub).setIssuedAt(now).setExpirationTime(now + 300).sign(new TextEncoder().encode(secret));
+      return (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: token })).body.sessionToken as string;
+    };
+
+    const early = await session('ext-pin-1');
+    const asked = await app.api.post('/widget/v1/messages', { message: 'what are your opening hours?' }, early);
+    expect(asked.body.replies).toEqual([{ type: 'text', text: 'Which day?' }]);
+
+    // Version 2 goes live while the first run waits for its answer.
+    const draft = await app.api.post(`${P}/${created.body.id}/draft`, undefined, t.staff);
+    expect(draft.status).toBe(201);
+    const v2 = draft.body.id;
+    expect((await app.api.put(`${P}/versions/${v2}`, { expectedRevision: draft.body.revision, definition: definition('v2: 8-20') }, t.staff)).status).toBe(200);
+    const rev = draft.body.revision + 1;
+    expect((await app.api.post(`${P}/versions/${v2}/test`, { expectedRevision: rev, opening: 'opening hours', replies: ['Monday'] }, t.staff)).body.passed).toBe(true);
+    const live = await app.api.post(`${P}/versions/${v2}/activate`, { expectedRevision: rev }, t.staff);
+    expect(live.status).toBe(200);
+    expect(live.body.liveVersionId).toBe(v2);
+
+    const finished = await app.api.post('/widget/v1/messages', { message: 'Monday' }, early);
+    expect(finished.body.replies).toEqual([{ type: 'text', text: 'v1: 9-17 on Monday' }]);
+
+    const late = await session('ext-pin-2');
+    await app.api.post('/widget/v1/messages', { message: 'opening hours please' }, late);
+    const second = await app.api.post('/widget/v1/messages', { message: 'Friday' }, late);
+    expect(second.body.replies).toEqual([{ type: 'text', text: 'v2: 8-20 on Friday' }]);
+
+    const runs = await app.api.get(`${P}/${created.body.id}/runs`, t.staff);
+    const live2 = runs.body.runs.filter((r: { versionId: string }) => r.versionId === v2);
+    const live1 = runs.body.runs.filter((r: { versionId: string }) => r.versionId === v1);
+    expect(live1.length).toBe(2); // the v1 test run and the pinned run
+    expect(live2.length).toBe(2); // the v2 test run and the new run
+  });
+});
