@@ -20,12 +20,15 @@ const results = path.join(root, '.test-results.json');
 fs.rmSync(results, { force: true });
 // Every service log line of the whole run (in-process apps and spawned ones) goes to one file,
 // which is then searched for what must never be logged (architecture rule 7).
-const logFile = path.join(os.tmpdir(), `svc-test-run-${process.pid}.log`);
+// The check reads the file the run actually wrote (SVC_LOG_FILE if the caller set one), at level info
+// at least: a quieter level would leave nothing to check.
+const logFile = process.env.SVC_LOG_FILE ?? path.join(os.tmpdir(), `svc-test-run-${process.pid}.log`);
 fs.rmSync(logFile, { force: true });
+const logLevel = ['trace', 'debug', 'info'].includes(process.env.SVC_LOG_LEVEL ?? '') ? process.env.SVC_LOG_LEVEL : 'info';
 const jest = spawnSync(
   process.execPath,
   [path.join(root, 'node_modules', 'jest', 'bin', 'jest.js'), '--json', `--outputFile=${results}`, ...process.argv.slice(2)],
-  { cwd: root, stdio: 'inherit', env: { ...process.env, SVC_LOG_LEVEL: process.env.SVC_LOG_LEVEL ?? 'info', SVC_LOG_FILE: process.env.SVC_LOG_FILE ?? logFile } },
+  { cwd: root, stdio: 'inherit', env: { ...process.env, SVC_LOG_LEVEL: logLevel, SVC_LOG_FILE: logFile } },
 );
 let passed = 0;
 let failed = 0;
@@ -37,9 +40,17 @@ if (fs.existsSync(results)) {
   failed = 1;
 }
 // The log check counts as one test: planted patient data, emails, keys, secrets, tokens.
-if (fs.existsSync(logFile)) {
-  const { lines, findings } = scanLog(fs.readFileSync(logFile, 'utf8'));
-  if (findings.length === 0) {
+{
+  const text = fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8') : '';
+  const { lines, findings } = scanLog(text);
+  const subset = process.argv.length > 2;
+  // A full run that logged no request checked nothing: that is a failure, not a pass. (A subset of
+  // suites may start no service at all.)
+  if (!subset && !text.includes('"msg":"request"')) findings.push({ line: 0, what: 'no request was logged: the check would prove nothing' });
+  if (subset && lines === 0) {
+    console.log('log check: no service ran in this subset of suites');
+  } else if (findings.length === 0) {
+    if (!process.env.SVC_LOG_FILE) fs.rmSync(logFile, { force: true });
     passed += 1;
     console.log(`log check: ${lines} service log lines of the whole run hold no PHI, credential or secret`);
   } else {
