@@ -3,7 +3,8 @@ import { AddressInfo, LookupFunction } from 'node:net';
 import { LookupAddress } from 'node:dns';
 import { verifyWebhook } from '../../../libs/security/src/webhooks';
 import { guardedLookup, isBlockedAddress } from '../src/application/url-policy';
-import { sendWebhook } from '../src/application/sender';
+import { DELIVERY_TIMEOUT_MS, MAX_SOCKETS_PER_ORIGIN, sendWebhook } from '../src/application/sender';
+import { ATTEMPT_LEASE_MS } from '../src/domain/delivery';
 
 type Resolver = (hostname: string, options: { all: true }, cb: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) => void;
 
@@ -99,5 +100,45 @@ describe('sendWebhook', () => {
     expect((await sendWebhook(input(`http://127.0.0.1:${port}/hook`, false))).attempt.statusCode).toBe(302);
     expect(got).toHaveLength(1);
     answer = (res) => res.writeHead(200).end('ok');
+  });
+});
+
+describe('sendWebhook deadline', () => {
+  let server: Server;
+  let port: number;
+  let requests = 0;
+  beforeAll(async () => {
+    server = createServer(() => {
+      requests++; // never answers
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(() => {
+    server.closeAllConnections();
+    return new Promise<void>((r) => server.close(() => r()));
+  });
+
+  it('is one overall deadline from the request creation: attempts queued for a pooled socket time out with the others', async () => {
+    const timeoutMs = 500;
+    const n = MAX_SOCKETS_PER_ORIGIN * 3; // two thirds wait for a socket of the origin's pool
+    const t0 = performance.now();
+    const results = await Promise.all(
+      Array.from({ length: n }, (_, i) =>
+        sendWebhook({ url: `http://127.0.0.1:${port}/never`, payload: '{}', secret: 's', eventId: `e${i}`, eventType: 't', at: new Date(), production: false, timeoutMs }).then((r) => ({ ...r, endedAt: performance.now() - t0 })),
+      ),
+    );
+    for (const r of results) {
+      expect(r.attempt).toMatchObject({ statusCode: null, error: 'timeout' });
+      expect(r.endedAt).toBeLessThan(timeoutMs + 400);
+      // measured from the request's creation, queue wait included
+      expect(r.attempt.durationMs).toBeGreaterThanOrEqual(timeoutMs - 5);
+      expect(r.attempt.durationMs).toBeLessThan(timeoutMs + 400);
+    }
+    expect(requests).toBeLessThanOrEqual(MAX_SOCKETS_PER_ORIGIN);
+  });
+
+  it('the attempt lease outlives the longest attempt', () => {
+    expect(ATTEMPT_LEASE_MS).toBeGreaterThanOrEqual(2 * DELIVERY_TIMEOUT_MS + 10_000);
   });
 });

@@ -64,11 +64,14 @@ class TimeoutError extends Error {
  * One POST through node:http(s). In production the socket resolves its host through
  * `guardedLookup`, which refuses blocked addresses at connect time (a check before the request and
  * a second resolution by the client would let a rebinding DNS answer through); an IP literal host
- * (not looked up) is checked here. No redirects are followed (node:http never does). The exchange
- * up to the response head has `timeoutMs` from the moment the request has a socket (waiting for a
- * pooled socket of a busy origin is not the receiver's time). The answer is the response head; the
- * body is never read into memory: it is drained in the background (within the same timeout, at
- * most MAX_DRAINED_BODY bytes) so the socket goes back to the pool, else the socket is destroyed.
+ * (not looked up) is checked here. No redirects are followed (node:http never does). The attempt
+ * has one overall deadline, `timeoutMs` from the moment the request is created: the wait for a
+ * pooled socket of a busy origin, the connection and the exchange up to the response head all
+ * count (an attempt's lease must outlive the attempt, so nothing may run past the deadline). On
+ * the deadline the promise fails at once, even for a request still queued for a socket (its
+ * `error` event would only come once it got one). The answer is the response head; the body is
+ * never read into memory: it is drained in the background (within the same deadline, at most
+ * MAX_DRAINED_BODY bytes) so the socket goes back to the pool, else the socket is destroyed.
  * `resolve` (tests only) replaces the resolver on an unpooled socket.
  */
 function post(url: URL, headers: Record<string, string>, body: Buffer, production: boolean, resolve: Resolver | undefined, timeoutMs: number): Promise<IncomingMessage> {
@@ -77,24 +80,33 @@ function post(url: URL, headers: Record<string, string>, body: Buffer, productio
     const requester = https ? httpsRequest : httpRequest;
     const pool = production ? agents.production : agents.open;
     const connection = resolve ? { agent: false as const, ...(production ? { lookup: guardedLookup(resolve) } : {}) } : { agent: https ? pool.https : pool.http };
-    let timer: NodeJS.Timeout | null = null;
+    let settled = false;
     const req = requester(url, { method: 'POST', headers, ...connection }, (res) => {
+      settled = true;
       done(res);
       let drained = 0;
       res.on('data', (chunk: Buffer) => {
         drained += chunk.length;
         if (drained > MAX_DRAINED_BODY) req.destroy();
       });
-      res.on('end', () => timer && clearTimeout(timer));
+      res.on('end', () => clearTimeout(timer));
       res.on('error', () => undefined);
-      res.on('close', () => timer && clearTimeout(timer));
+      res.on('close', () => clearTimeout(timer));
     });
-    req.once('socket', () => {
-      timer = setTimeout(() => req.destroy(new TimeoutError('webhook attempt timed out')), timeoutMs);
-    });
+    // The overall deadline, from creation (queue wait included).
+    const timer = setTimeout(() => {
+      const err = new TimeoutError('webhook attempt timed out');
+      if (!settled) {
+        settled = true;
+        fail(err);
+      }
+      req.destroy(err);
+    }, timeoutMs);
     req.on('error', (err) => {
-      if (timer) clearTimeout(timer);
-      fail(err); // no effect once the head has answered
+      clearTimeout(timer);
+      if (settled) return; // the head has answered, or the deadline already failed the attempt
+      settled = true;
+      fail(err);
     });
     req.end(body);
   });
@@ -109,8 +121,10 @@ function errorOf(err: unknown, production: boolean): string {
 }
 
 /**
- * One delivery attempt: a fresh timestamp and signature, 15 s timeout, no redirects followed,
- * response body drained unseen (never kept). Only metadata is returned (never the body).
+ * One delivery attempt: a fresh timestamp and signature, one 15 s deadline from the request's
+ * creation (waiting for a pooled socket included), no redirects followed, response body drained
+ * unseen (never kept). Only metadata is returned (never the body); `durationMs` is measured from
+ * the request's creation too (so it includes any wait for a pooled socket).
  */
 export async function sendWebhook(input: SendInput): Promise<SendResult> {
   const ts = Math.floor(input.at.getTime() / 1000);
@@ -125,7 +139,7 @@ export async function sendWebhook(input: SendInput): Promise<SendResult> {
     'x-svc-signature': signWebhook(input.secret, ts, input.payload),
     'idempotency-key': input.eventId,
   };
-  const started = performance.now();
+  let started = performance.now();
   const duration = () => Math.round(performance.now() - started);
   const at = input.at.toISOString();
   const failed = (error: string): SendResult => ({ attempt: { at, statusCode: null, durationMs: duration(), error }, retryAfterMs: null });
@@ -140,6 +154,7 @@ export async function sendWebhook(input: SendInput): Promise<SendResult> {
     if (isIP(host) ? isBlockedAddress(host) : host === 'localhost' || host.endsWith('.localhost')) return failed('address_refused');
   }
   try {
+    started = performance.now();
     const res = await post(url, headers, body, input.production, input.resolve, input.timeoutMs ?? DELIVERY_TIMEOUT_MS);
     const status = res.statusCode ?? 0;
     const ok = status >= 200 && status < 300;

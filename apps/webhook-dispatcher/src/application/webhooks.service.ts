@@ -80,14 +80,34 @@ export class WebhooksService implements OnModuleDestroy {
 
   /** First attempts running outside the timer worker (sent by the append that leased them). */
   private readonly direct = new Map<string, Promise<void>>();
+  /**
+   * Direct slots reserved (synchronously, in directLease) and not yet given back: from before the
+   * lease append until the attempt is recorded. Bounded by MAX_DIRECT_ATTEMPTS.
+   */
+  private directSlots = 0;
   private stopping = false;
 
-  /** A lease id if a first attempt may be sent directly now (bounded), else undefined (timer worker). */
+  /**
+   * A lease id if a first attempt may be sent directly now (bounded), else undefined (timer
+   * worker). The slot is reserved here, before any await: the caller gives it back with
+   * releaseSlot() unless it hands it to sendDirect (which gives it back when the attempt ends).
+   */
   private directLease(): string | undefined {
-    return !this.stopping && this.direct.size < MAX_DIRECT_ATTEMPTS ? randomUUID() : undefined;
+    if (this.stopping || this.directSlots >= MAX_DIRECT_ATTEMPTS) return undefined;
+    this.directSlots++;
+    return randomUUID();
   }
 
-  /** Sends a leased first attempt and records it, tracked for shutdown; never rejects. */
+  private releaseSlot(): void {
+    this.directSlots--;
+  }
+
+  /** Direct slots reserved now (tests). */
+  get directSlotsInUse(): number {
+    return this.directSlots;
+  }
+
+  /** Sends a leased first attempt (its slot reserved) and records it, tracked for shutdown; never rejects. */
   private sendDirect(stream: string, leaseId: string, leased: Leased, created: Created, ep: EndpointDoc): void {
     const run = this.sendLeased(stream, leaseId, leased, created, ep).catch((err) => {
       // The lease is in the stream: the timer (moved to the lease's expiry) fires it again then.
@@ -95,7 +115,10 @@ export class WebhooksService implements OnModuleDestroy {
     });
     const id = leased.state.deliveryId!;
     this.direct.set(id, run);
-    void run.finally(() => this.direct.delete(id));
+    void run.finally(() => {
+      this.direct.delete(id);
+      this.releaseSlot();
+    });
   }
 
   /** Fires due attempts now instead of at the next poll (not awaited by callers). */
@@ -219,14 +242,21 @@ export class WebhooksService implements OnModuleDestroy {
         // Not held: the first attempt's lease goes in the creating append and this process sends
         // it now (no wait for the read model, the timer document or the poll).
         const leaseId = held ? undefined : this.directLease();
-        const r = await this.deliveries.handle(
-          stream,
-          { type: 'CreateDelivery', deliveryId, endpointId: ep.id, organizationId: orgId, environmentId, eventId, eventType: m.type, caseId, payload, held, ...(leaseId ? { leaseId } : {}) },
-          { actor: SYSTEM, organizationId: orgId, environmentId, causationId: eventId, correlationId: m.metadata.correlationId },
-        );
+        let r;
+        try {
+          r = await this.deliveries.handle(
+            stream,
+            { type: 'CreateDelivery', deliveryId, endpointId: ep.id, organizationId: orgId, environmentId, eventId, eventType: m.type, caseId, payload, held, ...(leaseId ? { leaseId } : {}) },
+            { actor: SYSTEM, organizationId: orgId, environmentId, causationId: eventId, correlationId: m.metadata.correlationId },
+          );
+        } catch (err) {
+          if (leaseId) this.releaseSlot();
+          throw err;
+        }
         if (leaseId && r.newEvents.some((e) => e.type === 'WebhookAttemptStarted')) {
           this.sendDirect(stream, leaseId, { state: r.state, revision: r.revision }, { eventId, eventType: m.type, payload }, ep);
         } else {
+          if (leaseId) this.releaseSlot();
           position = Math.max(position, r.position);
         }
         createdHeld ||= held && r.newEvents.length > 0;
@@ -275,12 +305,21 @@ export class WebhooksService implements OnModuleDestroy {
             position = Math.max(position, r.position);
             return;
           }
-          const loaded = await this.deliveries.load(stream);
-          const r = await this.deliveries.handle(stream, { type: 'ReleaseDelivery', leaseId }, ctx, { state: loaded.state, revision: loaded.revision });
+          let loaded, r;
+          try {
+            loaded = await this.deliveries.load(stream);
+            r = await this.deliveries.handle(stream, { type: 'ReleaseDelivery', leaseId }, ctx, { state: loaded.state, revision: loaded.revision });
+          } catch (err) {
+            this.releaseSlot();
+            throw err;
+          }
           batchPosition = Math.max(batchPosition, r.position);
           const created = loaded.events.find((e) => e.type === 'WebhookDeliveryCreated')?.data as Created | undefined;
           if (created && r.newEvents.some((e) => e.type === 'WebhookAttemptStarted')) this.sendDirect(stream, leaseId, { state: r.state, revision: r.revision }, created, ep!);
-          else position = Math.max(position, r.position);
+          else {
+            this.releaseSlot();
+            position = Math.max(position, r.position);
+          }
         }),
       );
       if (held.length < 500) break;

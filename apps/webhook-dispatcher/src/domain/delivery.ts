@@ -24,9 +24,12 @@ export const MAX_RETRY_AFTER_MS = 86_400_000;
 
 export const WEBHOOK_DELIVERED = 'webhook.delivered';
 /**
- * How long an attempt's lease keeps other senders off the same due attempt (service clock): the
- * 15 s delivery timeout plus a margin. A sender that died mid-attempt leaves a lease that expires;
- * then the timer (still due) fires again and another sender takes a new lease.
+ * How long an attempt's lease keeps other senders off the same due attempt (service clock). An
+ * attempt is bounded by the sender's one overall 15 s deadline (DELIVERY_TIMEOUT_MS, counted from
+ * the request's creation, so a wait for a pooled socket is inside it), then one append records
+ * it: 60 s is four times that deadline, comfortably above the longest attempt (a sender test
+ * checks it stays above 2 x the deadline plus a margin). A sender that died mid-attempt leaves a
+ * lease that expires; then the timer (still due) fires again and another sender takes a new lease.
  */
 export const ATTEMPT_LEASE_MS = 60_000;
 

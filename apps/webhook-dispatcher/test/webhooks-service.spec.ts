@@ -1,0 +1,81 @@
+import { randomUUID } from 'node:crypto';
+import { createServer, Server } from 'node:http';
+import { AddressInfo } from 'node:net';
+import { DevClock } from '../../../libs/clock/src';
+import { InMemoryEventStore } from '../../../libs/eventstore/src/memory-event-store';
+import { IntegrationMessage } from '../../../libs/messaging/src';
+import { EndpointDoc } from '../src/adapters/projections/dispatcher.projection';
+import { MAX_DIRECT_ATTEMPTS, WebhooksService } from '../src/application/webhooks.service';
+
+process.env.SVC_LOG_LEVEL ??= 'warn'; // the logger is made on first use, in the tests
+
+/** The service on a real in-memory event store and a real receiver; the read side is a stub. */
+function service(url: string, store = new InMemoryEventStore()) {
+  const endpoint: EndpointDoc = { id: 'ep-1', organizationId: 'org-1', environmentId: 'env-1', url, events: ['clinical_case.opened'], description: null, secret: 'enc', createdAt: new Date().toISOString(), deletedAt: null };
+  const reads = { range: 0 };
+  const readStore = {
+    list: async (collection: string) => (collection === 'webhooks.endpoints' ? [endpoint] : []),
+    get: async () => null,
+    write: async () => undefined,
+    range: async () => {
+      reads.range++;
+      return [];
+    },
+  };
+  const svc = new WebhooksService(
+    store as never,
+    new DevClock(),
+    { waitFor: async () => undefined } as never,
+    readStore as never,
+    { decrypt: () => 'whsec_test' } as never,
+    { production: false } as never,
+    { organization: async () => ({ id: 'org-1', baaSignedAt: '2026-01-01T00:00:00.000Z', environments: [{ id: 'env-1' }] }) } as never,
+  );
+  return { svc, store, reads };
+}
+
+const opened = (): IntegrationMessage => ({
+  type: 'clinical_case.opened',
+  data: { caseId: randomUUID() },
+  metadata: { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: 'org-1', environmentId: 'env-1', actor: 'test', recordedAt: new Date().toISOString() },
+  streamId: 'case-ledger-case-x',
+  position: 1,
+});
+
+describe('WebhooksService direct first attempts', () => {
+  let server: Server;
+  let url: string;
+  let received = 0;
+  const held: (() => void)[] = [];
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      received++;
+      req.resume();
+      held.push(() => res.writeHead(200).end());
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+  });
+  afterAll(() => {
+    server.closeAllConnections();
+    return new Promise<void>((r) => server.close(() => r()));
+  });
+  const answerAll = () => {
+    for (const a of held.splice(0)) a();
+  };
+
+  it(`reserves direct slots before the lease append: at most ${MAX_DIRECT_ATTEMPTS} leased first attempts from concurrent dispatches`, async () => {
+    const { svc, store } = service(url);
+    const n = MAX_DIRECT_ATTEMPTS + 44;
+    await Promise.all(Array.from({ length: n }, () => svc.dispatch(opened())));
+    expect(svc.directSlotsInUse).toBe(MAX_DIRECT_ATTEMPTS);
+    const started = (await store.readAll(0, 100_000)).filter((e) => e.type === 'WebhookAttemptStarted');
+    expect(started).toHaveLength(MAX_DIRECT_ATTEMPTS);
+    const stopping = svc.onModuleDestroy();
+    const t = setInterval(answerAll, 20);
+    await stopping;
+    clearInterval(t);
+    expect(svc.directSlotsInUse).toBe(0);
+  }, 30_000);
+
+});
