@@ -42,7 +42,7 @@ const opened = (): IntegrationMessage => ({
   position: 1,
 });
 
-describe('WebhooksService direct first attempts', () => {
+describe('WebhooksService direct first attempts and shutdown', () => {
   let server: Server;
   let url: string;
   let received = 0;
@@ -78,4 +78,15 @@ describe('WebhooksService direct first attempts', () => {
     expect(svc.directSlotsInUse).toBe(0);
   }, 30_000);
 
+  it('after shutdown began: kick fires nothing and dispatch refuses (the relay redelivers after a restart)', async () => {
+    const { svc, reads } = service(url);
+    await svc.onModuleDestroy();
+    const before = received;
+    svc.kick();
+    await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(reads.range).toBe(0);
+    await expect(svc.dispatch(opened())).rejects.toThrow(/stopping/);
+    expect(received).toBe(before);
+  });
 });

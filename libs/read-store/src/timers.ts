@@ -72,6 +72,7 @@ export class TimerScheduler<T extends TimerDoc = TimerDoc> {
 
   start(): void {
     if (this.interval) return;
+    this.stopped = false;
     const trigger = () => {
       this.tick().catch((err) =>
         this.logger.warn({ collection: this.options.collection, error: errorName(err) }, 'timer tick failed'),
@@ -83,8 +84,12 @@ export class TimerScheduler<T extends TimerDoc = TimerDoc> {
     trigger();
   }
 
-  /** Stops ticking and waits for handlers already running. */
+  /**
+   * Stops ticking and waits for handlers already running. From then on tick() (and a refill
+   * already scheduled) starts no handler, until start() again.
+   */
   async stop(): Promise<void> {
+    this.stopped = true;
     if (this.interval) clearInterval(this.interval);
     this.interval = null;
     this.unsubscribe?.();
@@ -104,10 +109,15 @@ export class TimerScheduler<T extends TimerDoc = TimerDoc> {
    * waiting is followed by another as soon as a handler finishes (no wait for the next poll).
    */
   tick(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
     return this.scan(false);
   }
 
+  /** stop() was called (and start() not since). */
+  private stopped = false;
+
   private async scan(refilling: boolean): Promise<void> {
+    if (this.stopped) return;
     const { readStore, clock, collection, partition } = this.options;
     const batchSize = this.options.batchSize ?? 100;
     const now = clock.now().getTime();
@@ -117,6 +127,8 @@ export class TimerScheduler<T extends TimerDoc = TimerDoc> {
     // read past them, so they do not hide the due timers behind them.
     const window = Math.min(batchSize + this.inFlight.size + this.fired.size, batchSize + 10_000);
     const due = await readStore.range<T>(collection, partition, now, window);
+    // Stopped while reading: start nothing (the stores may be closing).
+    if (this.stopped) return;
     const started: Promise<void>[] = [];
     let waiting = false;
     for (const timer of due) {
@@ -151,7 +163,7 @@ export class TimerScheduler<T extends TimerDoc = TimerDoc> {
     this.refillScheduled = true;
     setImmediate(() => {
       this.refillScheduled = false;
-      if (!this.interval) return;
+      if (!this.interval || this.stopped) return;
       this.scan(true).catch((err) => this.logger.warn({ collection: this.options.collection, error: errorName(err) }, 'timer tick failed'));
     });
   }

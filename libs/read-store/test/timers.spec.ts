@@ -54,6 +54,34 @@ describe('TimerScheduler', () => {
     expect(fired).toEqual([{ id: 't1', dueAt, kind: 'check-in' }]);
   });
 
+  it('fires no handler after stop(): neither a tick nor a store read that was under way when it stopped', async () => {
+    const fired: string[] = [];
+    const s = make(async (t) => void fired.push(t.id), { pollMs: 3_600_000 });
+    await putTimer('t1', clock.now().getTime() - 1);
+    await s.stop();
+    await s.tick();
+    expect(fired).toEqual([]);
+    // A scan whose read was under way when stop() came starts nothing either.
+    const slow = make(async (t) => void fired.push(t.id), { pollMs: 3_600_000 });
+    const range = store.range.bind(store);
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (release = r));
+    jest.spyOn(store, 'range').mockImplementation(async (...a: Parameters<typeof store.range>) => {
+      await gate;
+      return range(...a);
+    });
+    const ticking = slow.tick();
+    const stopping = slow.stop();
+    release();
+    await Promise.all([ticking, stopping]);
+    expect(fired).toEqual([]);
+    jest.restoreAllMocks();
+    // start() again: it fires.
+    slow.start();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(fired).toEqual(['t1']);
+  });
+
   it('fires at once on a clock advance (start/stop), without waiting for the poll', async () => {
     let resolveFired: (t: TimerDoc) => void = () => undefined;
     const firedP = new Promise<TimerDoc>((r) => (resolveFired = r));

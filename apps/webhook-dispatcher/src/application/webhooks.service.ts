@@ -75,7 +75,12 @@ export class WebhooksService implements OnModuleDestroy {
   async onModuleDestroy(): Promise<void> {
     this.stopping = true;
     await this.scheduler.stop();
-    await Promise.allSettled([...this.direct.values()]);
+    // Direct attempts: a slot reserved before stopping may still be waiting for its lease append
+    // and start its send after this began; wait until every slot is given back.
+    while (this.directSlots > 0 || this.direct.size > 0) {
+      if (this.direct.size > 0) await Promise.allSettled([...this.direct.values()]);
+      else await new Promise((r) => setTimeout(r, 10));
+    }
   }
 
   /** First attempts running outside the timer worker (sent by the append that leased them). */
@@ -87,13 +92,19 @@ export class WebhooksService implements OnModuleDestroy {
   private directSlots = 0;
   private stopping = false;
 
+  /** Refuses new work once shutdown began: the caller (a relay) fails and redelivers after a restart. */
+  private assertRunning(): void {
+    if (this.stopping) throw new Error('webhook dispatcher stopping: not dispatched');
+  }
+
   /**
    * A lease id if a first attempt may be sent directly now (bounded), else undefined (timer
    * worker). The slot is reserved here, before any await: the caller gives it back with
    * releaseSlot() unless it hands it to sendDirect (which gives it back when the attempt ends).
    */
   private directLease(): string | undefined {
-    if (this.stopping || this.directSlots >= MAX_DIRECT_ATTEMPTS) return undefined;
+    this.assertRunning();
+    if (this.directSlots >= MAX_DIRECT_ATTEMPTS) return undefined;
     this.directSlots++;
     return randomUUID();
   }
@@ -123,11 +134,14 @@ export class WebhooksService implements OnModuleDestroy {
 
   /** Fires due attempts now instead of at the next poll (not awaited by callers). */
   kick(): void {
+    // Not once shutdown began: the worker is stopped and the stores are about to close.
+    if (this.stopping) return;
     // Coalesced: the events of one tick (a relay delivers many at once) share one timer read.
     if (this.kickScheduled) return;
     this.kickScheduled = true;
     setImmediate(() => {
       this.kickScheduled = false;
+      if (this.stopping) return;
       this.scheduler.tick().catch(() => undefined);
     });
   }
@@ -209,6 +223,7 @@ export class WebhooksService implements OnModuleDestroy {
 
   /** Creates one delivery per subscribed endpoint (idempotent: delivery id = f(endpoint, event)). */
   async dispatch(m: IntegrationMessage): Promise<void> {
+    this.assertRunning();
     const orgId = m.metadata.organizationId;
     if (!orgId) return;
     let environments: string[];
@@ -241,6 +256,7 @@ export class WebhooksService implements OnModuleDestroy {
         const stream = deliveryStream(deliveryId);
         // Not held: the first attempt's lease goes in the creating append and this process sends
         // it now (no wait for the read model, the timer document or the poll).
+        this.assertRunning();
         const leaseId = held ? undefined : this.directLease();
         let r;
         try {
@@ -284,6 +300,7 @@ export class WebhooksService implements OnModuleDestroy {
   }
 
   private async releaseHeld(organizationId: string): Promise<void> {
+    this.assertRunning();
     let position = 0;
     for (;;) {
       const held = await this.readStore.list<{ id: string }>(Collections.held, organizationId, { limit: 500 });
