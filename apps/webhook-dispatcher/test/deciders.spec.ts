@@ -142,6 +142,29 @@ describe('delivery decider', () => {
     expect(late).toEqual([{ type: 'WebhookAttemptRecorded', deliveryId: 'd1', leaseId: 'a', attempt: attempt(500), status: 'delivered', nextAttemptAt: null, stale: true }]);
   });
 
+  it('a stale attempt (recorded after a manual retry moved the due time) does not count toward the retry limit', () => {
+    let events: DeliveryEvent[] = [created];
+    let due = now.toISOString();
+    // MAX_ATTEMPTS - 1 attempts on the schedule, each followed by a stale one (a manual retry while it was out).
+    for (let n = 1; n < MAX_ATTEMPTS; n++) {
+      const started = deciderSpec(deliveryDecider).given(events).when({ type: 'StartAttempt', dueAt: due, leaseId: `stale-${n}` }, now).result();
+      const retried: DeliveryEvent = { type: 'WebhookRetryRequested', deliveryId: 'd1', nextAttemptAt: new Date(Date.parse(due) + 1).toISOString(), requestedBy: 's', requestedAt: '' };
+      events = [...events, ...started, retried];
+      const stale = deciderSpec(deliveryDecider).given(events).when({ type: 'RecordAttempt', leaseId: `stale-${n}`, attempt: attempt(500), jitter: 0 }, now).result();
+      expect(recorded(stale)).toMatchObject({ stale: true, status: 'pending' });
+      events = [...events, ...stale];
+      due = retried.nextAttemptAt;
+      const out = attemptAt(events, due, 500);
+      expect(recorded(out)).toMatchObject({ status: 'pending' });
+      const pause = Date.parse(recorded(out).nextAttemptAt!) - Date.parse(due);
+      expect(pause).toBe(RETRY_DELAYS_MS[n - 1]); // the pause after the n-th scheduled attempt
+      events = [...events, ...out];
+      due = recorded(out).nextAttemptAt!;
+    }
+    // The MAX_ATTEMPTS-th scheduled attempt is the last one.
+    expect(recorded(attemptAt(events, due, 500))).toMatchObject({ status: 'failed', nextAttemptAt: null });
+  });
+
   it('honours a receiver Retry-After beyond the schedule; a held delivery cannot be retried by hand', () => {
     const out = attemptAt([created], created.nextAttemptAt!, 429, 0, 60_000);
     expect(Date.parse(recorded(out).nextAttemptAt!) - now.getTime()).toBe(60_000);

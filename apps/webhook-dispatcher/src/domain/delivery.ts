@@ -117,6 +117,10 @@ export interface DeliveryState {
   eventType: string | null;
   caseId: string | null;
   status: DeliveryStatus;
+  /**
+   * Attempts made on the schedule: the count the retry limit (MAX_ATTEMPTS) and the next pause
+   * read. A stale attempt (made for a due time that moved meanwhile) is logged but not counted.
+   */
   attempts: number;
   nextAttemptAt: string | null;
   delivered: boolean;
@@ -146,7 +150,7 @@ export const deliveryDecider: Decider<DeliveryCommand, DeliveryEvent, DeliverySt
       case 'WebhookAttemptRecorded':
         return {
           ...state,
-          attempts: state.attempts + 1,
+          attempts: event.stale ? state.attempts : state.attempts + 1,
           status: event.status,
           nextAttemptAt: event.nextAttemptAt,
           delivered: state.delivered || event.status === 'delivered',
