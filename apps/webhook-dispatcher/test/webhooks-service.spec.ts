@@ -4,17 +4,19 @@ import { AddressInfo } from 'node:net';
 import { DevClock } from '../../../libs/clock/src';
 import { InMemoryEventStore } from '../../../libs/eventstore/src/memory-event-store';
 import { IntegrationMessage } from '../../../libs/messaging/src';
+import { CommandHandler } from '../../../libs/eventstore/src/decider';
 import { EndpointDoc } from '../src/adapters/projections/dispatcher.projection';
+import { deliveryDecider, deliveryStream } from '../src/domain/delivery';
 import { MAX_DIRECT_ATTEMPTS, WebhooksService } from '../src/application/webhooks.service';
 
 process.env.SVC_LOG_LEVEL ??= 'warn'; // the logger is made on first use, in the tests
 
 /** The service on a real in-memory event store and a real receiver; the read side is a stub. */
-function service(url: string, store = new InMemoryEventStore()) {
+function service(url: string, store = new InMemoryEventStore(), over: { list?: (collection: string) => Promise<unknown[]>; waitFor?: (names: string[], position: number) => Promise<void> } = {}) {
   const endpoint: EndpointDoc = { id: 'ep-1', organizationId: 'org-1', environmentId: 'env-1', url, events: ['clinical_case.opened'], description: null, secret: 'enc', createdAt: new Date().toISOString(), deletedAt: null };
   const reads = { range: 0 };
   const readStore = {
-    list: async (collection: string) => (collection === 'webhooks.endpoints' ? [endpoint] : []),
+    list: async (collection: string) => (over.list ? over.list(collection) : collection === 'webhooks.endpoints' ? [endpoint] : []),
     get: async () => null,
     write: async () => undefined,
     range: async () => {
@@ -25,7 +27,7 @@ function service(url: string, store = new InMemoryEventStore()) {
   const svc = new WebhooksService(
     store as never,
     new DevClock(),
-    { waitFor: async () => undefined } as never,
+    { waitFor: over.waitFor ?? (async () => undefined) } as never,
     readStore as never,
     { decrypt: () => 'whsec_test' } as never,
     { production: false } as never,
@@ -88,5 +90,33 @@ describe('WebhooksService direct first attempts and shutdown', () => {
     expect(reads.range).toBe(0);
     await expect(svc.dispatch(opened())).rejects.toThrow(/stopping/);
     expect(received).toBe(before);
+  });
+
+  it('releasing held deliveries: a full page that was all no-ops (released already, the projection behind) waits for the projection instead of re-listing it', async () => {
+    const store = new InMemoryEventStore();
+    const handler = new CommandHandler(store, deliveryDecider, () => new Date());
+    const ctx = { actor: 'test', organizationId: 'org-1', environmentId: 'env-1' };
+    const ids = Array.from({ length: 500 }, () => randomUUID());
+    let last = 0;
+    for (const id of ids) {
+      const stream = deliveryStream(id);
+      await handler.handle(stream, { type: 'CreateDelivery', deliveryId: id, endpointId: 'ep-1', organizationId: 'org-1', environmentId: 'env-1', eventId: randomUUID(), eventType: 'clinical_case.opened', caseId: null, payload: '{}', held: true }, ctx);
+      last = (await handler.handle(stream, { type: 'ReleaseDelivery' }, ctx)).position;
+    }
+    // The projection has not applied the releases: the held list still has the whole page until it has.
+    let applied = 0;
+    let listed = 0;
+    const { svc } = service(url, store, {
+      list: async (collection) => {
+        if (collection !== 'webhooks.held') return [];
+        if (++listed > 5) throw new Error('re-listing the same page');
+        return applied >= last ? [] : ids.map((id) => ({ id }));
+      },
+      waitFor: async (_names, position) => void (applied = Math.max(applied, position)),
+    });
+    await svc.onBaaSigned('org-1', '2026-01-01T00:00:00.000Z');
+    expect(listed).toBe(2);
+    expect(applied).toBe(last);
+    await svc.onModuleDestroy();
   });
 });

@@ -308,6 +308,9 @@ export class WebhooksService implements OnModuleDestroy {
       // One stream per delivery: the releases run together and share group commits. Each release
       // takes the first attempt's lease in the same append (while direct attempts are below their
       // bound) and this process sends it at once; the others wait for the timer worker.
+      // The page's high-water mark: the position of each release appended or, for a release that
+      // was a no-op (released already, its held document not yet taken out by the projection),
+      // of the stream's last event, which takes it out once applied.
       let batchPosition = 0;
       await Promise.all(
         held.map(async (h) => {
@@ -316,31 +319,30 @@ export class WebhooksService implements OnModuleDestroy {
           const ep = doc ? await this.readStore.get<EndpointDoc>(Collections.endpoints, doc.endpointId) : null;
           const leaseId = ep && !ep.deletedAt ? this.directLease() : undefined;
           const ctx = { actor: SYSTEM, organizationId, environmentId: doc?.environmentId ?? null };
-          if (!leaseId) {
-            const r = await this.deliveries.handle(stream, { type: 'ReleaseDelivery' }, ctx);
-            batchPosition = Math.max(batchPosition, r.position);
-            position = Math.max(position, r.position);
-            return;
-          }
           let loaded, r;
           try {
             loaded = await this.deliveries.load(stream);
-            r = await this.deliveries.handle(stream, { type: 'ReleaseDelivery', leaseId }, ctx, { state: loaded.state, revision: loaded.revision });
+            r = await this.deliveries.handle(stream, { type: 'ReleaseDelivery', ...(leaseId ? { leaseId } : {}) }, ctx, { state: loaded.state, revision: loaded.revision });
           } catch (err) {
-            this.releaseSlot();
+            if (leaseId) this.releaseSlot();
             throw err;
           }
-          batchPosition = Math.max(batchPosition, r.position);
+          batchPosition = Math.max(batchPosition, r.newEvents.length > 0 ? r.position : (loaded.events.at(-1)?.position ?? 0));
           const created = loaded.events.find((e) => e.type === 'WebhookDeliveryCreated')?.data as Created | undefined;
-          if (created && r.newEvents.some((e) => e.type === 'WebhookAttemptStarted')) this.sendDirect(stream, leaseId, { state: r.state, revision: r.revision }, created, ep!);
+          if (leaseId && created && r.newEvents.some((e) => e.type === 'WebhookAttemptStarted')) this.sendDirect(stream, leaseId, { state: r.state, revision: r.revision }, created, ep!);
           else {
-            this.releaseSlot();
+            if (leaseId) this.releaseSlot();
             position = Math.max(position, r.position);
           }
         }),
       );
       if (held.length < 500) break;
-      // The next page must not list these again: wait until the projection has taken them out.
+      // The next page must not list these again: wait until the projection has taken them out
+      // (a page of no-ops waits for the events that released them, rather than re-listing it).
+      if (batchPosition === 0) {
+        this.log.warn({ count: held.length }, 'held deliveries without a stream: release stopped');
+        break;
+      }
       await this.applied(batchPosition);
     }
     // Released without a lease: their timers fire once the projection has them.
