@@ -135,10 +135,45 @@ describe('sendWebhook deadline', () => {
       expect(r.attempt.durationMs).toBeGreaterThanOrEqual(timeoutMs - 5);
       expect(r.attempt.durationMs).toBeLessThan(timeoutMs + 400);
     }
-    expect(requests).toBeLessThanOrEqual(MAX_SOCKETS_PER_ORIGIN);
   });
 
   it('the attempt lease outlives the longest attempt', () => {
     expect(ATTEMPT_LEASE_MS).toBeGreaterThanOrEqual(2 * DELIVERY_TIMEOUT_MS + 10_000);
+  });
+});
+
+describe('sendWebhook connections', () => {
+  let server: Server;
+  let port: number;
+  let requests = 0;
+  /** Requests seen per socket: the second one on a socket is dropped (the receiver closed it while idle). */
+  const perSocket = new WeakMap<object, number>();
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      requests++;
+      const n = (perSocket.get(req.socket) ?? 0) + 1;
+      perSocket.set(req.socket, n);
+      req.resume();
+      req.on('end', () => (n >= 2 ? req.socket.destroy() : res.writeHead(200).end('ok')));
+    });
+    server.keepAliveTimeout = 60_000;
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(() => {
+    server.closeAllConnections();
+    return new Promise<void>((r) => server.close(() => r()));
+  });
+  afterEach(() => jest.restoreAllMocks());
+  const input = (url: string, production: boolean) => ({ url, payload: '{}', secret: 's', eventId: 'e1', eventType: 't', at: new Date(), production });
+
+  it('a reused keep-alive socket reset before any response is retried once on a fresh socket', async () => {
+    const url = `http://127.0.0.1:${port}/hook`;
+    expect((await sendWebhook(input(url, false))).attempt).toMatchObject({ statusCode: 200 });
+    await new Promise((r) => setTimeout(r, 50)); // the socket back in the pool
+    requests = 0;
+    const second = await sendWebhook(input(url, false));
+    expect(second.attempt).toMatchObject({ statusCode: 200, error: null });
+    expect(requests).toBe(2); // the reset one, then the retry on a fresh socket
   });
 });

@@ -1,4 +1,4 @@
-import { Agent as HttpAgent, request as httpRequest, IncomingMessage } from 'node:http';
+import { Agent as HttpAgent, ClientRequest, request as httpRequest, IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { isIP } from 'node:net';
 import { signWebhook } from '@svc/security';
@@ -72,27 +72,50 @@ class TimeoutError extends Error {
  * `error` event would only come once it got one). The answer is the response head; the body is
  * never read into memory: it is drained in the background (within the same deadline, at most
  * MAX_DRAINED_BODY bytes) so the socket goes back to the pool, else the socket is destroyed.
- * `resolve` (tests only) replaces the resolver on an unpooled socket.
+ * A pooled (reused) socket that fails with a reset before any response, the receiver having
+ * closed it while it sat idle, is retried once on a fresh unpooled socket (same address guard,
+ * same deadline). `resolve` (tests only) replaces the resolver on an unpooled socket.
  */
 function post(url: URL, headers: Record<string, string>, body: Buffer, production: boolean, resolve: Resolver | undefined, timeoutMs: number): Promise<IncomingMessage> {
   return new Promise((done, fail) => {
     const https = url.protocol === 'https:';
     const requester = https ? httpsRequest : httpRequest;
     const pool = production ? agents.production : agents.open;
-    const connection = resolve ? { agent: false as const, ...(production ? { lookup: guardedLookup(resolve) } : {}) } : { agent: https ? pool.https : pool.http };
+    const pooled = resolve ? { agent: false as const, ...(production ? { lookup: guardedLookup(resolve) } : {}) } : { agent: https ? pool.https : pool.http };
+    // A fresh socket (the retry of a reused one that was reset): unpooled, same address guard.
+    const fresh = { agent: false as const, ...(production ? { lookup: resolve ? guardedLookup(resolve) : productionLookup } : {}) };
     let settled = false;
-    const req = requester(url, { method: 'POST', headers, ...connection }, (res) => {
-      settled = true;
-      done(res);
-      let drained = 0;
-      res.on('data', (chunk: Buffer) => {
-        drained += chunk.length;
-        if (drained > MAX_DRAINED_BODY) req.destroy();
+    let retried = false;
+    let req: ClientRequest;
+    const send = (connection: typeof pooled | typeof fresh) => {
+      const r = requester(url, { method: 'POST', headers, ...connection }, (res) => {
+        settled = true;
+        done(res);
+        let drained = 0;
+        res.on('data', (chunk: Buffer) => {
+          drained += chunk.length;
+          if (drained > MAX_DRAINED_BODY) r.destroy();
+        });
+        res.on('end', () => clearTimeout(timer));
+        res.on('error', () => undefined);
+        res.on('close', () => clearTimeout(timer));
       });
-      res.on('end', () => clearTimeout(timer));
-      res.on('error', () => undefined);
-      res.on('close', () => clearTimeout(timer));
-    });
+      req = r;
+      r.on('error', (err: NodeJS.ErrnoException) => {
+        if (settled) return; // the head has answered, or the deadline already failed the attempt
+        // A kept-alive socket the receiver closed while it sat idle: reset before any response.
+        // Retried once, on a fresh socket, within the same deadline.
+        if (!retried && r.reusedSocket && RESET_CODES.has(err.code ?? '')) {
+          retried = true;
+          send(fresh);
+          return;
+        }
+        clearTimeout(timer);
+        settled = true;
+        fail(err);
+      });
+      r.end(body);
+    };
     // The overall deadline, from creation (queue wait included).
     const timer = setTimeout(() => {
       const err = new TimeoutError('webhook attempt timed out');
@@ -102,15 +125,12 @@ function post(url: URL, headers: Record<string, string>, body: Buffer, productio
       }
       req.destroy(err);
     }, timeoutMs);
-    req.on('error', (err) => {
-      clearTimeout(timer);
-      if (settled) return; // the head has answered, or the deadline already failed the attempt
-      settled = true;
-      fail(err);
-    });
-    req.end(body);
+    send(pooled);
   });
 }
+
+/** A reused socket failing with one of these before any response was closed by the peer meanwhile. */
+const RESET_CODES = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED']);
 
 function errorOf(err: unknown, production: boolean): string {
   const e = err as NodeJS.ErrnoException;
