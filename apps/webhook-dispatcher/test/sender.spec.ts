@@ -176,4 +176,16 @@ describe('sendWebhook connections', () => {
     expect(second.attempt).toMatchObject({ statusCode: 200, error: null });
     expect(requests).toBe(2); // the reset one, then the retry on a fresh socket
   });
+
+  it('production, pooled Agent path: a host name the system resolver answers with loopback is refused at connect time, nothing reaches the server', async () => {
+    // The module object itself (an `import * as` namespace would be a copy the sender never reads).
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const dns = require('node:dns') as typeof import('node:dns');
+    const spy = jest.spyOn(dns, 'lookup').mockImplementation(((_host: string, _opts: unknown, cb: (err: null, a: LookupAddress[]) => void) => setImmediate(() => cb(null, [{ address: '127.0.0.1', family: 4 }]))) as never);
+    requests = 0;
+    const r = await sendWebhook(input(`http://hooks.example.test:${port}/hook`, true));
+    expect(r.attempt).toMatchObject({ statusCode: null, error: 'address_refused' });
+    expect(spy.mock.calls.map((c) => c[0])).toContain('hooks.example.test');
+    expect(requests).toBe(0);
+  });
 });
