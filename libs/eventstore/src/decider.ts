@@ -81,20 +81,7 @@ export class CommandHandler<Command, Event extends { type: string }, State> {
       let next = state;
       for (const e of newEvents) next = this.decider.evolve(next, e);
       const expected: ExpectedRevision = revision < 0 ? 'no_stream' : revision;
-      const correlationId = ctx.correlationId ?? randomUUID();
-      const toAppend = newEvents.map((e) => {
-        const { type, ...data } = e as { type: string } & Record<string, unknown>;
-        const metadata: EventMetadata = {
-          eventId: randomUUID(),
-          correlationId,
-          causationId: ctx.causationId ?? null,
-          organizationId: ctx.organizationId ?? null,
-          environmentId: ctx.environmentId ?? null,
-          actor: ctx.actor,
-          recordedAt: now.toISOString(),
-        };
-        return { type, data, metadata };
-      });
+      const toAppend = this.toNewEvents(newEvents, ctx, now);
       try {
         const r = await this.store.append(streamId, toAppend, expected);
         return { newEvents, state: next, position: r.position, revision: r.nextExpectedRevision };
