@@ -37,6 +37,7 @@ export class SqliteReadStore implements ReadStore {
   private readonly written = new Map<string, number>();
   private foreign = 0;
   private dataVersion = -1;
+  private foreignCheckedThisTurn = false;
   private readonly commitTx: (projection: string | null, position: number, ops: WriteOp[]) => void;
 
   constructor(readonly path: string) {
@@ -138,7 +139,14 @@ export class SqliteReadStore implements ReadStore {
    * answered), and after any commit by another connection to the file (PRAGMA data_version).
    */
   generation(...collections: string[]): number {
-    if (this.db.open) {
+    // Another connection's commits are looked for once per event-loop turn: this process's own
+    // writes bump `written` synchronously (so read-your-writes never waits on this), and a foreign
+    // commit is seen from the next turn on.
+    if (this.db.open && !this.foreignCheckedThisTurn) {
+      this.foreignCheckedThisTurn = true;
+      setImmediate(() => {
+        this.foreignCheckedThisTurn = false;
+      });
       const v = this.stmts.dataVersion.get() as number;
       if (v !== this.dataVersion) {
         this.dataVersion = v;
