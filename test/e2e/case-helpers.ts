@@ -9,7 +9,7 @@ import { TestApp } from '@svc/testing';
 export type Tenant = Awaited<ReturnType<TestApp['tenant']>>;
 
 /** Opens a staff_chat case for a patient of the environment (a freshly enrolled one unless given); returns its ids. */
-export async function openCase(app: TestApp, t: Tenant, request = 'Please review the patient medication plan', patientId?: string) {
+export async function openCase(app: TestApp, t: Tenant, request = 'Please review the patient medication plan (canary-staff-note)', patientId?: string) {
   patientId ??= (await app.enrolledPatient(t)).patientId;
   const r = await app.api.post(`${t.env}/clinical-cases`, { patientId, request }, t.staff);
   if (r.status !== 201) throw new Error(`open case: ${r.status} ${r.text}`);

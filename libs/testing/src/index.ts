@@ -128,12 +128,13 @@ async function enrolmentProtocol(api: Api, tenant: EnrolmentTenant): Promise<str
 export async function enrollPatient(api: Api, tenant: EnrolmentTenant, options: { email?: string; externalPatientId?: string } = {}): Promise<EnrolledPatient> {
   const suffix = randomUUID();
   const email = options.email ?? `patient-${suffix}@example.test`;
-  const externalPatientId = options.externalPatientId ?? `EXT-${suffix}`;
+  // Planted canaries: the whole-run log check (scripts/log-check.js) fails on any of them in a log line.
+  const externalPatientId = options.externalPatientId ?? `canary-ext-${suffix}`;
   if (!email.endsWith('@example.test')) throw new Error('enrollPatient: email addresses must end with @example.test');
   await enrolmentProtocol(api, tenant);
   const r = await api.post(
     '/client/patient-events',
-    { eventId: randomUUID(), type: 'patient.created', externalPatientId, email, firstName: 'Test', lastName: 'Patient', programKey: ENROLMENT_PROGRAM_KEY },
+    { eventId: randomUUID(), type: 'patient.created', externalPatientId, email, firstName: 'Canary-First', lastName: 'Canary-Last', phone: '+1555000' + suffix.replace(/\D/g, '').slice(0, 4).padEnd(4, '0'), programKey: ENROLMENT_PROGRAM_KEY },
     tenant.apiKey,
   );
   if (r.status !== 202) throw new Error(`enrol patient: ${r.status} ${r.text}`);
