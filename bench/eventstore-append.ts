@@ -70,6 +70,8 @@ interface Row {
 /** Baseline: every INSERT is its own autocommit transaction (one WAL fsync each). */
 function rawSingleRowInserts(file: string, seconds: number): Row {
   const db = new Database(file);
+  // Same page size as the store's files (its default), so both sides write the same page format.
+  db.pragma('page_size = 2048');
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = FULL');
   db.exec(`CREATE TABLE events (

@@ -28,6 +28,14 @@ export interface SqliteEventStoreOptions {
    * once (SQLite's own default of 1000 costs about a fifth of the append throughput).
    */
   walAutocheckpoint?: number;
+  /**
+   * Page size of a NEW database file (default 2048; an existing file keeps its own). An append
+   * dirties the tail page of its stream in the (stream_id, revision) index, so a group commit
+   * writes about one page per stream it touches: smaller pages make each of those WAL frames
+   * cheaper. Measured: +12-15% appends/s at 64 writers against 4096-byte pages, while single-row
+   * commits change by ~4% (bench/README.md).
+   */
+  dbPageSize?: number;
 }
 
 interface PendingAppend {
@@ -110,6 +118,8 @@ export class SqliteEventStore implements EventStore {
     private readonly options: SqliteEventStoreOptions = {},
   ) {
     this.db = new Database(filename);
+    // Takes effect only while the file is empty (before WAL and the schema).
+    this.db.pragma(`page_size = ${Math.floor(options.dbPageSize ?? 2048)}`);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = FULL');
     this.db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000))}`);

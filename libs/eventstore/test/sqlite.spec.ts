@@ -36,6 +36,7 @@ describe('SqliteEventStore specifics', () => {
     await store.close();
     const db = new Database(file);
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(db.pragma('page_size', { simple: true })).toBe(2048);
     db.close();
     // synchronous is per connection: check the store's own connection setting through a second store
     const again = new SqliteEventStore(file);
