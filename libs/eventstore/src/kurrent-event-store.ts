@@ -18,7 +18,7 @@ import {
 } from '@kurrent/kurrentdb-client';
 import type { AllStreamSubscription, AppendStreamState, Filter, ResolvedEvent } from '@kurrent/kurrentdb-client';
 import { randomUUID } from 'node:crypto';
-import { defaultEventStoreLogger, EventStoreLogger, matchesPrefix } from './subscription-loop';
+import { defaultEventStoreLogger, EventStoreLogger, handOffUntilHandled, matchesPrefix } from './subscription-loop';
 import {
   AppendResult,
   EventMetadata,
@@ -265,28 +265,16 @@ class KurrentSubscription implements Subscription {
             checkpoint = event.position;
             continue;
           }
-          let delay = baseDelay;
-          for (;;) {
-            this.inHandler = true;
-            try {
-              await this.handler(event);
-              break;
-            } catch (err) {
-              logger.warn('eventstore subscription handler failed; retrying the same event', {
-                position: event.position,
-                streamId: event.streamId,
-                type: event.type,
-                error: err instanceof Error ? err.name : typeof err,
-              });
-            } finally {
-              this.inHandler = false;
-            }
-            if (this.closed) break;
-            await this.sleep(delay);
-            if (this.closed) break;
-            delay = Math.min(delay * 2, 5000);
-          }
-          if (this.closed) break;
+          const handled = await handOffUntilHandled(event, {
+            handler: this.handler,
+            logger,
+            firstDelayMs: baseDelay,
+            maxDelayMs: 5000,
+            isClosed: () => this.closed,
+            sleep: (ms) => this.sleep(ms),
+            inHandler: (running) => (this.inHandler = running),
+          });
+          if (!handled || this.closed) break;
           checkpoint = event.position;
           reconnectDelay = baseDelay;
         }

@@ -114,27 +114,16 @@ export class PollingSubscription implements Subscription {
       for (const event of page) {
         if (this.closed) return;
         if (matchesPrefix(event.streamId, this.options.streamPrefix)) {
-          let delay = this.loop.retryDelayMs ?? 50;
-          for (;;) {
-            this.inHandler = true;
-            try {
-              await this.handler(event);
-              break;
-            } catch (err) {
-              logger.warn('eventstore subscription handler failed; retrying the same event', {
-                position: event.position,
-                streamId: event.streamId,
-                type: event.type,
-                error: errName(err),
-              });
-            } finally {
-              this.inHandler = false;
-            }
-            if (this.closed) return;
-            await this.sleep(delay, false);
-            if (this.closed) return;
-            delay = Math.min(delay * 2, this.loop.maxRetryDelayMs ?? 2000);
-          }
+          const handled = await handOffUntilHandled(event, {
+            handler: this.handler,
+            logger,
+            firstDelayMs: this.loop.retryDelayMs ?? 50,
+            maxDelayMs: this.loop.maxRetryDelayMs ?? 2000,
+            isClosed: () => this.closed,
+            sleep: (ms) => this.sleep(ms, false),
+            inHandler: (running) => (this.inHandler = running),
+          });
+          if (!handled) return;
         }
         scanned = event.position;
       }
@@ -145,4 +134,44 @@ export class PollingSubscription implements Subscription {
 
 function errName(err: unknown): string {
   return err instanceof Error ? err.name : typeof err;
+}
+
+export interface HandOff {
+  handler: (event: RecordedEvent) => Promise<void>;
+  logger: EventStoreLogger;
+  firstDelayMs: number;
+  maxDelayMs: number;
+  isClosed: () => boolean;
+  sleep: (ms: number) => Promise<void>;
+  /** Told when the handler starts and ends (close() waits for a running handler). */
+  inHandler: (running: boolean) => void;
+}
+
+/**
+ * Hands one event to the handler until it succeeds, retrying the same event after a growing delay
+ * (an event is never skipped). Resolves false when the subscription closed before it was handled.
+ * Shared by every subscription (polling and KurrentDB).
+ */
+export async function handOffUntilHandled(event: RecordedEvent, h: HandOff): Promise<boolean> {
+  let delay = h.firstDelayMs;
+  for (;;) {
+    h.inHandler(true);
+    try {
+      await h.handler(event);
+      return true;
+    } catch (err) {
+      h.logger.warn('eventstore subscription handler failed; retrying the same event', {
+        position: event.position,
+        streamId: event.streamId,
+        type: event.type,
+        error: errName(err),
+      });
+    } finally {
+      h.inHandler(false);
+    }
+    if (h.isClosed()) return false;
+    await h.sleep(delay);
+    if (h.isClosed()) return false;
+    delay = Math.min(delay * 2, h.maxDelayMs);
+  }
 }
