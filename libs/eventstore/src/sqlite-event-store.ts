@@ -36,6 +36,11 @@ export interface SqliteEventStoreOptions {
    * commits change by ~4% (bench/README.md).
    */
   dbPageSize?: number;
+  /**
+   * How many just-committed events this connection keeps in memory for its live subscriptions
+   * (default 4096; 0 turns the tail off). See `CommittedTail`.
+   */
+  tailSize?: number;
 }
 
 interface PendingAppend {
@@ -96,7 +101,8 @@ export class SqliteEventStore implements EventStore {
   private readonly known = new Map<string, { revision: number; position: number }>();
   private dataVersion = -1;
   /** Counters for benchmarks and diagnostics: committed transactions and the appends they carried. */
-  readonly stats = { commits: 0, appends: 0 };
+  readonly stats = { commits: 0, appends: 0, tailReads: 0, sqlReads: 0 };
+  private readonly tail: CommittedTail;
 
   private readonly stmt: {
     begin: Database.Statement;
@@ -127,6 +133,7 @@ export class SqliteEventStore implements EventStore {
     // After a checkpoint, truncate a WAL that grew past 64 MiB.
     this.db.pragma('journal_size_limit = 67108864');
     this.db.exec(SCHEMA);
+    this.tail = new CommittedTail(Math.max(0, Math.floor(options.tailSize ?? 4096)));
     this.stmt = {
       begin: this.db.prepare('BEGIN IMMEDIATE'),
       commit: this.db.prepare('COMMIT'),
@@ -210,10 +217,14 @@ export class SqliteEventStore implements EventStore {
     stmt.begin.run();
     // Stream state as of this transaction, including earlier appends of the same batch.
     const streams = new Map<string, { revision: number; position: number }>();
+    // The rows this transaction inserts, in position order, for the committed tail.
+    const written: RecordedEvent[] = [];
+    let foreignWrite = false;
     try {
       // Holding the write lock: if another connection wrote since our last commit, forget the cache.
       const version = stmt.dataVersion.get() as number;
-      if (version !== this.dataVersion || this.known.size > 100_000) this.known.clear();
+      foreignWrite = version !== this.dataVersion;
+      if (foreignWrite || this.known.size > 100_000) this.known.clear();
       this.dataVersion = version;
       for (let i = 0; i < batch.length; i++) {
         const p = batch[i];
@@ -237,12 +248,14 @@ export class SqliteEventStore implements EventStore {
         // A single INSERT that fails is undone by SQLite on its own; several need a savepoint.
         const multi = p.rows.length > 1;
         if (multi && safe) stmt.savepoint.run();
+        const writtenBefore = written.length;
         try {
           let revision = current.revision;
           let position = 0;
           for (const r of p.rows) {
             revision++;
             position = Number(stmt.insert.run(r.eventId, p.streamId, revision, r.type, r.data, r.metadata).lastInsertRowid);
+            written.push(tailEvent(p.streamId, revision, position, r));
           }
           if (multi && safe) stmt.release.run();
           current = { revision, position };
@@ -265,6 +278,7 @@ export class SqliteEventStore implements EventStore {
             stmt.rollbackTo.run();
             stmt.release.run();
           }
+          written.length = writtenBefore;
           outcomes[i] = { error: err };
         }
       }
@@ -272,8 +286,10 @@ export class SqliteEventStore implements EventStore {
       this.stats.commits++;
       this.stats.appends += batch.length;
       for (const [id, state] of streams) this.known.set(id, state);
+      this.tail.committed(written, foreignWrite);
     } catch (err) {
       this.known.clear();
+      this.tail.reset();
       if (this.db.inTransaction) stmt.rollback.run();
       throw err;
     }
@@ -307,6 +323,12 @@ export class SqliteEventStore implements EventStore {
       {
         readPage: async (position, limit) => {
           if (this.closed) return [];
+          const fromTail = this.tail.after(position, limit);
+          if (fromTail) {
+            this.stats.tailReads++;
+            return fromTail;
+          }
+          this.stats.sqlReads++;
           return this.readAllSync(position, limit);
         },
         pageSize: this.options.pageSize,
@@ -339,6 +361,85 @@ function checkExpected(e: ExpectedRevision): void {
   if (typeof e !== 'number' || !Number.isSafeInteger(e) || e < 0) {
     throw new RangeError(`invalid expected revision: ${String(e)} (use 'any', 'no_stream' or a revision >= 0)`);
   }
+}
+
+/**
+ * The events this connection committed last, kept in memory so that live subscriptions (a dozen
+ * projections and relays in standalone mode, each following the whole log) do not each read and
+ * decode the same new rows back from SQLite after every commit.
+ *
+ * Invariant: the tail holds EVERY event of the log with a position in (from, to], in order. Rows
+ * are added only after their COMMIT returned. A commit extends the range when nothing else was
+ * written since this connection's previous commit (`PRAGMA data_version` unchanged, checked while
+ * holding the write lock) and its first row follows `to`; otherwise the tail restarts at this
+ * commit (another process's events before it are read from SQLite). Another process writing
+ * AFTER our last commit does not break the invariant: its rows lie beyond `to`, and a read at or
+ * beyond `to` always goes to SQLite (which is how the poll finds them). Events are shared between
+ * subscribers, so they are frozen: a handler that tried to change one would fail loudly.
+ */
+class CommittedTail {
+  private events: RecordedEvent[] = [];
+  private start = 0; // index of the oldest kept event in `events`
+  private from = 0; // position before the oldest kept event
+  private to = 0; // position of the newest kept event
+  private valid = false;
+
+  constructor(private readonly capacity: number) {}
+
+  committed(written: RecordedEvent[], foreignWrite: boolean): void {
+    if (this.capacity === 0 || written.length === 0) return;
+    const first = written[0].position;
+    if (!this.valid || foreignWrite || first !== this.to + 1) {
+      this.events = [];
+      this.start = 0;
+      this.from = first - 1;
+      this.valid = true;
+    }
+    for (const e of written) this.events.push(deepFreeze(e));
+    this.to = written[written.length - 1].position;
+    const kept = this.events.length - this.start;
+    if (kept > this.capacity) {
+      this.start += kept - this.capacity;
+      this.from = this.events[this.start].position - 1;
+      if (this.start > this.capacity) {
+        this.events = this.events.slice(this.start);
+        this.start = 0;
+      }
+    }
+  }
+
+  reset(): void {
+    this.events = [];
+    this.start = 0;
+    this.valid = false;
+  }
+
+  /** The events after `position` (at most `limit`), or null when the tail cannot answer for them. */
+  after(position: number, limit: number): RecordedEvent[] | null {
+    if (!this.valid || position < this.from || position >= this.to || limit <= 0) return null;
+    // Binary search for the first kept event with a position above `position`.
+    let lo = this.start;
+    let hi = this.events.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.events[mid].position <= position) lo = mid + 1;
+      else hi = mid;
+    }
+    return this.events.slice(lo, Math.min(this.events.length, lo + limit));
+  }
+}
+
+function tailEvent(streamId: string, revision: number, position: number, r: PendingAppend['rows'][number]): RecordedEvent {
+  // The same values a read from SQLite would give (JSON round trip), not the caller's objects.
+  return { streamId, revision, position, type: r.type, data: JSON.parse(r.data), metadata: JSON.parse(r.metadata) };
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value as Record<string, unknown>)) deepFreeze(v);
+  }
+  return value;
 }
 
 function toRecorded(row: EventRow): RecordedEvent {

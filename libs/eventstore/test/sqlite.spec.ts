@@ -77,6 +77,92 @@ describe('SqliteEventStore specifics', () => {
     await a.close();
   });
 
+  describe('committed tail (live subscriptions served from memory)', () => {
+    const waitFor = async (cond: () => boolean) => {
+      const deadline = Date.now() + 5000;
+      while (!cond() && Date.now() < deadline) await new Promise((res) => setTimeout(res, 10));
+    };
+
+    it('hands live subscribers exactly what SQLite holds, from memory, frozen', async () => {
+      const store = new SqliteEventStore(file, { pollIntervalMs: 5000 });
+      await store.append('s-0', [ev('E', { n: 0 })], 'no_stream');
+      const seen: import('@svc/eventstore').RecordedEvent[] = [];
+      const sub = store.subscribeToAll({ fromPosition: 0 }, async (e) => {
+        seen.push(e);
+      });
+      await waitFor(() => seen.length === 1);
+      const before = { ...store.stats };
+      await Promise.all([
+        store.append('s-1', [ev('E', { n: 1, nested: { a: [1] } }), ev('F', { n: 2 })], 'no_stream'),
+        store.append('s-2', [ev('E', { n: 3 })], 'no_stream'),
+      ]);
+      await store.append('s-1', [ev('G', { n: 4 })], 1);
+      await waitFor(() => seen.length === 5);
+      expect(store.stats.tailReads).toBeGreaterThan(before.tailReads);
+      expect(store.stats.sqlReads).toBe(before.sqlReads);
+      // Same values, in the same order, as a read of the log from SQLite.
+      expect(JSON.parse(JSON.stringify(seen))).toEqual(JSON.parse(JSON.stringify(await store.readAll(0, 100))));
+      const last = seen[1] as { data: { nested: { a: number[] } }; metadata: object };
+      expect(Object.isFrozen(last)).toBe(true);
+      expect(Object.isFrozen(last.metadata)).toBe(true);
+      expect(Object.isFrozen(last.data.nested.a)).toBe(true);
+      await sub.close();
+      await store.close();
+    });
+
+    it('misses nothing when another connection writes between this connection\'s commits', async () => {
+      const a = new SqliteEventStore(file, { pollIntervalMs: 30 });
+      const b = new SqliteEventStore(file);
+      const seen: string[] = [];
+      const sub = a.subscribeToAll({ fromPosition: 0 }, async (e) => {
+        seen.push(`${e.position}:${(e.data as { by: string }).by}`);
+      });
+      await a.append('s-a', [ev('E', { by: 'a1' })], 'no_stream');
+      await b.append('s-b', [ev('E', { by: 'b1' }), ev('E', { by: 'b2' })], 'no_stream');
+      await a.append('s-a', [ev('E', { by: 'a2' })], 0);
+      await b.append('s-b', [ev('E', { by: 'b3' })], 1);
+      await a.append('s-a', [ev('E', { by: 'a3' })], 1);
+      await waitFor(() => seen.length === 6);
+      expect(seen).toEqual(['1:a1', '2:b1', '3:b2', '4:a2', '5:b3', '6:a3']);
+      await sub.close();
+      await b.close();
+      await a.close();
+    });
+
+    it('catches a subscriber up from SQLite when it is further behind than the tail holds', async () => {
+      const store = new SqliteEventStore(file, { pollIntervalMs: 5000, tailSize: 3, pageSize: 2 });
+      for (let i = 0; i < 10; i++) await store.append(`s-${i}`, [ev('E', { i })], 'no_stream');
+      const seen: number[] = [];
+      let release: () => void = () => undefined;
+      const gate = new Promise<void>((res) => (release = res));
+      const sub = store.subscribeToAll({ fromPosition: 0 }, async (e) => {
+        if (e.position === 1) await gate; // hold the subscriber back while more is committed
+        seen.push(e.position);
+      });
+      for (let i = 10; i < 20; i++) await store.append(`s-${i}`, [ev('E', { i })], 'no_stream');
+      release();
+      await waitFor(() => seen.length === 20);
+      expect(seen).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+      expect(store.stats.sqlReads).toBeGreaterThan(0);
+      await sub.close();
+      await store.close();
+    });
+
+    it('works with the tail turned off (tailSize 0)', async () => {
+      const store = new SqliteEventStore(file, { pollIntervalMs: 5000, tailSize: 0 });
+      const seen: number[] = [];
+      const sub = store.subscribeToAll({ fromPosition: 0 }, async (e) => {
+        seen.push(e.position);
+      });
+      await store.append('s-1', [ev('E', {}), ev('E', {})], 'no_stream');
+      await waitFor(() => seen.length === 2);
+      expect(seen).toEqual([1, 2]);
+      expect(store.stats.tailReads).toBe(0);
+      await sub.close();
+      await store.close();
+    });
+  });
+
   it('checks expected revisions against appends made by another connection', async () => {
     const a = new SqliteEventStore(file);
     const b = new SqliteEventStore(file);
