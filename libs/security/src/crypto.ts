@@ -1,4 +1,8 @@
+import * as nodeCrypto from 'node:crypto';
 import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+
+/** Node's one-shot digest (20.12+; about 3x cheaper than a Hash object for short inputs), if present. */
+const oneShotHash = (nodeCrypto as { hash?: (algorithm: string, data: string | Buffer, encoding: 'hex') => string }).hash;
 
 /** AES-256-GCM envelope, as stored: `v1.<iv>.<tag>.<ciphertext>` in base64url. */
 export function encryptString(key: Buffer, plaintext: string): string {
@@ -22,7 +26,7 @@ export function hmacHex(secret: string | Buffer, payload: string | Buffer): stri
 }
 
 export function sha256Hex(value: string | Buffer): string {
-  return createHash('sha256').update(value).digest('hex');
+  return oneShotHash ? oneShotHash('sha256', value, 'hex') : createHash('sha256').update(value).digest('hex');
 }
 
 /** Constant-time string comparison (architecture rule 9). */
