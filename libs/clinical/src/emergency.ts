@@ -1,5 +1,5 @@
 import { normalize } from './text';
-import { semanticMatch } from './semantic';
+import { matchesForms, textForms } from './semantic';
 
 /**
  * The service's emergency words (decisions 6 and 12): built-in terms by kind, English and Spanish,
@@ -66,10 +66,11 @@ const EMERGENCY_CONCEPTS: Partial<Record<EmergencyKind, string[]>> = {
 
 /** Which built-in emergency kinds the text mentions. */
 export function emergencyKinds(text: string): EmergencyKind[] {
-  const n = normalize(text);
+  const padded = ` ${normalize(text)} `;
+  let forms: Set<string> | null = null; // the text's word forms, computed once and only if needed
   return EMERGENCY_KINDS.filter((k) => {
     const terms = NORMALIZED_TERMS.find(([kind]) => kind === k)![1];
-    if (terms.some((t) => ` ${n} `.includes(` ${t} `))) return true;
-    return (EMERGENCY_CONCEPTS[k] ?? []).some((p) => semanticMatch(text, p));
+    if (terms.some((t) => padded.includes(` ${t} `))) return true;
+    return (EMERGENCY_CONCEPTS[k] ?? []).some((p) => matchesForms((forms ??= textForms(text)), p));
   });
 }

@@ -93,9 +93,28 @@ function contentTokens(text: string): string[] {
  * the text as the same concept (synonym table, both languages) or the same stem, in any order.
  */
 export function semanticMatch(text: string, phrase: string): boolean {
-  const wanted = contentTokens(phrase);
-  if (wanted.length === 0) return false;
+  return matchesForms(textForms(text), phrase);
+}
+
+/** Every form (concept or stem) of every content word of the text: compute once, match many phrases. */
+export function textForms(text: string): Set<string> {
   const present = new Set<string>();
   for (const t of contentTokens(text)) for (const f of tokenForms(t)) present.add(f);
-  return wanted.every((w) => tokenForms(w).some((f) => present.has(f)));
+  return present;
+}
+
+/** Forms of each content word of a phrase, remembered (phrases come from a small, slowly changing set). */
+const PHRASE_FORMS = new Map<string, string[][]>();
+const MAX_PHRASES = 10_000;
+
+/** `semanticMatch` against forms from `textForms`. */
+export function matchesForms(present: Set<string>, phrase: string): boolean {
+  let wanted = PHRASE_FORMS.get(phrase);
+  if (!wanted) {
+    wanted = contentTokens(phrase).map(tokenForms);
+    if (PHRASE_FORMS.size >= MAX_PHRASES) PHRASE_FORMS.clear();
+    PHRASE_FORMS.set(phrase, wanted);
+  }
+  if (wanted.length === 0) return false;
+  return wanted.every((forms) => forms.some((f) => present.has(f)));
 }

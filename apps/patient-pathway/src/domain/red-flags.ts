@@ -1,4 +1,4 @@
-import { EMERGENCY_KINDS, containsPhrase, emergencyKinds, normalize, semanticMatch } from '@svc/clinical';
+import { EMERGENCY_KINDS, containsPhrase, emergencyKinds, matchesForms, normalize, textForms } from '@svc/clinical';
 
 /**
  * The red-flag evaluator (decisions 6): pure, no I/O. Given a protocol's red flags, the answers
@@ -58,8 +58,9 @@ export function evaluateRedFlags(redFlags: RedFlags, answers: Record<string, Ans
   for (const p of redFlags.phrases ?? []) {
     if (normalized.some((n) => containsPhrase(n, p.phrase))) add(`phrase:${p.phrase}`, p.tier);
   }
+  const forms = redFlags.semanticPhrases?.length ? joined.map(textForms) : [];
   for (const p of redFlags.semanticPhrases ?? []) {
-    if (joined.some((t) => semanticMatch(t, p.phrase))) add(`semantic_phrase:${p.phrase}`, p.tier);
+    if (forms.some((f) => matchesForms(f, p.phrase))) add(`semantic_phrase:${p.phrase}`, p.tier);
   }
   if (redFlags.emergencyTerms !== false) {
     const kinds = new Set(joined.flatMap(emergencyKinds));
