@@ -265,6 +265,23 @@ describe('clinical cases (e2e, real HTTP)', () => {
     expect((await app.api.post(`${t.env}/clinical-cases/${c.caseId}/acknowledge`, {}, t.staff)).body.code).toBe('CASE_RESOLVED');
   });
 
+  it('progress reads interleaved with updates of other cases and of the same case always show the last answered update', async () => {
+    const a = await openCase(app, t);
+    const b = await openCase(app, t);
+    expect((await progress(a.caseId)).body).toMatchObject({ sequence: 0, nextSequence: 1 }); // now remembered
+    expect((await post(b.caseId, update(1, 'processed'))).status).toBe(200);
+    expect((await progress(a.caseId)).body).toMatchObject({ sequence: 0, nextSequence: 1, status: 'awaiting_processing' });
+    expect((await progress(b.caseId)).body).toMatchObject({ sequence: 1, nextSequence: 2, status: 'processed' });
+    for (let seq = 1; seq <= 4; seq++) {
+      const r = await post(a.caseId, update(seq, seq === 1 ? 'processed' : 'clinician_responded'));
+      expect(r.status).toBe(200);
+      // Right after the 200, whatever was remembered before: the new sequence and externalReference.
+      expect((await progress(a.caseId)).body).toMatchObject({ sequence: seq, nextSequence: seq + 1, externalReference: `ext-${seq}` });
+      expect((await post(b.caseId, update(seq + 1, 'clinician_responded'))).status).toBe(200);
+      expect((await progress(b.caseId)).body).toMatchObject({ sequence: seq + 1, nextSequence: seq + 2 });
+    }
+  });
+
   it('fifty concurrent updates with one sequence: exactly one 200; fifty identical: one effect, 49 duplicates', async () => {
     const c = await openCase(app, t);
     const racers = Array.from({ length: 50 }, () => update(1, 'processed'));

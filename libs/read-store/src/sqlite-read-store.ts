@@ -35,6 +35,14 @@ export class SqliteReadStore implements ReadStore {
   /** generation(): last counter value per collection written through this store, and for foreign commits. */
   private counter = 0;
   private readonly written = new Map<string, number>();
+  /**
+   * documentGeneration(): counter of the last write per `collection\0key`, least recently written
+   * first. Bounded: an evicted entry raises `evictedFloor`, which every document missing from the
+   * map reports, so a cache entry can never outlive a write it did not see.
+   */
+  private readonly writtenDocs = new Map<string, number>();
+  private evictedFloor = 0;
+  private static readonly MAX_TRACKED_DOCS = 50_000;
   private foreign = 0;
   private dataVersion = -1;
   private foreignCheckedThisTurn = false;
@@ -139,6 +147,19 @@ export class SqliteReadStore implements ReadStore {
    * answered), and after any commit by another connection to the file (PRAGMA data_version).
    */
   generation(...collections: string[]): number {
+    this.checkForeignCommits();
+    let g = this.foreign;
+    for (const c of collections) g = Math.max(g, this.written.get(c) ?? 0);
+    return g;
+  }
+
+  /** Changes whenever the document `collection`/`key` may have changed (see `generation`). */
+  documentGeneration(collection: string, key: string): number {
+    this.checkForeignCommits();
+    return Math.max(this.foreign, this.writtenDocs.get(`${collection}\0${key}`) ?? this.evictedFloor);
+  }
+
+  private checkForeignCommits(): void {
     // Another connection's commits are looked for once per event-loop turn: this process's own
     // writes bump `written` synchronously (so read-your-writes never waits on this), and a foreign
     // commit is seen from the next turn on.
@@ -153,15 +174,22 @@ export class SqliteReadStore implements ReadStore {
         this.foreign = ++this.counter;
       }
     }
-    let g = this.foreign;
-    for (const c of collections) g = Math.max(g, this.written.get(c) ?? 0);
-    return g;
   }
 
   private touched(ops: WriteOp[]): void {
     if (ops.length === 0) return;
     const n = ++this.counter;
-    for (const op of ops) this.written.set(op.collection, n);
+    for (const op of ops) {
+      this.written.set(op.collection, n);
+      const doc = `${op.collection}\0${op.key}`;
+      this.writtenDocs.delete(doc); // re-inserted last: the map stays in order of last write
+      this.writtenDocs.set(doc, n);
+    }
+    while (this.writtenDocs.size > SqliteReadStore.MAX_TRACKED_DOCS) {
+      const [oldest, gen] = this.writtenDocs.entries().next().value as [string, number];
+      this.writtenDocs.delete(oldest);
+      if (gen > this.evictedFloor) this.evictedFloor = gen;
+    }
   }
 
   async getCheckpoint(projection: string): Promise<number> {

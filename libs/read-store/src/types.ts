@@ -54,6 +54,12 @@ export interface ReadStore {
    * writer (Redis: other processes) leave it out, and callers then do not cache.
    */
   generation?(...collections: string[]): number;
+  /**
+   * Optional, synchronous, like `generation` for ONE document: changes whenever that document may
+   * have changed (a write through this store that touched it, or a commit by anything else), so a
+   * cache of one document survives writes to the rest of its collection. Same adapters as `generation`.
+   */
+  documentGeneration?(collection: string, key: string): number;
 }
 
 export const READ_STORE = Symbol('READ_STORE');

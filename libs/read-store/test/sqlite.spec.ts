@@ -67,3 +67,48 @@ describe('SqliteReadStore.generation (cache invalidation)', () => {
     await b.close();
   });
 });
+
+describe('SqliteReadStore.documentGeneration (one document)', () => {
+  it('changes after a write touching that document, not after writes to others of its collection', async () => {
+    const path = join(dir, `docgen-${++n}.db`);
+    const a = new SqliteReadStore(path);
+    const d0 = a.documentGeneration('cases', 'c1');
+    await a.commit('p', 1, [{ op: 'put', collection: 'cases', key: 'c2', doc: {} }]);
+    expect(a.documentGeneration('cases', 'c1')).toBe(d0); // another document of the collection
+    await a.commit('p', 2, [{ op: 'put', collection: 'cases', key: 'c1', doc: { v: 1 } }]);
+    const d1 = a.documentGeneration('cases', 'c1');
+    expect(d1).toBeGreaterThan(d0);
+    await a.write([{ op: 'delete', collection: 'cases', key: 'c1' }]);
+    expect(a.documentGeneration('cases', 'c1')).toBeGreaterThan(d1);
+    expect(a.documentGeneration('other', 'c1')).toBe(d0); // same key, another collection
+    await a.close();
+  });
+
+  it('changes (from the next turn) after a commit by another connection', async () => {
+    const path = join(dir, `docgen-${++n}.db`);
+    const a = new SqliteReadStore(path);
+    const b = new SqliteReadStore(path);
+    const d0 = a.documentGeneration('cases', 'c1');
+    await b.write([{ op: 'put', collection: 'cases', key: 'c1', doc: { by: 'b' } }]);
+    await new Promise((r) => setImmediate(r));
+    expect(a.documentGeneration('cases', 'c1')).toBeGreaterThan(d0);
+    await a.close();
+    await b.close();
+  });
+
+  it('never reports an older generation for a document whose entry was evicted', async () => {
+    const path = join(dir, `docgen-${++n}.db`);
+    const a = new SqliteReadStore(path);
+    await a.write([{ op: 'put', collection: 'cases', key: 'first', doc: {} }]);
+    const seen = a.documentGeneration('cases', 'first');
+    // Write more documents than are tracked: 'first' is evicted, and must not go back to an old value.
+    const ops = Array.from({ length: 50_001 }, (_, i) => ({ op: 'put' as const, collection: 'cases', key: `k${i}`, doc: {} }));
+    await a.write(ops);
+    expect(a.documentGeneration('cases', 'first')).toBeGreaterThanOrEqual(seen);
+    await a.write([{ op: 'put', collection: 'cases', key: 'first', doc: { v: 2 } }]);
+    const after = a.documentGeneration('cases', 'first');
+    await a.write(Array.from({ length: 50_001 }, (_, i) => ({ op: 'put' as const, collection: 'cases', key: `m${i}`, doc: {} })));
+    expect(a.documentGeneration('cases', 'first')).toBeGreaterThanOrEqual(after);
+    await a.close();
+  });
+});

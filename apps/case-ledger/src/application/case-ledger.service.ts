@@ -75,7 +75,7 @@ export interface Tenant {
 export class CaseLedgerService {
   private readonly cases: CommandHandler<CaseCommand, CaseEvent, CaseState>;
   private readonly log = getLogger();
-  /** Decrypted progress views by `environmentId:caseId`, valid while the case collection's read-store generation is unchanged. */
+  /** Decrypted progress views by `environmentId:caseId`, valid while the case document's read-store generation is unchanged. */
   private readonly progressViews = new Map<string, { gen: number; processed: boolean; dueAtMs: number; view: ProgressView }>();
   private static readonly MAX_PROGRESS_VIEWS = 10_000;
   /** Folded state and revision of recently written case streams (a starting guess; the append's revision check decides). */
@@ -237,12 +237,12 @@ export class CaseLedgerService {
 
   async progress(tenant: Tenant, caseId: string): Promise<ProgressView> {
     // In-memory progress views (decrypted), each tagged with the read store's generation of the
-    // case collection read before the document: used only while that generation is unchanged.
+    // case document read before the document: used only while that generation is unchanged.
     // The case projection's commit bumps it before any update is answered (rule 5), so a view is
     // never older than the last answered write. Only with a read store that can tell (SQLite);
     // keyed by environment and case (rule 8); refusals (404) are not cached.
-    const store = this.readStore.generation ? this.readStore : null;
-    const gen = store ? store.generation!(CASES) : 0;
+    const store = this.readStore.documentGeneration ? this.readStore : null;
+    const gen = store ? store.documentGeneration!(CASES, caseId) : 0;
     const key = `${tenant.environmentId}:${caseId}`;
     let hit = store ? this.progressViews.get(key) : undefined;
     if (hit && hit.gen !== gen) {
