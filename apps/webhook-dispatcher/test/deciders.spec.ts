@@ -25,10 +25,10 @@ const created: DeliveryEvent = {
 const attempt = (statusCode: number | null, at = now.toISOString()) => ({ at, statusCode, durationMs: 3, error: statusCode === 200 ? null : 'x' });
 
 /** StartAttempt (the lease) then RecordAttempt: the events of one attempt, the lease's first. */
-function attemptAt(given: DeliveryEvent[], dueAt: string, statusCode: number | null, jitter = 0, retryAfterMs?: number, leaseId = `l-${given.length}`): DeliveryEvent[] {
+function attemptAt(given: DeliveryEvent[], dueAt: string, statusCode: number | null, jitter = 0, leaseId = `l-${given.length}`): DeliveryEvent[] {
   const started = deciderSpec(deliveryDecider).given(given).when({ type: 'StartAttempt', dueAt, leaseId }, now).result();
   expect(started.map((e) => e.type)).toEqual(['WebhookAttemptStarted']);
-  return [...started, ...deciderSpec(deliveryDecider).given([...given, ...started]).when({ type: 'RecordAttempt', leaseId, attempt: attempt(statusCode, dueAt), jitter, retryAfterMs }, now).result()];
+  return [...started, ...deciderSpec(deliveryDecider).given([...given, ...started]).when({ type: 'RecordAttempt', leaseId, attempt: attempt(statusCode, dueAt), jitter }, now).result()];
 }
 const recorded = (events: DeliveryEvent[]) => events.find((e) => e.type === 'WebhookAttemptRecorded') as Extract<DeliveryEvent, { type: 'WebhookAttemptRecorded' }>;
 
@@ -48,7 +48,7 @@ describe('delivery decider', () => {
     deciderSpec(deliveryDecider).given(out).when({ ...cmd, leaseId: 'L2' }, now).then([]);
     deciderSpec(deliveryDecider).given(out).when({ type: 'StartAttempt', dueAt: now.toISOString(), leaseId: 'L3' }, now).then([]);
     // The attempt is recorded under that lease.
-    const rec = deciderSpec(deliveryDecider).given(out).when({ type: 'RecordAttempt', leaseId: 'L1', attempt: attempt(200), jitter: 0, retryAfterMs: null }, now).result();
+    const rec = deciderSpec(deliveryDecider).given(out).when({ type: 'RecordAttempt', leaseId: 'L1', attempt: attempt(200), jitter: 0 }, now).result();
     expect(rec[0]).toMatchObject({ type: 'WebhookAttemptRecorded', leaseId: 'L1', status: 'delivered' });
     // Held: no lease; released with one.
     const held = deciderSpec(deliveryDecider).given([]).when({ ...cmd, held: true }, now).result();
@@ -137,7 +137,7 @@ describe('delivery decider', () => {
     expect(ok.map((e) => e.type)).toEqual(['WebhookAttemptRecorded', 'webhook.delivered']);
     expect(ok[0]).toMatchObject({ status: 'delivered', nextAttemptAt: null, stale: true });
     // The retry's own attempt, made while the first was out, came back first with a 2xx: the late 500 is logged, the delivery stays delivered.
-    const retryOk = attemptAt(given, retried.nextAttemptAt, 200, 0, undefined, 'b');
+    const retryOk = attemptAt(given, retried.nextAttemptAt, 200, 0, 'b');
     const late = deciderSpec(deliveryDecider).given([...given, ...retryOk]).when({ type: 'RecordAttempt', leaseId: 'a', attempt: attempt(500), jitter: 0 }, now).result();
     expect(late).toEqual([{ type: 'WebhookAttemptRecorded', deliveryId: 'd1', leaseId: 'a', attempt: attempt(500), status: 'delivered', nextAttemptAt: null, stale: true }]);
   });
@@ -165,9 +165,10 @@ describe('delivery decider', () => {
     expect(recorded(attemptAt(events, due, 500))).toMatchObject({ status: 'failed', nextAttemptAt: null });
   });
 
-  it('honours a receiver Retry-After beyond the schedule; a held delivery cannot be retried by hand', () => {
-    const out = attemptAt([created], created.nextAttemptAt!, 429, 0, 60_000);
-    expect(Date.parse(recorded(out).nextAttemptAt!) - now.getTime()).toBe(60_000);
+  it('retries a 429 on the schedule of decisions 9 (no Retry-After: the sender does not read it); a held delivery cannot be retried by hand', () => {
+    const out = attemptAt([created], created.nextAttemptAt!, 429, 0);
+    expect(recorded(out)).toMatchObject({ status: 'pending' });
+    expect(Date.parse(recorded(out).nextAttemptAt!) - Date.parse(created.nextAttemptAt!)).toBe(RETRY_DELAYS_MS[0]);
     deciderSpec(deliveryDecider).given([{ ...created, status: 'held', nextAttemptAt: null }]).when({ type: 'RequestRetry', by: 's' }, now).thenThrows('INVALID_TRANSITION');
   });
 });

@@ -89,12 +89,12 @@ describe('sendWebhook', () => {
     expect(got).toHaveLength(0);
   });
 
-  it('times out a receiver that does not answer, reads Retry-After, does not follow redirects', async () => {
+  it('times out a receiver that does not answer, records a 429 (its Retry-After is not a result), does not follow redirects', async () => {
     answer = () => undefined; // never answers
     const slow = await sendWebhook({ ...input(`http://127.0.0.1:${port}/hook`, false), timeoutMs: 300 });
     expect(slow.attempt).toMatchObject({ statusCode: null, error: 'timeout' });
     answer = (res) => res.writeHead(429, { 'retry-after': '120' }).end();
-    expect(await sendWebhook(input(`http://127.0.0.1:${port}/hook`, false))).toMatchObject({ attempt: { statusCode: 429, error: 'http_429' }, retryAfterMs: 120_000 });
+    expect(await sendWebhook(input(`http://127.0.0.1:${port}/hook`, false))).toEqual({ attempt: expect.objectContaining({ statusCode: 429, error: 'http_429' }) });
     answer = (res) => res.writeHead(302, { location: `http://127.0.0.1:${port}/elsewhere` }).end();
     got.length = 0;
     expect((await sendWebhook(input(`http://127.0.0.1:${port}/hook`, false))).attempt.statusCode).toBe(302);

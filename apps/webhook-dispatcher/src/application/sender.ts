@@ -46,14 +46,6 @@ export interface SendInput {
 
 export interface SendResult {
   attempt: Attempt;
-  retryAfterMs: number | null;
-}
-
-function retryAfterMs(value: string | null, at: Date): number | null {
-  if (!value) return null;
-  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
-  const t = Date.parse(value);
-  return Number.isFinite(t) ? Math.max(0, t - at.getTime()) : null;
 }
 
 class TimeoutError extends Error {
@@ -162,7 +154,7 @@ export async function sendWebhook(input: SendInput): Promise<SendResult> {
   let started = performance.now();
   const duration = () => Math.round(performance.now() - started);
   const at = input.at.toISOString();
-  const failed = (error: string): SendResult => ({ attempt: { at, statusCode: null, durationMs: duration(), error }, retryAfterMs: null });
+  const failed = (error: string): SendResult => ({ attempt: { at, statusCode: null, durationMs: duration(), error } });
   let url: URL;
   try {
     url = new URL(input.url);
@@ -178,11 +170,7 @@ export async function sendWebhook(input: SendInput): Promise<SendResult> {
     const res = await post(url, headers, body, input.production, input.resolve, input.timeoutMs ?? DELIVERY_TIMEOUT_MS);
     const status = res.statusCode ?? 0;
     const ok = status >= 200 && status < 300;
-    const retryAfter = res.headers['retry-after'];
-    return {
-      attempt: { at, statusCode: status, durationMs: duration(), error: ok ? null : `http_${status}` },
-      retryAfterMs: status === 429 || status === 503 ? retryAfterMs(Array.isArray(retryAfter) ? retryAfter[0] : (retryAfter ?? null), input.at) : null,
-    };
+    return { attempt: { at, statusCode: status, durationMs: duration(), error: ok ? null : `http_${status}` } };
   } catch (err) {
     return failed(errorOf(err, input.production));
   }

@@ -389,7 +389,7 @@ export class WebhooksService implements OnModuleDestroy {
   private async sendLeased(stream: string, leaseId: string, lease: Leased, created: Created, ep: EndpointDoc): Promise<void> {
     const ctx = { actor: SYSTEM, organizationId: lease.state.organizationId, environmentId: lease.state.environmentId };
     const secret = this.keyring.decrypt(ep.environmentId, ep.secret);
-    const { attempt, retryAfterMs } = await sendWebhook({
+    const { attempt } = await sendWebhook({
       url: ep.url,
       payload: created.payload,
       secret,
@@ -401,7 +401,7 @@ export class WebhooksService implements OnModuleDestroy {
     // Decided on the state after the lease (no second read of the payload-carrying stream); if
     // anything appended meanwhile (a manual retry), the revision check fails and the handler
     // re-reads: the attempt is then recorded as stale (logged; schedule and status kept unless 2xx).
-    const r = await this.deliveries.handle(stream, { type: 'RecordAttempt', leaseId, attempt, jitter: drawJitter(), retryAfterMs }, ctx, { state: lease.state, revision: lease.revision });
+    const r = await this.deliveries.handle(stream, { type: 'RecordAttempt', leaseId, attempt, jitter: drawJitter() }, ctx, { state: lease.state, revision: lease.revision });
     this.log.info({ deliveryId: lease.state.deliveryId, eventType: created.eventType, statusCode: attempt.statusCode, error: attempt.error, durationMs: attempt.durationMs, status: r.state.status }, 'webhook attempt');
     // Not waiting for the projection: until it moves the timer doc, a re-fire finds the stream
     // no longer due for this time and does nothing.

@@ -19,8 +19,6 @@ export const RETRY_DELAYS_MS = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000
 export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1;
 /** Up to +20% on each pause. */
 export const MAX_JITTER = 0.2;
-/** A receiver's Retry-After (429/503) is honoured up to this. */
-export const MAX_RETRY_AFTER_MS = 86_400_000;
 
 export const WEBHOOK_DELIVERED = 'webhook.delivered';
 /**
@@ -104,7 +102,6 @@ export type DeliveryCommand =
       attempt: Attempt;
       /** Random in [0, 1): the jitter of the next pause. */
       jitter: number;
-      retryAfterMs?: number | null;
     }
   | { type: 'RequestRetry'; by: string }
   | { type: 'AbandonDelivery'; reason: 'endpoint_deleted' };
@@ -214,9 +211,8 @@ export const deliveryDecider: Decider<DeliveryCommand, DeliveryEvent, DeliverySt
         else {
           status = 'pending';
           const jitter = Math.min(Math.max(command.jitter, 0), 1) * MAX_JITTER;
-          const pause = Math.round(RETRY_DELAYS_MS[n - 1] * (1 + jitter));
-          const retryAfter = Math.min(Math.max(command.retryAfterMs ?? 0, 0), MAX_RETRY_AFTER_MS);
-          nextAttemptAt = after(command.attempt.at, Math.max(pause, retryAfter));
+          // Decisions 9's schedule only: a receiver's Retry-After does not move it (429 retries on it like 5xx).
+          nextAttemptAt = after(command.attempt.at, Math.round(RETRY_DELAYS_MS[n - 1] * (1 + jitter)));
         }
         const events: DeliveryEvent[] = [{ type: 'WebhookAttemptRecorded', deliveryId: state.deliveryId, leaseId: command.leaseId, attempt: command.attempt, status, nextAttemptAt }];
         if (status === 'delivered' && !state.delivered && state.eventType === 'clinical_case.opened') {
