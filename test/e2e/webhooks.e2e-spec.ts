@@ -470,6 +470,35 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     expect(denied.body.code).toBe('ROLE_REQUIRED');
   });
 
+  it('a smaller plan that puts usage past the thresholds reports them at once (paused), and a larger plan later re-arms none', async () => {
+    const t = await app.tenant();
+    const sb = await endpoint(t, '/usage-shrink', ['billing.usage_threshold_reached']);
+    expect((await app.api.put(`/organizations/${t.orgId}/plan`, { monthlyCredits: 100 }, t.staff)).status).toBe(200);
+    for (let i = 0; i < 5; i++) await openCase(t); // 5 of 100: nothing to report
+    const store = (app as unknown as { app: { get<T>(t: unknown): T } }).app.get<EventStore>(EVENT_STORE);
+    const month = usageStream(t.orgId, periodStartOf(await serviceNow()));
+    await until(async () => (await store.readStream(month)).filter((e) => e.type === 'CreditUsed').length === 5 || null, 10_000, 'five credits');
+    expect(receiver.on('/usage-shrink')).toHaveLength(0);
+
+    const smaller = await app.api.put(`/organizations/${t.orgId}/plan`, { monthlyCredits: 4 }, t.staff);
+    expect(smaller.body).toMatchObject({ monthlyCredits: 4, creditsUsed: 5, paused: true });
+    await receiver.waitFor('/usage-shrink', 3);
+    const sent = await Promise.all(receiver.on('/usage-shrink').map((r) => verified(r, sb.secret)));
+    expect(sent.map((e) => e.data)).toEqual([80, 95, 100].map((threshold) => ({ threshold, creditsUsed: 5, monthlyCredits: 4, remaining: 0, paused: true, periodStart: expect.stringMatching(/-01T00:00:00.000Z$/) })));
+
+    // The same PUT again, a larger plan, and usage past 80% of it: nothing is sent a second time this period.
+    expect((await app.api.put(`/organizations/${t.orgId}/plan`, { monthlyCredits: 4 }, t.staff)).status).toBe(200);
+    expect((await app.api.put(`/organizations/${t.orgId}/plan`, { monthlyCredits: 10 }, t.staff)).body.paused).toBe(false);
+    const { caseId: last } = await openCase(t);
+    for (let i = 0; i < 2; i++) await openCase(t);
+    const events = await until(async () => {
+      const all = await store.readStream(month);
+      return all.filter((e) => e.type === 'CreditUsed').length === 8 && all.some((e) => (e.data as { sourceId?: string }).sourceId === last) ? all : null;
+    }, 10_000, 'eight credits');
+    expect(events.filter((e) => e.type === 'billing.usage_threshold_reached').map((e) => (e.data as { threshold: number }).threshold)).toEqual([80, 95, 100]);
+    expect(receiver.on('/usage-shrink')).toHaveLength(3);
+  });
+
   it('an account event of an organization the directory does not know (yet) fails, so the relay delivers it again; it is not dropped', async () => {
     const orgId = randomUUID();
     const message: IntegrationMessage = {

@@ -210,7 +210,7 @@ describe('account decider (subscription)', () => {
 
 describe('usage decider', () => {
   const use = (sourceId: string, monthlyCredits = 10) => ({ type: 'UseCredit' as const, organizationId: 'o', environmentId: 'env', source: 'check_in' as const, sourceId, periodStart: periodStartOf(now), monthlyCredits });
-  it('reports 80/95/100 once each, re-arms for a larger plan, one credit per source', () => {
+  it('reports 80/95/100 once each, one credit per source', () => {
     let events: UsageEvent[] = [];
     const thresholds: number[] = [];
     for (let i = 1; i <= 12; i++) {
@@ -220,44 +220,64 @@ describe('usage decider', () => {
     }
     expect(thresholds).toEqual([80, 95, 100]);
     deciderSpec(usageDecider).given(events).when(use('s1'), now).then([]);
-    // 12 of 15 is still at 80%: a larger plan that does not put usage back below 80 re-arms nothing.
     const bigger = deciderSpec(usageDecider).given(events).when(use('s13', 15), now).result();
     expect(bigger.map((e) => e.type)).toEqual(['CreditUsed']);
     expect(periodStartOf(new Date('2026-03-31T23:59:59Z'))).toBe('2026-03-01T00:00:00.000Z');
   });
 });
 
-describe('usage thresholds: sent on an actual crossing only', () => {
-  const use = (sourceId: string, monthlyCredits: number) => ({ type: 'UseCredit' as const, organizationId: 'o', environmentId: 'env', source: 'check_in' as const, sourceId, periodStart: periodStartOf(now), monthlyCredits });
-  const step = (events: UsageEvent[], sourceId: string, plan: number) => {
-    const out = deciderSpec(usageDecider).given(events).when(use(sourceId, plan), now).result();
-    return { events: [...events, ...out], sent: out.filter((e) => e.type === 'billing.usage_threshold_reached').map((e) => (e as { threshold: number }).threshold) };
+describe('usage thresholds: once each per period (spec: "sent once each ... as use reaches")', () => {
+  const period = periodStartOf(now);
+  const use = (sourceId: string, monthlyCredits: number) => ({ type: 'UseCredit' as const, organizationId: 'o', environmentId: 'env', source: 'check_in' as const, sourceId, periodStart: period, monthlyCredits });
+  const plan = (monthlyCredits: number) => ({ type: 'ApplyPlan' as const, organizationId: 'o', periodStart: period, monthlyCredits });
+  const step = (events: UsageEvent[], command: ReturnType<typeof use> | ReturnType<typeof plan>) => {
+    const out = deciderSpec(usageDecider).given(events).when(command, now).result();
+    return { events: [...events, ...out], sent: out.filter((e) => e.type === 'billing.usage_threshold_reached') as Extract<UsageEvent, { threshold: number }>[] };
   };
-  it('a larger plan that leaves usage above a threshold does not re-send it; one that puts usage below re-arms it', () => {
+  const usedUp = (n: number, monthly: number) => {
     let events: UsageEvent[] = [];
-    const sent: number[] = [];
-    for (let i = 1; i <= 10; i++) ({ events } = ((r) => (sent.push(...r.sent), r))(step(events, `a${i}`, 10)));
-    expect(sent).toEqual([80, 95, 100]);
-    // Plan 11: 10/11 = 91% (still above 80, back below 95 and 100). The 11th credit crosses 95 and 100 again, not 80.
-    let r = step(events, 'a11', 11);
-    expect(r.sent).toEqual([95, 100]);
-    // Plan 12 after that: 11/12 = 92%; the next credit (12/12) crosses 95 and 100 again, never 80.
-    r = step(r.events, 'a12', 12);
-    expect(r.sent).toEqual([95, 100]);
-    // Plan 100: 12% used, everything re-armed; 80 is crossed at 80, not before.
+    for (let i = 1; i <= n; i++) events = step(events, use(`a${i}`, monthly)).events;
+    return events;
+  };
+
+  it('a larger plan later in the period re-arms nothing: 80 is not sent twice', () => {
+    let events = usedUp(8, 10); // 80 sent at 8/10
+    let r = step(events, plan(20));
+    expect(r.sent).toEqual([]);
     events = r.events;
     const later: number[] = [];
-    for (let i = 13; i <= 80; i++) ({ events } = ((x) => (later.push(...x.sent), x))(step(events, `a${i}`, 100)));
-    expect(later).toEqual([80]);
-    // A plan of 101 right after (80/101 = 79%): the next credit (81/101 = 80.2%) crosses 80 again.
-    expect(step(events, 'a81', 101).sent).toEqual([80]);
-    // Same plan, more use above the threshold: nothing.
-    expect(step(step(events, 'a81', 100).events, 'a82', 100).sent).toEqual([]);
+    for (let i = 9; i <= 20; i++) {
+      r = step(events, use(`a${i}`, 20));
+      later.push(...r.sent.map((e) => e.threshold));
+      events = r.events;
+    }
+    expect(later).toEqual([95, 100]); // 19/20 and 20/20; 80 (16/20) was already reported this period
   });
-  it('a smaller plan does not re-send what was already reported, and reports what the jump crosses', () => {
-    let events: UsageEvent[] = [];
-    for (let i = 1; i <= 8; i++) events = step(events, `b${i}`, 10).events; // 80 sent at 8/10
-    expect(step(events, 'b9', 9).sent).toEqual([95, 100]); // 9/9: crosses 95 and 100 (80 already reported)
+
+  it('a plan change that puts usage past thresholds reports each not yet reported, at once, with the usage of that moment', () => {
+    const events = usedUp(5, 100); // 5%: nothing reported
+    const r = step(events, plan(4)); // 5 of 4: 125%
+    expect(r.sent.map((e) => ({ threshold: e.threshold, creditsUsed: e.creditsUsed, monthlyCredits: e.monthlyCredits, remaining: e.remaining, paused: e.paused, periodStart: e.periodStart }))).toEqual([
+      { threshold: 80, creditsUsed: 5, monthlyCredits: 4, remaining: 0, paused: true, periodStart: period },
+      { threshold: 95, creditsUsed: 5, monthlyCredits: 4, remaining: 0, paused: true, periodStart: period },
+      { threshold: 100, creditsUsed: 5, monthlyCredits: 4, remaining: 0, paused: true, periodStart: period },
+    ]);
+    // Repeating the plan change, or more credits, sends nothing again.
+    expect(step(r.events, plan(4)).sent).toEqual([]);
+    expect(step(r.events, use('a6', 4)).sent).toEqual([]);
+  });
+
+  it('a smaller plan reports only what it crosses and what was not reported; nothing with no usage', () => {
+    const events = usedUp(8, 10); // 80 sent
+    expect(step(events, plan(9)).sent).toEqual([]); // 8/9 = 88.9%: past 80 (already reported), below 95
+    expect(step(events, plan(8)).sent.map((e) => [e.threshold, e.paused])).toEqual([
+      [95, true],
+      [100, true],
+    ]); // 8/8: 95 and 100 at once, 80 not again
+  });
+
+  it('an unused period reports nothing on a plan change', () => {
+    expect(step([], plan(1)).sent).toEqual([]);
   });
 });
 

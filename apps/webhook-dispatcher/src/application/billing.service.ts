@@ -108,7 +108,15 @@ export class BillingService {
 
   async changePlan(organizationId: string, monthlyCredits: number, by: string) {
     const r = await this.accounts.handle(accountStream(organizationId), { type: 'ChangePlan', organizationId, monthlyCredits, by }, { actor: `staff:${by}`, organizationId });
-    await this.applied(r.position);
+    // The thresholds the period's usage has reached under the new plan (a smaller plan can pause
+    // the organization at once): reported before the answer, once each per period. Run on every
+    // PUT, also one that changes nothing, so a retry of a request cut off between the two writes
+    // still reports them.
+    const periodStart = periodStartOf(this.clock.now());
+    const stream = usageStream(organizationId, periodStart);
+    this.usageStates.delete(stream);
+    const u = await this.usage.handle(stream, { type: 'ApplyPlan', organizationId, periodStart, monthlyCredits }, { actor: `staff:${by}`, organizationId });
+    await this.applied(Math.max(r.position, u.position));
     return this.status(organizationId);
   }
 

@@ -24,17 +24,25 @@ export type UsageEvent =
   | { type: 'CreditUsed'; organizationId: string; environmentId: string | null; source: CreditSource; sourceId: string; periodStart: string; creditsUsed: number; usedAt: string }
   | ({ type: typeof USAGE_THRESHOLD_REACHED; organizationId: string } & UsageThresholdData);
 
-export type UsageCommand = {
-  type: 'UseCredit';
-  organizationId: string;
-  environmentId: string | null;
-  source: CreditSource;
-  /** The id of what used the credit (check-in, run, case): one credit each. */
-  sourceId: string;
-  periodStart: string;
-  /** The plan in force now (from the account). */
-  monthlyCredits: number;
-};
+export type UsageCommand =
+  | {
+      type: 'UseCredit';
+      organizationId: string;
+      environmentId: string | null;
+      source: CreditSource;
+      /** The id of what used the credit (check-in, run, case): one credit each. */
+      sourceId: string;
+      periodStart: string;
+      /** The plan in force now (from the account). */
+      monthlyCredits: number;
+    }
+  | {
+      /** A plan change (or a repeat of it): report what the period's usage has reached under the new plan. */
+      type: 'ApplyPlan';
+      organizationId: string;
+      periodStart: string;
+      monthlyCredits: number;
+    };
 
 /**
  * The sources already credited, as a persistent set: an append-only log (source key -> its
@@ -73,7 +81,7 @@ function withSource(set: SourceSet, key: string): SourceSet {
 export interface UsageState {
   creditsUsed: number;
   sources: SourceSet;
-  /** threshold -> plan size it was last reported for this period. */
+  /** threshold -> plan size it was reported for (once per period: a reported threshold is never sent again). */
   reported: Partial<Record<Threshold, number>>;
 }
 
@@ -92,35 +100,49 @@ export const usageDecider: Decider<UsageCommand, UsageEvent, UsageState> = {
     }
   },
   decide(command, state, now) {
-    if (hasSource(state.sources, `${command.source}:${command.sourceId}`)) return [];
-    const creditsUsed = state.creditsUsed + 1;
-    const monthly = command.monthlyCredits;
-    const events: UsageEvent[] = [
-      { type: 'CreditUsed', organizationId: command.organizationId, environmentId: command.environmentId, source: command.source, sourceId: command.sourceId, periodStart: command.periodStart, creditsUsed, usedAt: now.toISOString() },
-    ];
-    for (const threshold of THRESHOLDS) {
-      // Sent on an actual crossing only: below the threshold before this credit (under the plan
-      // in force now), at or above it after. A threshold already reported this period is sent
-      // again only when a larger plan has put usage back below it (then `wasBelow` holds and the
-      // plan it was reported for is smaller); a larger plan that leaves usage above it re-arms nothing.
-      const wasBelow = state.creditsUsed * 100 < threshold * monthly;
-      const reached = creditsUsed * 100 >= threshold * monthly;
-      const reportedFor = state.reported[threshold];
-      if (wasBelow && reached && (reportedFor === undefined || reportedFor < monthly)) {
-        events.push({
-          type: USAGE_THRESHOLD_REACHED,
-          organizationId: command.organizationId,
-          threshold,
-          creditsUsed,
-          monthlyCredits: monthly,
-          remaining: Math.max(0, monthly - creditsUsed),
-          paused: creditsUsed >= monthly,
-          periodStart: command.periodStart,
-        });
+    switch (command.type) {
+      case 'UseCredit': {
+        if (hasSource(state.sources, `${command.source}:${command.sourceId}`)) return [];
+        const creditsUsed = state.creditsUsed + 1;
+        return [
+          { type: 'CreditUsed', organizationId: command.organizationId, environmentId: command.environmentId, source: command.source, sourceId: command.sourceId, periodStart: command.periodStart, creditsUsed, usedAt: now.toISOString() },
+          ...thresholdsReached(state, command.organizationId, command.periodStart, creditsUsed, command.monthlyCredits),
+        ];
+      }
+      case 'ApplyPlan':
+        return thresholdsReached(state, command.organizationId, command.periodStart, state.creditsUsed, command.monthlyCredits);
+      default: {
+        const never: never = command;
+        return never;
       }
     }
-    return events;
   },
 };
+
+/**
+ * Spec and decisions 9: "sent once each ... as use reaches 80%, 95% and 100% of the month's credits".
+ * Each threshold is reported at most once per period, the first time the period's usage is at or
+ * above it under the plan in force: on the credit that reaches it, or on a plan change that puts
+ * usage past it (a smaller plan can cross several at once). A larger plan later in the period
+ * re-arms nothing. `creditsUsed` is the count at that moment.
+ */
+function thresholdsReached(state: UsageState, organizationId: string, periodStart: string, creditsUsed: number, monthly: number): UsageEvent[] {
+  const events: UsageEvent[] = [];
+  if (creditsUsed <= 0) return events;
+  for (const threshold of THRESHOLDS) {
+    if (state.reported[threshold] !== undefined || creditsUsed * 100 < threshold * monthly) continue;
+    events.push({
+      type: USAGE_THRESHOLD_REACHED,
+      organizationId,
+      threshold,
+      creditsUsed,
+      monthlyCredits: monthly,
+      remaining: Math.max(0, monthly - creditsUsed),
+      paused: creditsUsed >= monthly,
+      periodStart,
+    });
+  }
+  return events;
+}
 
 export const usageStream = (organizationId: string, periodStart: string) => `webhook-dispatcher-usage-${organizationId}-${periodStart.slice(0, 7)}`;
