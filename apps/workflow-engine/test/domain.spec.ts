@@ -135,6 +135,12 @@ describe('orders contract', () => {
     for (const body of [{}, { orders: 'x' }, { orders: Array(51).fill({ id: '1', status: 'shipped' }) }, { orders: [{ id: '', status: 'shipped' }] }, { orders: [{ id: '1', status: 'shipped', placedAt: '01/02/2026' }] }, { orders: [{ id: '1', status: 'shipped', items: [{ name: 'x', quantity: 0 }] }] }])
       expect(parseOrdersResponse(body)).toBeNull();
   });
+  it('refuses dates that do not exist (no roll-over into the next month), accepts real ones and leap days', () => {
+    for (const d of ['2024-02-30', '2025-02-29', '2026-04-31', '2026-13-01', '2026-00-10', '2026-02-30T10:00:00Z'])
+      expect(parseOrdersResponse({ orders: [{ id: '1', status: 'shipped', estimatedDelivery: d }] })).toBeNull();
+    for (const d of ['2024-02-29', '2026-12-31', '2026-02-28T23:59:59.5+01:00'])
+      expect(parseOrdersResponse({ orders: [{ id: '1', status: 'shipped', placedAt: d }] })).not.toBeNull();
+  });
 });
 
 describe('agent heuristics', () => {

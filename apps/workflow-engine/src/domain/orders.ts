@@ -18,7 +18,16 @@ const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const optStr = (v: unknown, max: number) => v === undefined || v === null || (typeof v === 'string' && v.length <= max);
-const optDate = (v: unknown) => v === undefined || v === null || (typeof v === 'string' && (DATE.test(v) || DATE_TIME.test(v)) && !Number.isNaN(Date.parse(v)));
+/** The calendar date of a `YYYY-MM-DD...` value exists (Date.parse rolls 2024-02-30 over to March 1). */
+function realCalendarDate(v: string): boolean {
+  const y = Number(v.slice(0, 4));
+  const m = Number(v.slice(5, 7));
+  const d = Number(v.slice(8, 10));
+  const t = new Date(Date.UTC(y, m - 1, d));
+  return t.getUTCFullYear() === y && t.getUTCMonth() === m - 1 && t.getUTCDate() === d;
+}
+const optDate = (v: unknown) =>
+  v === undefined || v === null || (typeof v === 'string' && (DATE.test(v) || DATE_TIME.test(v)) && !Number.isNaN(Date.parse(v)) && realCalendarDate(v));
 
 /** Tracking link shown only when https with no user name or password. */
 export function safeTrackingUrl(v: unknown): string | null {
