@@ -78,7 +78,13 @@ describe('workflow agent cases and hand-offs (e2e)', () => {
     expect(r.status).toBe(201);
     expect(r.body).toMatchObject({ handedOff: true, caseReference: expect.any(String) });
     const cases = await app.api.get(`${t.env}/clinical-cases`, t.staff);
-    expect(cases.body.clinicalCases.map((c: { reference: string }) => c.reference)).toContain(r.body.caseReference);
+    const opened = cases.body.clinicalCases.find((c: { reference: string }) => c.reference === r.body.caseReference);
+    expect(opened).toBeDefined();
+    // Staff see an internal summary of the patient's answers at the top of the case thread (spec, hand_off).
+    const thread = await app.api.get(`/v1/conversations/${opened.caseId}/messages`, t.apiKey);
+    expect(thread.status).toBe(200);
+    expect(thread.body.messages[0]).toMatchObject({ sequence: 1, sender: 'system', message: expect.stringMatching(/^Hand-off \(clinical\)\nPatient answers:/) });
+    expect(thread.body.messages.filter((m: { sender: string }) => m.sender === 'system')).toHaveLength(1);
   });
 
   it('a hand-off work item exists in the conversation service with the summary from system', async () => {

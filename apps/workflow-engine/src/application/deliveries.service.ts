@@ -90,6 +90,21 @@ export class DeliveriesService {
         actor: `patient:${req.patientId}`,
       };
       const r = await lastValueFrom(this.bus.send<OpenClinicalCaseReply>(Patterns.openClinicalCase, cmd).pipe(timeout(10_000)));
+      if (req.summary) {
+        // The case thread exists once the open has answered. If this append fails, the delivery stays
+        // pending and the retry opens the same case again (same requestId) and appends again (same id).
+        const note: AppendConversationMessageCommand = {
+          requestId: req.summary.requestId,
+          organizationId: req.organizationId,
+          environmentId: req.environmentId,
+          conversationId: r.caseId,
+          kind: 'case',
+          patientId: req.patientId,
+          sender: 'system',
+          message: req.summary.message,
+        };
+        await lastValueFrom(this.bus.send<AppendConversationMessageReply>(Patterns.appendConversationMessage, note).pipe(timeout(10_000)));
+      }
       return { caseId: r.caseId, reference: r.reference };
     }
     const cmd: AppendConversationMessageCommand = {

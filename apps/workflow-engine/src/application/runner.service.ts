@@ -178,7 +178,17 @@ export class RunnerService {
     if (h.category === 'clinical' && session.patientId) {
       const requestId = derivedUuid(`handoff:${runId}`);
       await this.deliveries.requestCase(
-        { requestId, organizationId: session.organizationId, environmentId: session.environmentId, patientId: session.patientId, priority: 'routine', notes: [message, '', ...lines].join('\n'), matchedRules: [], reason: 'hand_off' },
+        {
+          requestId,
+          organizationId: session.organizationId,
+          environmentId: session.environmentId,
+          patientId: session.patientId,
+          priority: 'routine',
+          notes: [message, '', ...lines].join('\n'),
+          matchedRules: [],
+          reason: 'hand_off',
+          summary: { requestId: derivedUuid(`handoff-case-summary:${runId}`), message: [`Hand-off (${h.category})`, ...lines].join('\n') },
+        },
         this.actor(session),
       );
       return requestId;

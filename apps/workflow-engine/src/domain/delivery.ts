@@ -15,6 +15,13 @@ export interface CaseRequest {
   notes: string;
   matchedRules: string[];
   reason: 'emergency' | 'health_question' | 'hand_off';
+  /**
+   * A clinical hand-off's internal summary for staff (spec, step type hand_off: "staff see an
+   * internal summary of the patient's answers at the top of the conversation"), posted by `system`
+   * as the first message of the case thread once the case is open (idempotent by `requestId`).
+   * Absent on other requests and on requests recorded before it existed.
+   */
+  summary?: { requestId: string; message: string } | null;
 }
 
 export interface HandOffRequest {
