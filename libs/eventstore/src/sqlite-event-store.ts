@@ -218,7 +218,7 @@ export class SqliteEventStore implements EventStore {
     // Stream state as of this transaction, including earlier appends of the same batch.
     const streams = new Map<string, { revision: number; position: number }>();
     // The rows this transaction inserts, in position order, for the committed tail.
-    const written: RecordedEvent[] = [];
+    const written: TailRow[] = [];
     let foreignWrite = false;
     try {
       // Holding the write lock: if another connection wrote since our last commit, forget the cache.
@@ -255,7 +255,7 @@ export class SqliteEventStore implements EventStore {
           for (const r of p.rows) {
             revision++;
             position = Number(stmt.insert.run(r.eventId, p.streamId, revision, r.type, r.data, r.metadata).lastInsertRowid);
-            written.push(tailEvent(p.streamId, revision, position, r));
+            written.push({ streamId: p.streamId, revision, position, row: r, event: null });
           }
           if (multi && safe) stmt.release.run();
           current = { revision, position };
@@ -378,7 +378,7 @@ function checkExpected(e: ExpectedRevision): void {
  * subscribers, so they are frozen: a handler that tried to change one would fail loudly.
  */
 class CommittedTail {
-  private events: RecordedEvent[] = [];
+  private events: TailRow[] = [];
   private start = 0; // index of the oldest kept event in `events`
   private from = 0; // position before the oldest kept event
   private to = 0; // position of the newest kept event
@@ -386,7 +386,7 @@ class CommittedTail {
 
   constructor(private readonly capacity: number) {}
 
-  committed(written: RecordedEvent[], foreignWrite: boolean): void {
+  committed(written: TailRow[], foreignWrite: boolean): void {
     if (this.capacity === 0 || written.length === 0) return;
     const first = written[0].position;
     if (!this.valid || foreignWrite || first !== this.to + 1) {
@@ -395,7 +395,7 @@ class CommittedTail {
       this.from = first - 1;
       this.valid = true;
     }
-    for (const e of written) this.events.push(deepFreeze(e));
+    for (const e of written) this.events.push(e);
     this.to = written[written.length - 1].position;
     const kept = this.events.length - this.start;
     if (kept > this.capacity) {
@@ -425,13 +425,25 @@ class CommittedTail {
       if (this.events[mid].position <= position) lo = mid + 1;
       else hi = mid;
     }
-    return this.events.slice(lo, Math.min(this.events.length, lo + limit));
+    const out: RecordedEvent[] = [];
+    for (let i = lo; i < this.events.length && out.length < limit; i++) out.push(materialize(this.events[i]));
+    return out;
   }
 }
 
-function tailEvent(streamId: string, revision: number, position: number, r: PendingAppend['rows'][number]): RecordedEvent {
-  // The same values a read from SQLite would give (JSON round trip), not the caller's objects.
-  return { streamId, revision, position, type: r.type, data: JSON.parse(r.data), metadata: JSON.parse(r.metadata) };
+/** A committed row kept by the tail; decoded (once, then shared) when a subscriber first reads it. */
+interface TailRow {
+  streamId: string;
+  revision: number;
+  position: number;
+  row: PendingAppend['rows'][number];
+  event: RecordedEvent | null;
+}
+
+function materialize(t: TailRow): RecordedEvent {
+  // The same values a read from SQLite would give (JSON round trip of the stored text), frozen.
+  t.event ??= deepFreeze({ streamId: t.streamId, revision: t.revision, position: t.position, type: t.row.type, data: JSON.parse(t.row.data), metadata: JSON.parse(t.row.metadata) });
+  return t.event;
 }
 
 function deepFreeze<T>(value: T): T {
