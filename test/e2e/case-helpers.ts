@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { DevClock } from '@svc/clock';
 import { WidgetSessions } from '@svc/http';
@@ -60,5 +61,34 @@ export function busRequest<T = any>(app: TestApp, pattern: string, data: unknown
       if (packet.err !== undefined) reject(packet.err);
       else if (packet.response !== undefined) resolve(packet.response as T);
     });
+  });
+}
+
+/**
+ * One HTTP request with the path sent exactly as given (no URL normalisation, unlike fetch), e.g.
+ * a badly percent-encoded `%zz`. `path` is relative to the app's base URL (`/api` included there).
+ */
+export function rawRequest(app: TestApp, method: string, path: string, options: { token?: string; body?: string } = {}): Promise<{ status: number; body: any; text: string }> {
+  const base = new URL(app.baseUrl);
+  const headers: Record<string, string> = {};
+  if (options.token) headers.authorization = `Bearer ${options.token}`;
+  if (options.body !== undefined) headers['content-type'] = 'application/json';
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port: base.port, method, path: `${base.pathname}${path}`, headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let body: unknown;
+        try {
+          body = JSON.parse(text);
+        } catch {
+          body = undefined;
+        }
+        resolve({ status: res.statusCode ?? 0, body, text });
+      });
+    });
+    req.on('error', reject);
+    req.end(options.body);
   });
 }

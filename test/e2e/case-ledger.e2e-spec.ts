@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { IntegrationEventTypes, Patterns, Topics } from '@svc/messaging';
 import { TestApp } from '@svc/testing';
-import { Tenant, busRequest, eventually, openCase, update, watchTopic } from './case-helpers';
+import { Tenant, busRequest, eventually, openCase, rawRequest, update, watchTopic } from './case-helpers';
 
 /** Issue 4: clinical cases over real HTTP (standalone app, in-process bus). */
 describe('clinical cases (e2e, real HTTP)', () => {
@@ -182,12 +182,58 @@ describe('clinical cases (e2e, real HTTP)', () => {
     }
     const malformed = await app.api.request('POST', `/v1/clinical-cases/${c.caseId}/updates`, { rawBody: '{"updateId":', token: t.apiKey });
     expect(malformed.status).toBe(400);
+    expect(malformed.body).toEqual({ code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: 'malformed JSON' }] });
     expect((await progress(c.caseId)).body.sequence).toBe(0);
     // real date-times with a zone still pass (leap day, offsets, fractions)
     expect((await post(c.caseId, update(1, 'processed'))).status).toBe(200);
     for (const [i, scheduledFor] of ['2028-02-29T23:59:59Z', '2026-12-31T00:00+05:30', '2026-06-01T08:15:30.123-04:00'].entries()) {
       expect((await post(c.caseId, update(i + 2, 'scheduled', { scheduledFor }))).status).toBe(200);
     }
+  });
+
+  it('refuses unknown fields named like Object.prototype members (400 naming the path); nothing is recorded', async () => {
+    const c = await openCase(app, t);
+    const first = update(1, 'processed');
+    for (const key of ['constructor', 'toString', 'valueOf', 'hasOwnProperty', 'isPrototypeOf', 'toLocaleString', 'propertyIsEnumerable', '__defineGetter__', '__lookupSetter__', 'prototype']) {
+      const r = await app.api.request('POST', `/v1/clinical-cases/${c.caseId}/updates`, { rawBody: JSON.stringify(first).replace(/}$/, `,${JSON.stringify(key)}:{"x":1}}`), token: t.apiKey });
+      expect({ key, status: r.status, body: r.body }).toEqual({ key, status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: key, message: 'unknown field' }] } });
+      const m = await app.api.request('POST', `/v1/clinical-cases/${c.caseId}/messages`, { rawBody: `{"messageId":"${randomUUID()}","message":"hi","externalReference":"r",${JSON.stringify(key)}:1}`, token: t.apiKey });
+      expect({ key, status: m.status, details: m.body.details }).toEqual({ key, status: 400, details: [{ path: key, message: 'unknown field' }] });
+    }
+    // reported with the other errors
+    const mixed = await app.api.request('POST', `/v1/clinical-cases/${c.caseId}/updates`, { rawBody: '{"sequence":0,"constructor":{"x":1},"extra":1}', token: t.apiKey });
+    expect(mixed.status).toBe(400);
+    expect([...new Set(mixed.body.details.map((d: { path: string }) => d.path))].sort()).toEqual(['constructor', 'externalReference', 'extra', 'sequence', 'status', 'updateId']);
+    // nothing was recorded: the same updateId without the extra member is a first write, not a duplicate
+    expect((await progress(c.caseId)).body.sequence).toBe(0);
+    const ok = await post(c.caseId, first);
+    expect(ok.status).toBe(200);
+    expect(ok.body.duplicate).toBe(false);
+  });
+
+  it('answers bodies that are not JSON objects and badly encoded URLs with VALIDATION_FAILED and details', async () => {
+    const c = await openCase(app, t);
+    const path = `/v1/clinical-cases/${c.caseId}/updates`;
+    for (const [rawBody, detail] of [
+      ['{bad', 'malformed JSON'],
+      ['', 'empty body'],
+      ['{"__proto__":{"x":1}}', expect.stringContaining('forbidden key')],
+      ['{"constructor":{"prototype":{"x":1}}}', expect.stringContaining('forbidden key')],
+      [`${'{"a":'.repeat(40)}1${'}'.repeat(40)}`, 'nested too deeply'],
+    ] as const) {
+      const r = await app.api.request('POST', path, { rawBody, token: t.apiKey });
+      expect({ rawBody, status: r.status, body: r.body }).toEqual({ rawBody, status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: detail }] } });
+    }
+    // Fastify's own answer to a badly percent-encoded path is replaced by the error body of decisions 11
+    for (const [method, url, body] of [
+      ['GET', '/v1/clinical-cases/%zz/progress', undefined],
+      ['POST', '/v1/clinical-cases/%zz/updates', JSON.stringify(update(1, 'processed'))],
+      ['POST', '/v1/clinical-cases/%E0%A4%A/messages', '{}'],
+    ] as const) {
+      const r = await rawRequest(app, method, url, { token: t.apiKey, body });
+      expect({ url, status: r.status, body: r.body }).toEqual({ url, status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'url', message: expect.any(String) }] } });
+    }
+    expect((await progress(c.caseId)).body.sequence).toBe(0);
   });
 
   it('applies the update rules in the decided order, with read-your-writes and resolution', async () => {

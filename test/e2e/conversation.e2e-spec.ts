@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Patterns, Topics } from '@svc/messaging';
 import { TestApp } from '@svc/testing';
-import { Tenant, brokerOf, busRequest, eventually, openCase, update, watchTopic, widgetToken } from './case-helpers';
+import { Tenant, brokerOf, busRequest, eventually, openCase, rawRequest, update, watchTopic, widgetToken } from './case-helpers';
 
 const sha = 'a'.repeat(64);
 
@@ -260,6 +260,49 @@ describe('conversations (e2e, real HTTP)', () => {
     const nullCode = await app.api.post(`/v1/conversations/${c.caseId}/messages/${sent.id}/delivery`, { externalMessageId: 'x', status: 'failed', errorCode: null }, t.apiKey);
     expect(nullCode.status).toBe(400);
     expect(nullCode.body.details[0].path).toBe('errorCode');
+  });
+
+  it('refuses unknown fields named like Object.prototype members in inbound messages, attachment items and delivery reports (400 naming the path)', async () => {
+    const c = await caseThread();
+    const attachment = { id: randomUUID(), fileName: 'photo.jpg', contentType: 'image/jpeg', sha256: sha };
+    const body = { requestId: randomUUID(), message: 'hello', attachments: [attachment] };
+    const raw = (value: unknown, key: string, at: 'top' | 'attachment') =>
+      at === 'top' ? JSON.stringify(value).replace(/}$/, `,${JSON.stringify(key)}:{"x":1}}`) : JSON.stringify(value).replace(/}]}$/, `,${JSON.stringify(key)}:1}]}`);
+    for (const key of ['constructor', 'toString', 'valueOf', 'hasOwnProperty', '__defineGetter__', 'prototype']) {
+      for (const at of ['top', 'attachment'] as const) {
+        const r = await app.api.request('POST', `/v1/conversations/${c.caseId}/messages`, { rawBody: raw(body, key, at), token: t.apiKey });
+        const path = at === 'top' ? key : `attachments[0].${key}`;
+        expect({ key, at, status: r.status, body: r.body }).toEqual({ key, at, status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path, message: 'unknown field' }] } });
+      }
+    }
+    // nothing was recorded: the same requestId without the extra member is a first write
+    const ok = await inbound(c.caseId, body);
+    expect(ok.status).toBe(201);
+    expect(ok.body.duplicate).toBe(false);
+    expect((await list(c.caseId)).body.messages).toHaveLength(1);
+
+    expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/messages`, { messageId: randomUUID(), message: 'from us', externalReference: 'r' }, t.apiKey)).status).toBe(200);
+    const sent = (await list(c.caseId)).body.messages.find((m: { sender: string }) => m.sender === 'provider');
+    for (const key of ['isPrototypeOf', 'toLocaleString', 'propertyIsEnumerable']) {
+      const r = await app.api.request('POST', `/v1/conversations/${c.caseId}/messages/${sent.id}/delivery`, { rawBody: `{"externalMessageId":"x","status":"read",${JSON.stringify(key)}:1}`, token: t.apiKey });
+      expect({ key, status: r.status, details: r.body.details }).toEqual({ key, status: 400, details: [{ path: key, message: 'unknown field' }] });
+    }
+    expect((await list(c.caseId)).body.messages.find((m: { id: string }) => m.id === sent.id).delivery).toBeNull();
+    const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: c.patientId });
+    const widget = await app.api.request('POST', `/widget/v1/cases/${c.caseId}/messages`, { rawBody: '{"message":"hi","constructor":{"x":1}}', token });
+    expect(widget.status).toBe(400);
+    expect(widget.body.details).toEqual([{ path: 'constructor', message: 'unknown field' }]);
+  });
+
+  it('answers a badly percent-encoded conversation path with VALIDATION_FAILED (path url), not Fastify\'s own body', async () => {
+    for (const [method, url, body] of [
+      ['POST', '/v1/conversations/%zz/messages', JSON.stringify({ requestId: randomUUID(), message: 'hi' })],
+      ['GET', '/v1/conversations/%zz/messages', undefined],
+      ['POST', `/v1/conversations/${randomUUID()}/messages/%zz/delivery`, '{"externalMessageId":"x","status":"read"}'],
+    ] as const) {
+      const r = await rawRequest(app, method, url, { token: t.apiKey, body });
+      expect({ url, status: r.status, body: r.body }).toEqual({ url, status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'url', message: expect.any(String) }] } });
+    }
   });
 
   it('lets other apps append over the bus (work items and case threads), idempotent by requestId', async () => {

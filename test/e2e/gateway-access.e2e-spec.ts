@@ -1,4 +1,6 @@
+import { connect } from 'node:net';
 import { TestApp } from '@svc/testing';
+import { rawRequest } from './case-helpers';
 
 /** Issue 2, "Must show": access control over real HTTP, and a restart on the same data dir. */
 describe('gateway access (e2e, real HTTP)', () => {
@@ -125,6 +127,17 @@ describe('gateway access (e2e, real HTTP)', () => {
     const malformed = await api.request('POST', '/organizations', { rawBody: '{"name": ', token: owner });
     expect(malformed.status).toBe(400);
     expect(malformed.body.code).toBe('VALIDATION_FAILED');
+    // every VALIDATION_FAILED the edge produces carries details (path "" = the whole body)
+    expect(malformed.body.details).toEqual([{ path: '', message: 'malformed JSON' }]);
+    const empty = await api.request('POST', '/organizations', { rawBody: '', token: owner });
+    expect(empty.status).toBe(400);
+    expect(empty.body).toEqual({ code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: 'empty body' }] });
+    const poisoned = await api.request('POST', '/organizations', { rawBody: '{"name":"A","__proto__":{"admin":true}}', token: owner });
+    expect(poisoned.status).toBe(400);
+    expect(poisoned.body).toEqual({ code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: expect.stringContaining('__proto__') }] });
+    const prototypeNamed = await api.request('POST', '/organizations', { rawBody: '{"name":"A","constructor":{"x":1}}', token: owner });
+    expect(prototypeNamed.status).toBe(400);
+    expect(prototypeNamed.body.details).toEqual([{ path: 'constructor', message: 'unknown field' }]);
 
     const unknown = await api.post('/organizations', { name: 'A', extra: 1 }, owner);
     expect(unknown.status).toBe(400);
@@ -156,6 +169,22 @@ describe('gateway access (e2e, real HTTP)', () => {
     const deep = await api.request('POST', '/widget/v1/sessions', { rawBody: `{"environmentId":${'{"a":'.repeat(4000)}1${'}'.repeat(4001)}` });
     expect(deep.status).toBe(400);
     expect(deep.body.code).toBe('VALIDATION_FAILED');
+    expect(deep.body.details).toEqual([{ path: '', message: 'nested too deeply' }]);
+    // a badly percent-encoded URL: the error body of decisions 11, not Fastify's own
+    for (const url of ['/organizations/%zz', '/v1/ping/%zz%', '/widget/v1/check-ins/%E0%A4%A']) {
+      const badUrl = await rawRequest(app, 'GET', url, { token: owner });
+      expect({ url, status: badUrl.status, body: badUrl.body }).toEqual({ url, status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'url', message: expect.any(String) }] } });
+    }
+    // unparseable HTTP (answered before a request exists): the same body, details included
+    const garbage = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(new URL(app.baseUrl).port), '127.0.0.1', () => socket.write('NOT HTTP AT ALL\r\n\r\n'));
+      let text = '';
+      socket.on('data', (c) => (text += c.toString('utf8')));
+      socket.on('close', () => resolve(text));
+      socket.on('error', reject);
+    });
+    expect(garbage).toMatch(/^HTTP\/1\.1 400 /);
+    expect(JSON.parse(garbage.slice(garbage.indexOf('\r\n\r\n') + 4))).toEqual({ code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: expect.any(String) }] });
     const hugeHeader = await api.request('GET', '/v1/ping', { headers: { authorization: `Bearer svc_sb_${'x'.repeat(20000)}` } });
     expect(hugeHeader.status).toBe(431);
     expect(hugeHeader.body).toEqual({ code: 'REQUEST_HEADERS_TOO_LARGE', message: expect.any(String) });
@@ -163,6 +192,10 @@ describe('gateway access (e2e, real HTTP)', () => {
     const longId = await api.get(`/organizations/${'x'.repeat(300)}`, owner);
     expect(longId.status).toBe(404);
     expect(longId.body.code).toBe('NOT_FOUND');
+    // over the router's 2048-character parameter limit: 404 with the error body too, not Fastify's
+    const longerId = await api.get(`/organizations/${'x'.repeat(3000)}`, owner);
+    expect(longerId.status).toBe(404);
+    expect(longerId.body).toEqual({ code: 'NOT_FOUND', message: expect.any(String) });
     const badKey = await api.get('/v1/ping', 'svc_sb_nope');
     expect(badKey.status).toBe(401);
     expect(badKey.body.code).toBe('INVALID_API_CREDENTIAL');

@@ -22,8 +22,21 @@ export interface ErrorBody {
   details?: { path: string; message: string }[];
 }
 
+/** `details` of a VALIDATION_FAILED about the whole body (the ErrorDetail path of the whole body is ""). */
+const bodyError = (message: string, detail: string): { status: number; body: ErrorBody } => ({
+  status: 400,
+  body: { code: 'VALIDATION_FAILED', message, details: [{ path: '', message: detail }] },
+});
+
 /** Any thrown value → status and `{ code, message }` (decisions section 11). Never leaks internals. */
 export function toErrorResponse(err: unknown): { status: number; body: ErrorBody; headers?: Record<string, string> } {
+  const r = errorResponse(err);
+  // Every VALIDATION_FAILED carries `details` (decisions 11; openapi ValidationFailed requires it).
+  if (r.body.code === 'VALIDATION_FAILED' && !r.body.details?.length) r.body = { ...r.body, details: [{ path: '', message: r.body.message }] };
+  return r;
+}
+
+function errorResponse(err: unknown): { status: number; body: ErrorBody; headers?: Record<string, string> } {
   if (err instanceof ApiError) {
     return { status: err.status, body: { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) }, headers: err.headers };
   }
@@ -37,23 +50,29 @@ export function toErrorResponse(err: unknown): { status: number; body: ErrorBody
   if (e?.name === 'ProjectionWaitTimeoutError') {
     return { status: 503, body: { code: 'UNAVAILABLE', message: 'Accepted but not yet visible; retry with the same request' }, headers: { 'retry-after': '1' } };
   }
-  // Fastify's own errors (body parsing, content type, size).
+  // Fastify's own errors (body parsing, content type, size, URL), and the JSON parser's
+  // (libs/platform bootstrap: handed on with their codes, not as Nest's HttpException).
   switch (e?.code) {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return { status: 415, body: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'Content-Type must be application/json' } };
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return { status: 413, body: { code: 'PAYLOAD_TOO_LARGE', message: 'The request body is larger than 1 MiB' } };
     case 'SVC_JSON_TOO_DEEP':
-      return { status: 400, body: { code: 'VALIDATION_FAILED', message: 'The request body nests too deeply', details: [{ path: '', message: 'nested too deeply' }] } };
+      return bodyError('The request body nests too deeply', 'nested too deeply');
+    case 'SVC_JSON_FORBIDDEN_KEY':
+      return bodyError('The request body is not valid JSON', 'forbidden key (__proto__ or constructor.prototype)');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return bodyError('The request body is empty', 'empty body');
+    case 'FST_ERR_BAD_URL':
+      return { status: 400, body: { code: 'VALIDATION_FAILED', message: 'The request URL is not valid', details: [{ path: 'url', message: 'badly percent-encoded' }] } };
     case 'FST_ERR_MAX_PARAM_LENGTH':
       return { status: 404, body: { code: 'NOT_FOUND', message: 'Resource not found' } };
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      return { status: 400, body: { code: 'VALIDATION_FAILED', message: 'The request body is not valid JSON', details: [{ path: '', message: 'malformed JSON' }] } };
+      return bodyError('The request body is not valid JSON', 'malformed JSON');
   }
   if (err instanceof SyntaxError || e?.statusCode === 400) {
-    return { status: 400, body: { code: 'VALIDATION_FAILED', message: 'The request body is not valid JSON', details: [{ path: '', message: 'malformed JSON' }] } };
+    return bodyError('The request body is not valid JSON', 'malformed JSON');
   }
   if (err instanceof HttpException) {
     const status = err.getStatus();

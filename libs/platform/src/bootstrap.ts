@@ -4,7 +4,7 @@ import type { Socket } from 'node:net';
 import { INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
-import { ErrorFilter, createValidationPipe, getLogger } from '@svc/http';
+import { ErrorFilter, createValidationPipe, getLogger, toErrorResponse } from '@svc/http';
 import { BusExceptionFilter, busServerStrategy } from '@svc/messaging';
 import { ArgumentsHost, Catch, ExceptionFilter } from '@nestjs/common';
 import { DynamicModule } from '@nestjs/common';
@@ -30,6 +30,15 @@ export function nestingDepth(value: unknown): number {
   return max;
 }
 
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Errors Node's HTTP parser raises before a request exists (header too large, timeouts): the error body of decisions 11. */
 function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
@@ -39,11 +48,45 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
       : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? [408, 'REQUEST_TIMEOUT', 'The request took too long to arrive']
         : [400, 'VALIDATION_FAILED', 'The request is not valid HTTP'];
-  const body = JSON.stringify({ code, message });
+  const body = JSON.stringify(code === 'VALIDATION_FAILED' ? { code, message, details: [{ path: '', message: 'malformed HTTP request' }] } : { code, message });
   if (socket.writable) {
     socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${body}`);
   }
   socket.destroy(err);
+}
+
+/**
+ * A JSON body the parser refused, handed on with its code. Not a FastifyError: Nest would wrap that
+ * in an HttpException with the code lost, and the error filter answers by code (details included).
+ */
+class BodyParseError extends Error {
+  readonly statusCode = 400;
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'BodyParseError';
+  }
+}
+
+/**
+ * Errors Fastify answers itself before routing (a badly percent-encoded URL, a path parameter over
+ * maxParamLength): the error body of decisions 11 instead of Fastify's own.
+ */
+function answerFrameworkError(err: Error, req: { id?: string; method?: string }, reply: ErrorReply): void {
+  const { status, body, headers } = toErrorResponse(err);
+  for (const [k, v] of Object.entries(headers ?? {})) reply.header(k, v);
+  void reply.code(status).header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(body));
+  // The request line of the other requests (the route hooks do not run here); never the URL.
+  getLogger().info({ reqId: req.id, method: req.method, route: 'unmatched', statusCode: status, durationMs: 0 }, 'request');
+}
+
+/** The part of a Fastify reply answerFrameworkError uses (@nestjs/platform-fastify has its own copy of Fastify's types). */
+interface ErrorReply {
+  code(status: number): ErrorReply;
+  header(name: string, value: string): ErrorReply;
+  send(payload: string): unknown;
 }
 
 const servedRoutes = new WeakMap<object, { method: string; url: string }[]>();
@@ -78,6 +121,7 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
     return503OnClosing: false,
     routerOptions: { maxParamLength: 2048 },
     clientErrorHandler: answerClientError,
+    frameworkErrors: answerFrameworkError as never, // typed by its ErrorReply (Fastify's generic reply types do not narrow)
   });
   // bodyParser off: the JSON parser below (Fastify's, plus a nesting limit) is the only one.
   const app = await NestFactory.create<NestFastifyApplication>(rootModule as never, adapter, { logger: false, abortOnError: false, bodyParser: false });
@@ -95,8 +139,12 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   fastify.removeContentTypeParser(['application/json']);
   fastify.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
     parseJson(req, body as string, (err, value) => {
-      if (err) return done(err, undefined);
-      if (nestingDepth(value) > MAX_JSON_DEPTH) return done(Object.assign(new Error('JSON nested too deeply'), { statusCode: 400, code: 'SVC_JSON_TOO_DEEP' }), undefined);
+      if (err) {
+        const code = (err as { code?: string }).code ?? 'FST_ERR_CTP_INVALID_JSON_BODY';
+        // Valid JSON that the parser still refused holds a prototype-poisoning key.
+        return done(new BodyParseError(code === 'FST_ERR_CTP_INVALID_JSON_BODY' && isJson(body as string) ? 'SVC_JSON_FORBIDDEN_KEY' : code, err.message), undefined);
+      }
+      if (nestingDepth(value) > MAX_JSON_DEPTH) return done(new BodyParseError('SVC_JSON_TOO_DEEP', 'JSON nested too deeply'), undefined);
       done(null, value);
     });
   });
