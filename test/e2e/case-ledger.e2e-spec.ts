@@ -243,6 +243,7 @@ describe('clinical cases (e2e, real HTTP)', () => {
     expect(skip.status).toBe(409);
     expect(skip.body.code).toBe('SEQUENCE_CONFLICT');
     expect(skip.body.message).toContain('expected sequence is 1');
+    expect(skip.body.expectedSequence).toBe(1);
     // scheduled at 1: INVALID_TRANSITION
     const wrongFirst = await post(c.caseId, update(1, 'scheduled', { scheduledFor: '2026-12-01T10:00:00Z' }));
     expect(wrongFirst.status).toBe(409);
@@ -271,8 +272,9 @@ describe('clinical cases (e2e, real HTTP)', () => {
     const reusedSeq = await post(c.caseId, update(1, 'clinician_responded'));
     expect(reusedSeq.body.code).toBe('SEQUENCE_CONFLICT');
     expect(reusedSeq.body.message).toContain('expected sequence is 2');
+    expect(reusedSeq.body.expectedSequence).toBe(2);
     const jump = await post(c.caseId, update(5, 'clinician_responded'));
-    expect(jump.body.code).toBe('SEQUENCE_CONFLICT');
+    expect(jump.body).toEqual({ code: 'SEQUENCE_CONFLICT', message: expect.stringContaining('expected sequence is 2'), expectedSequence: 2 });
 
     const sched = await post(c.caseId, update(2, 'scheduled', { scheduledFor: '2026-12-01T10:00:00+01:00' }));
     expect(sched.status).toBe(200);

@@ -20,6 +20,8 @@ export interface ErrorBody {
   code: string;
   message: string;
   details?: { path: string; message: string }[];
+  /** Extra members (decisions 11 allows them), e.g. `expectedSequence` of SEQUENCE_CONFLICT. */
+  [extra: string]: unknown;
 }
 
 /** `details` of a VALIDATION_FAILED about the whole body (the ErrorDetail path of the whole body is ""). */
@@ -42,7 +44,9 @@ function errorResponse(err: unknown): { status: number; body: ErrorBody; headers
   }
   if (err instanceof DomainError) {
     const details = Array.isArray(err.details) ? (err.details as ErrorBody['details']) : undefined;
-    return { status: err.status, body: { code: err.code, message: err.message, ...(details ? { details } : {}) } };
+    // Object details (e.g. SEQUENCE_CONFLICT's `expectedSequence`) are extra top-level members (decisions 11 allows them).
+    const extra = !details && err.details !== null && typeof err.details === 'object' ? extraMembers(err.details as Record<string, unknown>) : {};
+    return { status: err.status, body: { code: err.code, message: err.message, ...extra, ...(details ? { details } : {}) } };
   }
   const e = err as { code?: string; statusCode?: number; status?: number; message?: string; name?: string };
   // The write is committed but a read model did not catch up in time: the caller retries with
@@ -83,6 +87,16 @@ function errorResponse(err: unknown): { status: number; body: ErrorBody; headers
     return { status, body: { code: STATUS_CODES[status] ?? 'BAD_REQUEST', message: 'The request was refused' } };
   }
   return { status: 500, body: { code: 'INTERNAL_ERROR', message: 'Internal error' } };
+}
+
+/** Scalar members of a domain refusal's object details, minus the body's own members. */
+function extraMembers(details: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(details)) {
+    if (k === 'code' || k === 'message' || k === 'details') continue;
+    if (v === null || ['string', 'number', 'boolean'].includes(typeof v)) out[k] = v;
+  }
+  return out;
 }
 
 @Catch()
