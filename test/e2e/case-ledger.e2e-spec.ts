@@ -236,6 +236,34 @@ describe('clinical cases (e2e, real HTTP)', () => {
     expect((await progress(c.caseId)).body.sequence).toBe(0);
   });
 
+  it('finds a case addressed by its uuid in upper case; another environment still gets 404', async () => {
+    const c = await openCase(app, t);
+    const upper = c.caseId.toUpperCase();
+    const p = await progress(upper);
+    expect(p.status).toBe(200);
+    expect(p.body.caseId).toBe(c.caseId);
+    const first = update(1, 'processed');
+    const ok = await post(upper, first);
+    expect(ok.status).toBe(200);
+    expect(ok.body).toEqual({ caseId: c.caseId, updateId: first.updateId, sequence: 1, status: 'processed', duplicate: false });
+    // the same case: the lower-case retry is the duplicate, progress moved
+    expect((await post(c.caseId, first)).body.duplicate).toBe(true);
+    expect((await progress(c.caseId)).body.nextSequence).toBe(2);
+    const pm = { messageId: randomUUID(), message: 'Please call us', externalReference: 'm-1' };
+    const sent = await message(upper, pm);
+    expect(sent.status).toBe(200);
+    expect(sent.body.caseId).toBe(c.caseId);
+    expect((await message(c.caseId, pm)).body.duplicate).toBe(true);
+    expect((await app.api.get(`${t.env}/clinical-cases/${upper}`, t.staff)).body.caseId).toBe(c.caseId);
+    expect((await app.api.post(`${t.env}/clinical-cases/${upper}/acknowledge`, {}, t.staff)).status).toBe(200);
+
+    const other = await app.tenant();
+    expect((await progress(upper, other.apiKey)).status).toBe(404);
+    expect((await post(upper, update(2, 'clinician_responded'), other.apiKey)).status).toBe(404);
+    expect((await message(upper, { messageId: randomUUID(), message: 'hi', externalReference: 'r' }, other.apiKey)).status).toBe(404);
+    expect((await app.api.get(`${other.env}/clinical-cases/${upper}`, other.staff)).status).toBe(404);
+  });
+
   it('applies the update rules in the decided order, with read-your-writes and resolution', async () => {
     const c = await openCase(app, t);
     // processed at 2 on a fresh case: SEQUENCE_CONFLICT naming the expected value

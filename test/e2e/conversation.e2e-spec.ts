@@ -294,6 +294,36 @@ describe('conversations (e2e, real HTTP)', () => {
     expect(widget.body.details).toEqual([{ path: 'constructor', message: 'unknown field' }]);
   });
 
+  it('finds a conversation addressed by its uuid in upper case (read, inbound, delivery, widget reply); another environment still gets 404', async () => {
+    const c = await caseThread();
+    const upper = c.caseId.toUpperCase();
+    const body = { requestId: randomUUID(), message: 'hello in capitals' };
+    const r = await inbound(upper, body);
+    expect(r.status).toBe(201);
+    expect(r.body.conversationId).toBe(c.caseId);
+    expect((await inbound(c.caseId, body)).body.duplicate).toBe(true);
+    const read = await list(upper);
+    expect(read.status).toBe(200);
+    expect(read.body.conversationId).toBe(c.caseId);
+    expect(read.body.messages).toHaveLength(1);
+
+    expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/messages`, { messageId: randomUUID(), message: 'from us', externalReference: 'r' }, t.apiKey)).status).toBe(200);
+    const sent = (await list(c.caseId)).body.messages.find((m: { sender: string }) => m.sender === 'provider');
+    const delivery = await app.api.post(`/v1/conversations/${upper}/messages/${sent.id.toUpperCase()}/delivery`, { externalMessageId: 'x', status: 'read' }, t.apiKey);
+    expect(delivery.status).toBe(201);
+    expect(delivery.body.messageId).toBe(sent.id);
+
+    const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: c.patientId });
+    const reply = await app.api.post(`/widget/v1/cases/${upper}/messages`, { message: 'Thanks' }, token);
+    expect(reply.status).toBe(201);
+    expect(reply.body.conversationId).toBe(c.caseId);
+
+    const other = await app.tenant();
+    expect((await list(upper, '', other.apiKey)).status).toBe(404);
+    expect((await inbound(upper, { requestId: randomUUID(), message: 'hi' }, other.apiKey)).status).toBe(404);
+    expect((await app.api.post(`/v1/conversations/${upper}/messages/${sent.id.toUpperCase()}/delivery`, { externalMessageId: 'x', status: 'read' }, other.apiKey)).status).toBe(404);
+  });
+
   it('answers a badly percent-encoded conversation path with VALIDATION_FAILED (path url), not Fastify\'s own body', async () => {
     for (const [method, url, body] of [
       ['POST', '/v1/conversations/%zz/messages', JSON.stringify({ requestId: randomUUID(), message: 'hi' })],

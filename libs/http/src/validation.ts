@@ -1,4 +1,4 @@
-import { ArgumentMetadata, ValidationPipe } from '@nestjs/common';
+import { ArgumentMetadata, Injectable, PipeTransform, ValidationPipe } from '@nestjs/common';
 import type { MetadataStorage as TransformerMetadataStorage } from 'class-transformer/types/MetadataStorage';
 import { getMetadataStorage } from 'class-validator';
 import { ApiError, ErrorDetail, flattenValidationErrors } from './errors';
@@ -95,4 +95,19 @@ export function createValidationPipe(): ValidationPipe {
     validationError: { target: false, value: false },
     exceptionFactory: (errors) => ApiError.validation(flattenValidationErrors(errors)),
   });
+}
+
+const UUID_ANY_CASE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * A path id that is a uuid, in lower case (`@Param('caseId', LowercaseUuidPipe)`): uuids are
+ * case-insensitive and every id the service mints is lower case, so `…/CASE-UUID-IN-CAPITALS/…`
+ * finds the same resource (and still only in the caller's own tenant). Anything else is left as
+ * it came (and is then not found).
+ */
+@Injectable()
+export class LowercaseUuidPipe implements PipeTransform<unknown, unknown> {
+  transform(value: unknown): unknown {
+    return typeof value === 'string' && UUID_ANY_CASE.test(value) ? value.toLowerCase() : value;
+  }
 }

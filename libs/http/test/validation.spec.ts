@@ -1,7 +1,7 @@
 import { ArgumentMetadata } from '@nestjs/common';
 import { Type } from 'class-transformer';
 import { ArrayMaxSize, IsArray, IsInt, IsObject, IsOptional, IsString, ValidateNested } from 'class-validator';
-import { ApiError, createValidationPipe, undeclaredFields } from '../src';
+import { ApiError, LowercaseUuidPipe, createValidationPipe, undeclaredFields } from '../src';
 
 class ItemDto {
   @IsString() name!: string;
@@ -83,5 +83,15 @@ describe('validation pipe: unknown fields', () => {
     expect(undeclaredFields({ title: 't', items: 'x', main: [1] }, BodyDto)).toEqual([]);
     expect(undeclaredFields([{ constructor: 1 }], BodyDto)).toEqual([]);
     expect(undeclaredFields(null, BodyDto)).toEqual([]);
+  });
+});
+
+describe('LowercaseUuidPipe', () => {
+  it('lower-cases uuid path ids only', () => {
+    const pipe = new LowercaseUuidPipe();
+    expect(pipe.transform('3F2504E0-4F89-41D3-9A0C-0305E82C3301')).toBe('3f2504e0-4f89-41d3-9a0c-0305e82c3301');
+    expect(pipe.transform('3f2504e0-4f89-41d3-9a0c-0305e82c3301')).toBe('3f2504e0-4f89-41d3-9a0c-0305e82c3301');
+    expect(pipe.transform('CC-ABCDEFGH')).toBe('CC-ABCDEFGH');
+    expect(pipe.transform(undefined)).toBeUndefined();
   });
 });
