@@ -264,6 +264,29 @@ describe('clinical cases (e2e, real HTTP)', () => {
     expect((await app.api.get(`${other.env}/clinical-cases/${upper}`, other.staff)).status).toBe(404);
   });
 
+  it('stores and returns scheduledFor in RFC 3339 form: seconds added when left out, other values exactly as sent', async () => {
+    const c = await openCase(app, t);
+    expect((await post(c.caseId, update(1, 'processed'))).status).toBe(200);
+    const cases: [string, string][] = [
+      ['2031-01-01T00:00Z', '2031-01-01T00:00:00Z'],
+      ['2031-06-15T08:30+05:30', '2031-06-15T08:30:00+05:30'],
+      ['2031-06-15T23:59-04:00', '2031-06-15T23:59:00-04:00'],
+      ['2031-01-01T00:00:00Z', '2031-01-01T00:00:00Z'],
+      ['2031-01-01T10:20:30.5+01:00', '2031-01-01T10:20:30.5+01:00'],
+    ];
+    for (const [i, [sent, returned]] of cases.entries()) {
+      const body = update(i + 2, 'scheduled', { scheduledFor: sent });
+      expect((await post(c.caseId, body)).status).toBe(200);
+      const p = await progress(c.caseId);
+      expect({ sent, scheduledFor: p.body.scheduledFor }).toEqual({ sent, scheduledFor: returned });
+      expect(Date.parse(p.body.scheduledFor)).toBe(Date.parse(sent));
+      // an identical retry is still the same request
+      expect((await post(c.caseId, body)).body.duplicate).toBe(true);
+    }
+    const detail = await app.api.get(`${t.env}/clinical-cases/${c.caseId}`, t.staff);
+    expect(detail.body.scheduledFor).toBe('2031-01-01T10:20:30.5+01:00');
+  });
+
   it('applies the update rules in the decided order, with read-your-writes and resolution', async () => {
     const c = await openCase(app, t);
     // processed at 2 on a fresh case: SEQUENCE_CONFLICT naming the expected value
