@@ -313,7 +313,7 @@ export class CaseLedgerService {
         await this.caseThread('close_case_thread', tenant, caseId, r.state.patientId);
       } catch (err) {
         this.log.warn({ caseId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'case resolve: thread close failed');
-        throw new ApiError(503, 'UNAVAILABLE', 'The case is resolved but its thread could not be closed yet; retry with the same updateId');
+        throw new ApiError(503, 'UNAVAILABLE', 'The case is resolved but its thread could not be closed yet; retry with the same updateId', undefined, { 'retry-after': '1' });
       }
     }
     return { ...r.state.updates[input.updateId].result, duplicate };
@@ -344,7 +344,7 @@ export class CaseLedgerService {
       await lastValueFrom(this.bus.send<AppendConversationMessageReply>(Patterns.appendConversationMessage, append).pipe(timeout(10_000)));
     } catch (err) {
       this.log.warn({ caseId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'provider message: thread append failed');
-      throw new ApiError(503, 'UNAVAILABLE', 'The message could not be added to the case thread; retry with the same messageId');
+      throw new ApiError(503, 'UNAVAILABLE', 'The message could not be added to the case thread; retry with the same messageId', undefined, { 'retry-after': '1' });
     }
     // The patient's email is a durable follow-up: ProviderMessageAccepted put a notification timer
     // (case projection) that notifyDue fires until PatientNotified removes it.
