@@ -123,6 +123,14 @@ describe('gateway access (e2e, real HTTP)', () => {
     const missing = await api.post('/organizations', undefined, undefined);
     expect(missing.status).toBe(401);
     expect(missing.body.code).toBe('STAFF_AUTH_REQUIRED');
+    // the credential is judged before the body: no credential and a bad body is still 401
+    // (every body problem and route kind: edge-order.e2e-spec.ts)
+    const anonymousMalformed = await api.request('POST', '/organizations', { rawBody: '{"name": ' });
+    expect(anonymousMalformed.status).toBe(401);
+    expect(anonymousMalformed.body).toEqual({ code: 'STAFF_AUTH_REQUIRED', message: expect.any(String) });
+    const anonymousText = await api.request('POST', '/client/patient-events', { rawBody: 'name=A', headers: { 'content-type': 'text/plain' } });
+    expect(anonymousText.status).toBe(401);
+    expect(anonymousText.body).toEqual({ code: 'INVALID_API_CREDENTIAL', message: expect.any(String) });
 
     const malformed = await api.request('POST', '/organizations', { rawBody: '{"name": ', token: owner });
     expect(malformed.status).toBe(400);

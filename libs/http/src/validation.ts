@@ -1,6 +1,6 @@
-import { ArgumentMetadata, Injectable, PipeTransform, ValidationPipe } from '@nestjs/common';
+import { ArgumentMetadata, Injectable, PipeTransform, ValidationError, ValidationPipe } from '@nestjs/common';
 import type { MetadataStorage as TransformerMetadataStorage } from 'class-transformer/types/MetadataStorage';
-import { getMetadataStorage } from 'class-validator';
+import { ValidatorOptions, getMetadataStorage } from 'class-validator';
 import { ApiError, ErrorDetail, flattenValidationErrors } from './errors';
 
 // class-transformer's registry of @Type() metadata (the nested DTO class of a property). Not in its
@@ -59,17 +59,106 @@ export function undeclaredFields(value: unknown, type: DtoClass, path = ''): Err
   return out;
 }
 
+/** A free-form member of a DTO value: where it sits (keys and array indexes) and a copy of the value as it arrived. */
+export interface FreeFormMember {
+  path: (string | number)[];
+  value: unknown;
+}
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => {
+  if (v === null || typeof v !== 'object') return false;
+  const proto = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+};
+
+/** Sets an own data property, whatever its name (`__proto__` included: never a prototype change). */
+function setOwn(target: object, key: string | number, value: unknown): void {
+  Object.defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true });
+}
+
 /**
- * Nest's ValidationPipe, plus the unknown keys it cannot see (see `undeclaredFields`): they are
- * looked for in the value before it is transformed and reported with the other errors.
+ * A deep copy of a JSON value: arrays and plain objects copied with every own key (`constructor`,
+ * `toString`, `prototype`, ... included), anything else as it is.
+ */
+export function jsonCopy<T>(value: T): T {
+  if (Array.isArray(value)) return value.map((v) => jsonCopy(v)) as T;
+  if (!isPlainObject(value)) return value;
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(value)) setOwn(out, key, jsonCopy(value[key]));
+  return out as T;
+}
+
+/** A property left to class-transformer's plain-object handling: no `@Type` (other than Object), no `@Transform`. */
+function isFreeForm(type: DtoClass, property: string, owner: object): boolean {
+  const meta = transformerStorage.findTypeMetadata(type, property);
+  if (meta?.typeFunction && meta.typeFunction({ newObject: {}, object: owner as Record<string, unknown>, property }) !== Object) return false;
+  return transformerStorage.findTransformMetadatas(type, property, 0 /* PLAIN_TO_CLASS */).length === 0;
+}
+
+/**
+ * The free-form members of a DTO value, at any depth of nested DTOs: declared properties without a
+ * nested DTO type (`@IsObject()` without `@Type`, e.g. a workflow `definition` or a Destination's
+ * `headers`, and arrays without `@Type`) whose value is an object or an array, each with a deep copy
+ * of the value as it arrived. Nest's pipe deletes `constructor` and `prototype` at any depth of the
+ * value, and class-transformer drops every key named like an Object.prototype member from the plain
+ * objects it copies, so these members would otherwise reach the controller with keys missing.
+ */
+export function freeFormMembers(value: unknown, type: DtoClass, path: (string | number)[] = []): FreeFormMember[] {
+  if (!isPlainObject(value)) return [];
+  const declared = declaredProperties(type);
+  if (declared.size === 0) return [];
+  const out: FreeFormMember[] = [];
+  for (const key of Object.keys(value)) {
+    if (!declared.has(key)) continue;
+    const v = value[key];
+    if (v === null || typeof v !== 'object') continue;
+    const nested = nestedDto(type, key, value);
+    if (nested) {
+      if (Array.isArray(v)) v.forEach((item, i) => out.push(...freeFormMembers(item, nested, [...path, key, i])));
+      else out.push(...freeFormMembers(v, nested, [...path, key]));
+    } else if (isFreeForm(type, key, value)) {
+      out.push({ path: [...path, key], value: jsonCopy(v) });
+    }
+  }
+  return out;
+}
+
+/** Puts each free-form member back into the transformed value (where the same path exists). */
+function restoreFreeForm(entity: unknown, members: FreeFormMember[]): void {
+  for (const { path, value } of members) {
+    let target: unknown = entity;
+    for (const key of path.slice(0, -1)) {
+      target = target !== null && typeof target === 'object' ? (target as Record<string | number, unknown>)[key] : undefined;
+    }
+    if (target !== null && typeof target === 'object') setOwn(target, path[path.length - 1], value);
+  }
+}
+
+/**
+ * Nest's ValidationPipe, plus:
+ * - the unknown keys it cannot see (see `undeclaredFields`): they are looked for in the value before
+ *   it is transformed and reported with the other errors;
+ * - free-form members exactly as the caller sent them (see `freeFormMembers`): copied before the
+ *   transform, put back into the instance before class-validator runs (so validators of the member
+ *   see every key) and again on the instance returned.
  */
 export class StrictValidationPipe extends ValidationPipe {
+  /** Free-form members of the value being transformed, for `validate` (set and taken in one synchronous stretch). */
+  private pendingFreeForm: FreeFormMember[] | undefined;
+
   override async transform(value: unknown, metadata: ArgumentMetadata): Promise<unknown> {
     const metatype = metadata.metatype;
-    const unknown = metatype && this.toValidate(metadata) ? undeclaredFields(value, metatype as DtoClass) : [];
+    const validated = !!metatype && this.toValidate(metadata);
+    const unknown = validated ? undeclaredFields(value, metatype as DtoClass) : [];
+    const freeForm = validated ? freeFormMembers(value, metatype as DtoClass) : [];
     let result: unknown;
     try {
-      result = await super.transform(value, metadata);
+      // Nest's transform strips and transforms the value and calls `validate` with the instance
+      // before its first await; the members are handed over only for that call.
+      this.pendingFreeForm = freeForm.length ? freeForm : undefined;
+      const transformed = super.transform(value, metadata);
+      this.pendingFreeForm = undefined;
+      result = await transformed;
     } catch (err) {
       if (!unknown.length) throw err;
       if (err instanceof ApiError && err.code === 'VALIDATION_FAILED') {
@@ -80,7 +169,15 @@ export class StrictValidationPipe extends ValidationPipe {
       throw ApiError.validation(unknown);
     }
     if (unknown.length) throw ApiError.validation(unknown);
+    if (freeForm.length) restoreFreeForm(result, freeForm);
     return result;
+  }
+
+  protected override validate(object: object, validatorOptions?: ValidatorOptions): Promise<ValidationError[]> | ValidationError[] {
+    const freeForm = this.pendingFreeForm;
+    this.pendingFreeForm = undefined;
+    if (freeForm) restoreFreeForm(object, freeForm);
+    return super.validate(object, validatorOptions);
   }
 }
 

@@ -2,9 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import { INestApplication } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
+import { ModuleRef, NestFactory, Reflector } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
-import { ErrorFilter, createValidationPipe, getLogger, toErrorResponse } from '@svc/http';
+import { BodyProblemGuard, ErrorFilter, createValidationPipe, deferBodyProblem, getLogger, toErrorResponse } from '@svc/http';
 import { BusExceptionFilter, busServerStrategy } from '@svc/messaging';
 import { ArgumentsHost, Catch, ExceptionFilter } from '@nestjs/common';
 import { DynamicModule } from '@nestjs/common';
@@ -55,13 +55,10 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   socket.destroy(err);
 }
 
-/**
- * A JSON body the parser refused, handed on with its code. Not a FastifyError: Nest would wrap that
- * in an HttpException with the code lost, and the error filter answers by code (details included).
- */
+/** A body the parsers refused, with its code: the error filter answers by code (details included). */
 class BodyParseError extends Error {
-  readonly statusCode = 400;
   constructor(
+    readonly statusCode: number,
     readonly code: string,
     message: string,
   ) {
@@ -69,6 +66,22 @@ class BodyParseError extends Error {
     this.name = 'BodyParseError';
   }
 }
+
+const TOKEN = /^[\w!#$%&'*+.^`|~-]+$/;
+const SUBTYPE = /^[\w!#$%&'*+.^`|~-]+\s*$/;
+
+/** Whether Fastify can read a content-type header at all (its ContentType: `type/subtype`, tokens; else it answers 415 before any parser). */
+export function readableContentType(header: string): boolean {
+  if (header === '' || header === 'undefined') return false;
+  const semi = header.indexOf(';');
+  const media = semi === -1 ? header : header.slice(0, semi);
+  const slash = media.indexOf('/');
+  if (slash === -1) return false;
+  return TOKEN.test(media.slice(0, slash).trimStart()) && SUBTYPE.test(media.slice(slash + 1).trimEnd());
+}
+
+/** Stands in for a content-type header Fastify cannot read, so that the catch-all parser (415 after the guards) takes the body. */
+const UNREADABLE_CONTENT_TYPE = 'application/x-svc-unreadable-content-type';
 
 /**
  * Errors Fastify answers itself before routing (a badly percent-encoded URL, a path parameter over
@@ -128,11 +141,31 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   app.setGlobalPrefix('api');
   app.useGlobalFilters(new AnyContextFilter());
   app.useGlobalPipes(createValidationPipe());
+  // Body problems the parsers recorded are answered here, after the route's own guards and before the pipes.
+  app.useGlobalGuards(new BodyProblemGuard(app.get(Reflector), app.get(ModuleRef)));
   app.enableShutdownHooks();
 
   const fastify = app.getHttpAdapter().getInstance();
-  // JSON only: any other body is 415 UNSUPPORTED_MEDIA_TYPE (decisions section 11).
+  // Fastify parses a body before any Nest guard runs, but authentication comes first (401/403 on
+  // every call, decisions 11): the parsers below never fail a request over its body. They record
+  // the problem on the request (deferBodyProblem) and give no body; BodyProblemGuard answers it
+  // with the same status and body once the route's guards have passed. Only a body over the limit
+  // (413) and a body shorter or longer than its content-length are still answered at once.
+  //
+  // JSON only: any other body is 415 UNSUPPORTED_MEDIA_TYPE (decisions section 11). The catch-all
+  // parser takes every other content type (and a body without one) and leaves the body unread.
   fastify.removeContentTypeParser(['text/plain']);
+  fastify.addContentTypeParser('*', (req, _payload, done) => {
+    deferBodyProblem(req, new BodyParseError(415, 'FST_ERR_CTP_INVALID_MEDIA_TYPE', 'Unsupported media type'));
+    done(null, undefined);
+  });
+  // A content-type header Fastify cannot read at all would be 415 before any parser: handed to
+  // the catch-all parser instead (a stand-in type over the raw headers, which stay as they came).
+  fastify.addHook('onRequest', (req, _reply, done) => {
+    const ct = req.headers['content-type'];
+    if (ct !== undefined && !readableContentType(ct)) req.headers = { 'content-type': UNREADABLE_CONTENT_TYPE };
+    done();
+  });
   // Fastify's own JSON parser (prototype-poisoning checks kept), then a nesting limit: no field of
   // the contract nests deeply, and a deep body would exhaust the stack in validation.
   const parseJson = fastify.getDefaultJsonParser('error', 'error');
@@ -142,9 +175,13 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
       if (err) {
         const code = (err as { code?: string }).code ?? 'FST_ERR_CTP_INVALID_JSON_BODY';
         // Valid JSON that the parser still refused holds a prototype-poisoning key.
-        return done(new BodyParseError(code === 'FST_ERR_CTP_INVALID_JSON_BODY' && isJson(body as string) ? 'SVC_JSON_FORBIDDEN_KEY' : code, err.message), undefined);
+        deferBodyProblem(req, new BodyParseError(400, code === 'FST_ERR_CTP_INVALID_JSON_BODY' && isJson(body as string) ? 'SVC_JSON_FORBIDDEN_KEY' : code, err.message));
+        return done(null, undefined);
       }
-      if (nestingDepth(value) > MAX_JSON_DEPTH) return done(new BodyParseError('SVC_JSON_TOO_DEEP', 'JSON nested too deeply'), undefined);
+      if (nestingDepth(value) > MAX_JSON_DEPTH) {
+        deferBodyProblem(req, new BodyParseError(400, 'SVC_JSON_TOO_DEEP', 'JSON nested too deeply'));
+        return done(null, undefined);
+      }
       done(null, value);
     });
   });

@@ -1,0 +1,86 @@
+import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
+import { GUARDS_METADATA } from '@nestjs/common/constants';
+import { ModuleRef, Reflector } from '@nestjs/core';
+import { isObservable, lastValueFrom } from 'rxjs';
+import { ApiError } from './errors';
+import { toErrorResponse } from './filter';
+
+/**
+ * Where the body parsers leave what was wrong with a body (malformed, empty or over-deep JSON, a
+ * `__proto__` key, an unsupported media type) instead of failing the request: Fastify parses the
+ * body before any Nest guard runs, and authentication (401/403) comes first (decisions 11).
+ */
+const BODY_PROBLEM = Symbol('svc.bodyProblem');
+
+type WithProblem = { [BODY_PROBLEM]?: ApiError };
+
+/**
+ * Records a body problem on the request (the error as the filter answers it: same status, code,
+ * message and details) and lets the request go on with no body; `BodyProblemGuard` answers it
+ * once the route's own guards have passed.
+ */
+export function deferBodyProblem(request: object, err: unknown): void {
+  const { status, body, headers } = toErrorResponse(err);
+  (request as WithProblem)[BODY_PROBLEM] = new ApiError(status, body.code, body.message, body.details, headers);
+}
+
+/** The body problem recorded on a request, if any. */
+export function bodyProblemOf(request: object | undefined): ApiError | undefined {
+  return request ? (request as WithProblem)[BODY_PROBLEM] : undefined;
+}
+
+/**
+ * The global guard that answers a recorded body problem (400 VALIDATION_FAILED, 415
+ * UNSUPPORTED_MEDIA_TYPE) on every HTTP route, guarded or not, after the route's own guards:
+ * a request is authenticated (401/403, and a guard's 404 for another organization) before its
+ * body is judged, and the DTO validation (pipes) comes after that.
+ *
+ * Global guards run before the controller's and the route's, so when there is a problem (only
+ * then) this guard runs the route's guards itself, in Nest's order (controller, then method),
+ * and answers their refusal; if they all let the request in, it answers the body problem. A
+ * request without a problem costs one property read (a global interceptor, which would run after
+ * the guards, costs Nest's RxJS pipeline on every request). A guard it cannot resolve (not an
+ * injectable of the app, or request-scoped) makes it answer the body problem at once, as before.
+ */
+@Injectable()
+export class BodyProblemGuard implements CanActivate {
+  constructor(
+    private readonly reflector: Reflector,
+    private readonly moduleRef: ModuleRef,
+  ) {}
+
+  canActivate(context: ExecutionContext): boolean | Promise<boolean> {
+    if (context.getType() !== 'http') return true;
+    const problem = bodyProblemOf(context.switchToHttp().getRequest<object>());
+    if (!problem) return true;
+    return this.routeGuardsThenProblem(context, problem);
+  }
+
+  private async routeGuardsThenProblem(context: ExecutionContext, problem: ApiError): Promise<boolean> {
+    const declared = [...(this.reflector.get<unknown[] | undefined>(GUARDS_METADATA, context.getClass()) ?? []), ...(this.reflector.get<unknown[] | undefined>(GUARDS_METADATA, context.getHandler()) ?? [])];
+    const guards: CanActivate[] = [];
+    for (const g of declared) {
+      const guard = this.resolve(g);
+      if (!guard) throw problem;
+      guards.push(guard);
+    }
+    for (const guard of guards) {
+      const result = guard.canActivate(context);
+      const allowed = isObservable(result) ? await lastValueFrom(result) : await result;
+      // A guard that refuses without an error: Nest runs the route's guards next and answers as it does.
+      if (!allowed) return true;
+    }
+    throw problem;
+  }
+
+  private resolve(guard: unknown): CanActivate | undefined {
+    if (guard && typeof (guard as CanActivate).canActivate === 'function') return guard as CanActivate;
+    if (typeof guard !== 'function') return undefined;
+    try {
+      const instance = this.moduleRef.get(guard, { strict: false }) as CanActivate | undefined;
+      return instance && typeof instance.canActivate === 'function' ? instance : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+}
