@@ -5,3 +5,4 @@ export * from './sqlite-event-store';
 export * from './memory-event-store';
 export * from './kurrent-event-store';
 export * from './encrypting-event-store';
+export * from './wal-checkpointer';

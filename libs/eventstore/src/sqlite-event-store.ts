@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
 import { randomUUID } from 'node:crypto';
 import { EventStoreLogger, PollingSubscription } from './subscription-loop';
+import { WalCheckpointer } from './wal-checkpointer';
 import {
   AppendResult,
   EventStore,
@@ -41,6 +42,11 @@ export interface SqliteEventStoreOptions {
    * (default 4096; 0 turns the tail off). See `CommittedTail`.
    */
   tailSize?: number;
+  /**
+   * Run WAL checkpoints on a worker thread (`WalCheckpointer`) instead of inside the COMMIT that
+   * crosses `walAutocheckpoint` (default true for a file; never for `:memory:`).
+   */
+  backgroundCheckpoint?: boolean;
 }
 
 interface PendingAppend {
@@ -103,6 +109,7 @@ export class SqliteEventStore implements EventStore {
   /** Counters for benchmarks and diagnostics: committed transactions and the appends they carried. */
   readonly stats = { commits: 0, appends: 0, tailReads: 0, sqlReads: 0 };
   private readonly tail: CommittedTail;
+  private readonly checkpointer: WalCheckpointer | null = null;
 
   private readonly stmt: {
     begin: Database.Statement;
@@ -129,10 +136,18 @@ export class SqliteEventStore implements EventStore {
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = FULL');
     this.db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000))}`);
-    this.db.pragma(`wal_autocheckpoint = ${Math.max(0, Math.floor(options.walAutocheckpoint ?? 8192))}`);
+    const autocheckpoint = Math.max(0, Math.floor(options.walAutocheckpoint ?? 8192));
+    this.db.pragma(`wal_autocheckpoint = ${autocheckpoint}`);
     // After a checkpoint, truncate a WAL that grew past 64 MiB.
     this.db.pragma('journal_size_limit = 67108864');
     this.db.exec(SCHEMA);
+    if (options.backgroundCheckpoint !== false && isFile(filename)) {
+      // The worker checkpoints every second; the COMMIT path only does it as a backstop (8x further).
+      this.db.pragma(`wal_autocheckpoint = ${autocheckpoint * 8}`);
+      this.checkpointer = new WalCheckpointer(filename, () => {
+        if (this.db.open) this.db.pragma(`wal_autocheckpoint = ${autocheckpoint}`);
+      });
+    }
     this.tail = new CommittedTail(Math.max(0, Math.floor(options.tailSize ?? 4096)));
     this.stmt = {
       begin: this.db.prepare('BEGIN IMMEDIATE'),
@@ -348,12 +363,18 @@ export class SqliteEventStore implements EventStore {
     // Appends already accepted are written (and answered) before the file is closed.
     if (this.queue.length) this.flush();
     this.closed = true;
+    await this.checkpointer?.close();
     this.db.close();
   }
 
   private assertOpen(): void {
     if (this.closed) throw new Error('event store is closed');
   }
+}
+
+/** A database file on disk (not `:memory:`, not a temporary or in-memory URI). */
+export function isFile(filename: string): boolean {
+  return filename !== '' && filename !== ':memory:' && !filename.startsWith('file:');
 }
 
 function checkExpected(e: ExpectedRevision): void {

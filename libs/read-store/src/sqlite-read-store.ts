@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { WalCheckpointer, isFile } from '@svc/eventstore';
 import { ReadEntry, ReadStore, WriteOp, validateOps } from './types';
 
 interface DocRow {
@@ -48,12 +49,20 @@ export class SqliteReadStore implements ReadStore {
   private foreignCheckedThisTurn = false;
   private readonly commitTx: (projection: string | null, position: number, ops: WriteOp[]) => void;
 
-  constructor(readonly path: string) {
+  /** Checkpoints on a worker thread (see `WalCheckpointer`); null for `:memory:` or when turned off. */
+  private readonly checkpointer: WalCheckpointer | null = null;
+
+  constructor(
+    readonly path: string,
+    options: { backgroundCheckpoint?: boolean } = {},
+  ) {
     if (path !== ':memory:' && !path.startsWith('file:')) mkdirSync(dirname(path), { recursive: true });
     this.db = new Database(path);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = NORMAL');
     this.db.pragma('busy_timeout = 5000');
+    // After a checkpoint, truncate a WAL that grew past 64 MiB.
+    this.db.pragma('journal_size_limit = 67108864');
     this.db.exec(`
       CREATE TABLE IF NOT EXISTS docs (
         collection TEXT NOT NULL,
@@ -69,6 +78,13 @@ export class SqliteReadStore implements ReadStore {
         position   INTEGER NOT NULL
       ) WITHOUT ROWID;
     `);
+    if (options.backgroundCheckpoint !== false && isFile(path)) {
+      // SQLite's default threshold (1000 pages) stays as a backstop at 8x; the worker checkpoints every second.
+      this.db.pragma('wal_autocheckpoint = 8000');
+      this.checkpointer = new WalCheckpointer(path, () => {
+        if (this.db.open) this.db.pragma('wal_autocheckpoint = 1000');
+      });
+    }
     const cols = 'key, partition, score, doc';
     this.stmts = {
       get: this.db.prepare('SELECT doc FROM docs WHERE collection = ? AND key = ?'),
@@ -208,6 +224,7 @@ export class SqliteReadStore implements ReadStore {
   }
 
   async close(): Promise<void> {
+    await this.checkpointer?.close();
     if (this.db.open) this.db.close();
   }
 }
