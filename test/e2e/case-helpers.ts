@@ -69,26 +69,32 @@ export function busRequest<T = any>(app: TestApp, pattern: string, data: unknown
  * a badly percent-encoded `%zz`. `path` is relative to the app's base URL (`/api` included there).
  */
 export function rawRequest(app: TestApp, method: string, path: string, options: { token?: string; body?: string } = {}): Promise<{ status: number; body: any; text: string }> {
-  const base = new URL(app.baseUrl);
   const headers: Record<string, string> = {};
   if (options.token) headers.authorization = `Bearer ${options.token}`;
   if (options.body !== undefined) headers['content-type'] = 'application/json';
+  return rawHttp(app, method, path, headers, options.body);
+}
+
+/** A request over node:http with exactly the headers given (plus content-length for a body): fetch would add or normalise some. */
+export function rawHttp(app: TestApp, method: string, path: string, headers: Record<string, string>, body?: string): Promise<{ status: number; body: any; text: string }> {
+  const base = new URL(app.baseUrl);
+  const sent = { ...headers, ...(body !== undefined ? { 'content-length': String(Buffer.byteLength(body)) } : {}) };
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: '127.0.0.1', port: base.port, method, path: `${base.pathname}${path}`, headers }, (res) => {
+    const req = httpRequest({ host: '127.0.0.1', port: base.port, method, path: `${base.pathname}${path}`, headers: sent }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
         const text = Buffer.concat(chunks).toString('utf8');
-        let body: unknown;
+        let parsed: unknown;
         try {
-          body = JSON.parse(text);
+          parsed = JSON.parse(text);
         } catch {
-          body = undefined;
+          parsed = undefined;
         }
-        resolve({ status: res.statusCode ?? 0, body, text });
+        resolve({ status: res.statusCode ?? 0, body: parsed, text });
       });
     });
     req.on('error', reject);
-    req.end(options.body);
+    req.end(body);
   });
 }

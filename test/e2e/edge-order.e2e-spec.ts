@@ -1,5 +1,5 @@
-import { request as httpRequest } from 'node:http';
 import { TestApp } from '@svc/testing';
+import { rawHttp } from './case-helpers';
 
 /**
  * Decisions 11 and the spec's Authentication: a credential is judged before the body. Without (or
@@ -9,27 +9,7 @@ import { TestApp } from '@svc/testing';
  */
 
 /** A request with exactly the headers given (fetch would add a content-type of its own). */
-function send(app: TestApp, method: string, path: string, headers: Record<string, string>, body?: string): Promise<{ status: number; body: any }> {
-  const base = new URL(app.baseUrl);
-  return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: '127.0.0.1', port: base.port, method, path: `${base.pathname}${path}`, headers: { ...headers, ...(body !== undefined ? { 'content-length': String(Buffer.byteLength(body)) } : {}) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let parsed: unknown;
-        try {
-          parsed = JSON.parse(text);
-        } catch {
-          parsed = undefined;
-        }
-        resolve({ status: res.statusCode ?? 0, body: parsed });
-      });
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
+const send = (app: TestApp, method: string, path: string, headers: Record<string, string>, body?: string) => rawHttp(app, method, path, headers, body);
 
 const JSON_CT = { 'content-type': 'application/json' };
 const auth = (token?: string): Record<string, string> => (token ? { authorization: `Bearer ${token}` } : {});
