@@ -56,7 +56,7 @@ export class SqliteReadStore implements ReadStore {
     readonly path: string,
     options: { backgroundCheckpoint?: boolean } = {},
   ) {
-    if (path !== ':memory:' && !path.startsWith('file:')) mkdirSync(dirname(path), { recursive: true });
+    if (isFile(path)) mkdirSync(dirname(path), { recursive: true });
     this.db = new Database(path);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = NORMAL');
