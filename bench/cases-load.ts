@@ -4,7 +4,7 @@
  * measured in the same run, with autocannon.
  *
  *   npm run build && node dist/bench/cases-load.js [--seconds 10] [--connections 50] [--cases 3000] [--dir /path]
- *     [--client both|inproc|process] [--only bare,progress,updates]
+ *     [--client both|inproc|process] [--only bare,progress,updates] [--profile] [--dynamic-progress]
  *
  * Runs: (1) bare Fastify GET, (2) GET progress over many cases, (3) POST updates at full speed
  * (each case updated in sequence: round robin over many cases, so a case's next update starts long
@@ -14,6 +14,7 @@
  * and/or in a child process (`process`, autocannon and the paced client forked from this file), the
  * bare route always measured the same way as the app. Every row also shows the CPU time this
  * process (the server, plus the generator when inproc) spent per request.
+ * --profile writes a CPU profile (node:inspector) of the bare, progress, peak-updates and paced windows to the cwd.
  * Targets (issue 4): progress >= 0.6 x bare rps; updates >= 0.3 x bare rps, p99 < 25 ms at half
  * the peak rate. A benchmark, not a test: never in CI.
  */
@@ -27,6 +28,7 @@ import { join } from 'node:path';
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const autocannon = require('autocannon');
 import Fastify from 'fastify';
+import { startProfile } from './profile';
 
 type ClientMode = 'inproc' | 'process';
 
@@ -37,10 +39,12 @@ interface Args {
   dir?: string;
   clients: ClientMode[];
   only: Set<string>;
+  profile: boolean;
+  dynamicProgress: boolean;
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { seconds: 10, connections: 50, cases: 3000, clients: ['inproc', 'process'], only: new Set(['bare', 'progress', 'updates']) };
+  const args: Args = { seconds: 10, connections: 50, cases: 3000, clients: ['inproc', 'process'], only: new Set(['bare', 'progress', 'updates']), profile: false, dynamicProgress: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const v = () => argv[++i];
@@ -53,6 +57,8 @@ function parseArgs(argv: string[]): Args {
       args.clients = c === 'both' ? ['inproc', 'process'] : [c as ClientMode];
       if (!['both', 'inproc', 'process'].includes(c)) throw new Error(`--client ${c}: both, inproc or process`);
     } else if (a === '--only') args.only = new Set(v().split(','));
+    else if (a === '--profile') args.profile = true;
+    else if (a === '--dynamic-progress') args.dynamicProgress = true;
     else throw new Error(`unknown argument ${a}`);
   }
   return args;
@@ -87,7 +93,10 @@ interface GenState {
 class Gen {
   constructor(readonly s: GenState) {}
   progressPath(): string {
-    return `${this.s.prefix}/v1/clinical-cases/${this.s.cases[this.s.p++ % this.s.cases.length]}/progress`;
+    return this.progressPathOf(this.s.p++ % this.s.cases.length);
+  }
+  progressPathOf(i: number): string {
+    return `${this.s.prefix}/v1/clinical-cases/${this.s.cases[i]}/progress`;
   }
   update(): { path: string; body: string } {
     const caseId = this.s.cases[this.s.u++ % this.s.cases.length];
@@ -108,6 +117,7 @@ interface Job {
   headers: Record<string, string>;
   overallRate?: number;
   rate?: number;
+  dynamicProgress?: boolean;
 }
 
 function autocannonRun(opts: Record<string, unknown>): Promise<Result> {
@@ -126,7 +136,14 @@ async function execute(job: Job, gen: Gen): Promise<Result | PacedResult> {
   }
   const opts: Record<string, unknown> = { url: job.url, connections: job.connections, duration: job.seconds, headers: job.headers };
   if (job.overallRate) opts.overallRate = job.overallRate;
-  if (job.target === 'progress') opts.requests = [{ method: 'GET', setupRequest: (req: Record<string, unknown>) => ({ ...req, path: gen.progressPath() }) }];
+  // Every case's progress request is built once, before the run, as autocannon builds the bare
+  // route's single request: per request the client then only writes a prepared buffer, so both
+  // runs cost the load generator the same (on two cores its CPU is taken from the server's).
+  // --dynamic-progress builds each request in setupRequest instead (the first sessions' figures).
+  if (job.target === 'progress')
+    opts.requests = job.dynamicProgress
+      ? [{ method: 'GET', setupRequest: (req: Record<string, unknown>) => ({ ...req, path: gen.progressPath() }) }]
+      : gen.s.cases.map((_, i) => ({ method: 'GET', path: gen.progressPathOf(i) }));
   if (job.target === 'updates') opts.requests = [{ method: 'POST', setupRequest: (req: Record<string, unknown>) => ({ ...req, ...gen.update() }) }];
   return autocannonRun(opts);
 }
@@ -278,12 +295,14 @@ async function main(): Promise<void> {
     const gen = new Gen({ prefix: url.pathname, cases, p: 0, u: 0, nextSeq: Object.fromEntries(cases.map((c) => [c, 1])) });
 
     /** Runs a job with the given client; CPU of this process (server, + generator when inproc) per 2xx request. */
-    const go = async (mode: ClientMode, job: Job) => {
+    const go = async (mode: ClientMode, job: Job, profileLabel?: string) => {
+      const stopProfile = args.profile && profileLabel ? await startProfile(profileLabel) : null;
       const cpu0 = process.cpuUsage();
       const t0 = performance.now();
       const out = mode === 'inproc' ? { result: await execute(job, gen), clientCpuMs: NaN } : await child!.run(job, gen);
       const cpu = process.cpuUsage(cpu0);
       const seconds = (performance.now() - t0) / 1000;
+      if (stopProfile) console.log(`cpu profile of ${profileLabel}: ${await stopProfile()}`);
       const r = out.result;
       const ok = 'perSecond' in r ? r.perSecond * seconds : r['2xx'];
       return { r, serverUsPerReq: (cpu.user + cpu.system) / Math.max(1, ok), clientCpuPct: (out.clientCpuMs / 1000 / seconds) * 100 };
@@ -300,18 +319,18 @@ async function main(): Promise<void> {
       };
       // warm-up
       await go(mode, { kind: 'autocannon', target: 'bare', url: bareUrl, headers: {}, ...base0, seconds: 2 });
-      const bareRes = await go(mode, { kind: 'autocannon', target: 'bare', url: bareUrl, headers: {}, ...base0 });
+      const bareRes = await go(mode, { kind: 'autocannon', target: 'bare', url: bareUrl, headers: {}, ...base0 }, 'bare');
       row('bare Fastify GET (baseline)', bareRes);
       const bareRps = (bareRes.r as Result).requests.average;
       const summary: string[] = [];
       if (args.only.has('progress')) {
-        const pr = await go(mode, { kind: 'autocannon', target: 'progress', url: url.origin, headers: { authorization: `Bearer ${key}` }, ...base0 });
+        const pr = await go(mode, { kind: 'autocannon', target: 'progress', url: url.origin, headers: { authorization: `Bearer ${key}` }, dynamicProgress: args.dynamicProgress, ...base0 }, 'progress');
         row('GET progress', pr);
         const ratio = (pr.r as Result).requests.average / bareRps;
         summary.push(`progress / bare = ${ratio.toFixed(2)} (target >= 0.6: ${ratio >= 0.6 ? 'met' : 'NOT met'})`);
       }
       if (args.only.has('updates')) {
-        const peak = await go(mode, { kind: 'autocannon', target: 'updates', url: url.origin, headers: auth, ...base0 });
+        const peak = await go(mode, { kind: 'autocannon', target: 'updates', url: url.origin, headers: auth, ...base0 }, 'updates');
         row('POST updates (peak)', peak);
         const peakRps = (peak.r as Result).requests.average;
         const half = Math.max(1, Math.floor(peakRps / 2));
@@ -322,7 +341,7 @@ async function main(): Promise<void> {
         // for coordinated omission with an expected interval of ceil(1/rate) = 1 ms, so (4) measures
         // bursts. Here request i is due at t0 + i/rate, sent on a free keep-alive socket (at most
         // --connections), and its latency counts from its due time (no coordinated omission).
-        const paced = await go(mode, { kind: 'paced', target: 'updates', url: url.origin, headers: auth, rate: half, ...base0 });
+        const paced = await go(mode, { kind: 'paced', target: 'updates', url: url.origin, headers: auth, rate: half, ...base0 }, 'paced');
         row(`POST updates at half peak (${half}/s), evenly paced`, paced);
         const ratio = peakRps / bareRps;
         const p99 = (paced.r as PacedResult).p99;

@@ -15,7 +15,7 @@
  *     BAA (their deliveries are held; opened by the case-ledger's bus command, since before the BAA
  *     no patient can be enrolled and a staff case needs a known patient), then the BAA is signed and the N deliveries go out at once:
  *     deliveries/s from the BAA request to the last webhook received (the dispatcher's own rate).
- *     --profile-burst writes a CPU profile of that window alone.
+ *     --profile-burst writes a CPU profile of that window alone (--profile-open: of the open-only baseline).
  * Receiver placement (--receivers in,child, default both, in that order): the endpoint-dependent
  * figures (signed-POST baseline, open + deliver, paced, burst) are measured once per receiver:
  *   - in: a node:http server in this process, on the service's event loop (service and receiver
@@ -36,6 +36,7 @@ import { lastValueFrom } from 'rxjs';
 import { TestApp } from '@svc/testing';
 import { BUS_CLIENT, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns } from '@svc/messaging';
 import { signWebhook, verifyWebhook } from '@svc/security';
+import { startProfile } from './profile';
 
 function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -47,25 +48,6 @@ const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length ? s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] : NaN;
 };
-
-/** --profile-burst: a CPU profile of the burst window only (node:inspector), written to the cwd. */
-async function startProfile(): Promise<() => Promise<string>> {
-  const { Session } = await import('node:inspector');
-  const { writeFileSync } = await import('node:fs');
-  const session = new Session();
-  session.connect();
-  const post = (method: string, params?: object) =>
-    new Promise<any>((resolve, reject) => session.post(method, params ?? {}, (err, res) => (err ? reject(err) : resolve(res))));
-  await post('Profiler.enable');
-  await post('Profiler.start');
-  return async () => {
-    const { profile } = await post('Profiler.stop');
-    const file = `burst-${Date.now()}.cpuprofile`;
-    writeFileSync(file, JSON.stringify(profile));
-    session.disconnect();
-    return file;
-  };
-}
 
 /**
  * Clock: every timestamp in this bench (and in the child receiver) is
@@ -264,9 +246,11 @@ async function main() {
       const { t, patients, open } = await staffTenant();
       if (ix === 0) {
         // Baseline 2 (once): opening cases with no endpoint subscribed (the case path alone).
+        const stopProfile = process.argv.includes('--profile-open') ? await startProfile('open') : null;
         const b0 = now();
         await open(cases);
         openOnlyPerS = cases / ((now() - b0) / 1000);
+        if (stopProfile) console.log(`  cpu profile of the open-only baseline: ${await stopProfile()}`);
       }
 
       // The measured run: an endpoint subscribed to clinical_case.opened.
@@ -369,7 +353,7 @@ async function main() {
           await new Promise((r) => setTimeout(r, 50));
         }
         await receiver.setSecret(hep.body.secret);
-        const profile = process.argv.includes('--profile-burst') ? await startProfile() : null;
+        const profile = process.argv.includes('--profile-burst') ? await startProfile('burst') : null;
         const rc1 = await receiver.cpuMicros();
         const c1 = process.cpuUsage();
         const b1 = now();
