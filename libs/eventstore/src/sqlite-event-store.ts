@@ -1,7 +1,9 @@
 import Database from 'better-sqlite3';
 import { randomUUID } from 'node:crypto';
+import { BatchAppend, BatchResult, BatchWriter, createBatchWriter } from './batch-writer';
 import { EventStoreLogger, PollingSubscription } from './subscription-loop';
 import { WalCheckpointer } from './wal-checkpointer';
+import { WriterThread } from './writer-thread';
 import {
   AppendResult,
   EventStore,
@@ -47,12 +49,15 @@ export interface SqliteEventStoreOptions {
    * crosses `walAutocheckpoint` (default true for a file; never for `:memory:`).
    */
   backgroundCheckpoint?: boolean;
+  /**
+   * Write on a worker thread (`WriterThread`, its own connection) instead of the calling thread
+   * (default true for a file; never for `:memory:`).
+   */
+  writerThread?: boolean;
 }
 
 interface PendingAppend {
-  streamId: string;
-  expected: ExpectedRevision;
-  rows: { eventId: string; type: string; data: string; metadata: string }[];
+  append: BatchAppend;
   resolve(result: AppendResult): void;
   reject(err: unknown): void;
 }
@@ -92,7 +97,9 @@ CREATE TABLE IF NOT EXISTS events (
  * transaction against the stream as it stands, including earlier appends of the same batch; an
  * append that fails its check (or a constraint) is rejected alone while the others commit. Every
  * caller's promise settles only after the transaction has committed, so a resolved append is
- * durable.
+ * durable. For a file, the transaction runs on a writer thread (`WriterThread`) while this thread
+ * goes on serving; appends made meanwhile form the next batch. Reads use this thread's own
+ * connection, which sees every commit the writer has returned from (read-your-writes).
  */
 export class SqliteEventStore implements EventStore {
   private readonly db: Database.Database;
@@ -100,30 +107,21 @@ export class SqliteEventStore implements EventStore {
   private flushScheduled = false;
   private closed = false;
   private readonly subscriptions = new Set<PollingSubscription>();
-  /**
-   * Last revision and position of recently appended streams, valid while no other connection has
-   * written (checked with PRAGMA data_version inside each write transaction).
-   */
-  private readonly known = new Map<string, { revision: number; position: number }>();
-  private dataVersion = -1;
+  /** The group commit on a worker thread, or (null) on this thread's connection through `writer`. */
+  private thread: WriterThread | null = null;
+  private writer: BatchWriter | null = null;
+  /** The batch the writer thread is committing (settles, never rejects). */
+  private inFlight: Promise<void> | null = null;
+  private autocheckpoint: number;
   /** Counters for benchmarks and diagnostics: committed transactions and the appends they carried. */
   readonly stats = { commits: 0, appends: 0, tailReads: 0, sqlReads: 0 };
   private readonly tail: CommittedTail;
   private readonly checkpointer: WalCheckpointer | null = null;
 
   private readonly stmt: {
-    begin: Database.Statement;
-    commit: Database.Statement;
-    rollback: Database.Statement;
-    savepoint: Database.Statement;
-    release: Database.Statement;
-    rollbackTo: Database.Statement;
-    last: Database.Statement<[string], { revision: number; position: number }>;
-    insert: Database.Statement<[string, string, number, string, string, string]>;
     readStream: Database.Statement<[string, number], EventRow>;
     readAll: Database.Statement<[number, number], EventRow>;
     head: Database.Statement<[], { head: number | null }>;
-    dataVersion: Database.Statement<[], number>;
   };
 
   constructor(
@@ -137,29 +135,26 @@ export class SqliteEventStore implements EventStore {
     this.db.pragma('synchronous = FULL');
     this.db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000))}`);
     const autocheckpoint = Math.max(0, Math.floor(options.walAutocheckpoint ?? 8192));
+    this.autocheckpoint = autocheckpoint;
     this.db.pragma(`wal_autocheckpoint = ${autocheckpoint}`);
     // After a checkpoint, truncate a WAL that grew past 64 MiB.
     this.db.pragma('journal_size_limit = 67108864');
     this.db.exec(SCHEMA);
     if (options.backgroundCheckpoint !== false && isFile(filename)) {
       // The worker checkpoints every second; the COMMIT path only does it as a backstop (8x further).
-      this.db.pragma(`wal_autocheckpoint = ${autocheckpoint * 8}`);
-      this.checkpointer = new WalCheckpointer(filename, () => {
-        if (this.db.open) this.db.pragma(`wal_autocheckpoint = ${autocheckpoint}`);
+      this.autocheckpoint = autocheckpoint * 8;
+      this.checkpointer = new WalCheckpointer(filename, () => this.setAutocheckpoint(autocheckpoint));
+    }
+    this.db.pragma(`wal_autocheckpoint = ${this.autocheckpoint}`);
+    if (options.writerThread !== false && isFile(filename)) {
+      this.thread = new WriterThread(filename, { busyTimeoutMs: Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000)), autocheckpoint: this.autocheckpoint }, () => {
+        // The writer thread is gone: write on this thread's connection from now on.
+        this.thread = null;
+        options.logger?.warn('event store writer thread stopped; writing on the main thread', {});
       });
     }
     this.tail = new CommittedTail(Math.max(0, Math.floor(options.tailSize ?? 4096)));
     this.stmt = {
-      begin: this.db.prepare('BEGIN IMMEDIATE'),
-      commit: this.db.prepare('COMMIT'),
-      rollback: this.db.prepare('ROLLBACK'),
-      savepoint: this.db.prepare('SAVEPOINT append_one'),
-      release: this.db.prepare('RELEASE append_one'),
-      rollbackTo: this.db.prepare('ROLLBACK TO append_one'),
-      last: this.db.prepare('SELECT revision, position FROM events WHERE stream_id = ? ORDER BY revision DESC LIMIT 1'),
-      insert: this.db.prepare(
-        'INSERT INTO events (event_id, stream_id, revision, type, data, metadata) VALUES (?, ?, ?, ?, ?, ?)',
-      ),
       readStream: this.db.prepare(
         'SELECT position, stream_id, revision, type, data, metadata FROM events WHERE stream_id = ? AND revision >= ? ORDER BY revision',
       ),
@@ -167,13 +162,18 @@ export class SqliteEventStore implements EventStore {
         'SELECT position, stream_id, revision, type, data, metadata FROM events WHERE position > ? ORDER BY position LIMIT ?',
       ),
       head: this.db.prepare('SELECT MAX(position) AS head FROM events'),
-      dataVersion: this.db.prepare<[], number>('PRAGMA data_version').pluck(),
     };
+  }
+
+  private setAutocheckpoint(pages: number): void {
+    this.autocheckpoint = pages;
+    if (this.db.open) this.db.pragma(`wal_autocheckpoint = ${pages}`);
+    this.thread?.setAutocheckpoint(pages);
   }
 
   append(streamId: string, events: NewEvent[], expectedRevision: ExpectedRevision): Promise<AppendResult> {
     if (this.closed) return Promise.reject(new Error('event store is closed'));
-    let rows: PendingAppend['rows'];
+    let rows: BatchAppend['rows'];
     try {
       checkExpected(expectedRevision);
       rows = events.map((e) => ({
@@ -186,7 +186,7 @@ export class SqliteEventStore implements EventStore {
       return Promise.reject(err);
     }
     return new Promise<AppendResult>((resolve, reject) => {
-      this.queue.push({ streamId, expected: expectedRevision, rows, resolve, reject });
+      this.queue.push({ append: { streamId, expected: expectedRevision, rows }, resolve, reject });
       if (!this.flushScheduled) {
         this.flushScheduled = true;
         setImmediate(() => this.flush());
@@ -197,118 +197,69 @@ export class SqliteEventStore implements EventStore {
   /** Writes every queued append in one transaction, then answers each caller. */
   private flush(): void {
     this.flushScheduled = false;
+    // With a batch on the writer thread, the queue waits for it (and then goes as one batch).
+    if (this.inFlight || this.queue.length === 0) return;
     const batch = this.queue;
     this.queue = [];
-    if (batch.length === 0) return;
-    let outcomes: (AppendResult | { error: unknown })[] | null;
-    try {
-      // Fast path: no savepoints. Each append's expected revision is checked against the stream
-      // head as it stands in this transaction, so its INSERTs cannot hit UNIQUE(stream_id,
-      // revision); if an INSERT fails anyway (a bad value), the whole transaction is rolled back
-      // and the batch is written again with a savepoint around each several-event append.
-      outcomes = this.writeBatch(batch, false) ?? this.writeBatch(batch, true);
-    } catch (err) {
-      // The transaction itself failed (lock timeout, I/O), or an INSERT error made SQLite roll it
-      // back (SQLITE_FULL, IOERR, NOMEM): nothing of the batch was written.
-      for (const p of batch) p.reject(err);
+    const appends = batch.map((p) => p.append);
+    const thread = this.thread;
+    if (thread) {
+      this.inFlight = thread
+        .write(appends)
+        .then(
+          (result) => this.settle(batch, result),
+          (err) => this.fail(batch, err),
+        )
+        .finally(() => {
+          this.inFlight = null;
+          this.flush();
+        });
       return;
     }
-    const results = outcomes as (AppendResult | { error: unknown })[];
+    let result: BatchResult;
+    try {
+      this.writer ??= createBatchWriter(this.db);
+      result = this.writer.write(appends);
+    } catch (err) {
+      this.fail(batch, err);
+      return;
+    }
+    this.settle(batch, result);
+  }
+
+  /** The batch committed: the committed tail first, then each caller, then the subscriptions. */
+  private settle(batch: PendingAppend[], result: BatchResult): void {
+    this.stats.commits++;
+    this.stats.appends += batch.length;
+    // The rows this transaction inserted, in position order (each written append's rows took
+    // consecutive positions ending at its `position`).
+    const written: TailRow[] = [];
     for (let i = 0; i < batch.length; i++) {
-      const o = results[i];
-      if ('error' in o) batch[i].reject(o.error);
-      else batch[i].resolve(o);
+      const o = result.outcomes[i];
+      const { streamId, rows } = batch[i].append;
+      if (!('nextExpectedRevision' in o) || rows.length === 0) continue;
+      let revision = o.nextExpectedRevision - rows.length;
+      let position = o.position - rows.length;
+      for (const row of rows) written.push({ streamId, revision: ++revision, position: ++position, row, event: null });
+    }
+    this.tail.committed(written, result.foreignWrite);
+    for (let i = 0; i < batch.length; i++) {
+      const o = result.outcomes[i];
+      const p = batch[i];
+      if ('wrong' in o) p.reject(new WrongExpectedRevisionError(p.append.streamId, p.append.expected, o.wrong < 0 ? 'no_stream' : o.wrong));
+      else if ('error' in o) p.reject(Object.assign(new Error(o.error.message), o.error.code ? { code: o.error.code } : {}));
+      else p.resolve({ nextExpectedRevision: o.nextExpectedRevision, position: o.position });
     }
     for (const s of this.subscriptions) s.notify();
   }
 
   /**
-   * One write transaction for the batch. Returns each append's outcome after COMMIT; returns null
-   * (after rolling back) when `safe` is false and an INSERT of a several-event append failed.
+   * The transaction itself failed (lock timeout, I/O), or an INSERT error made SQLite roll it back
+   * (SQLITE_FULL, IOERR, NOMEM): nothing of the batch was written.
    */
-  private writeBatch(batch: PendingAppend[], safe: boolean): (AppendResult | { error: unknown })[] | null {
-    const outcomes: (AppendResult | { error: unknown })[] = new Array(batch.length);
-    const { stmt } = this;
-    stmt.begin.run();
-    // Stream state as of this transaction, including earlier appends of the same batch.
-    const streams = new Map<string, { revision: number; position: number }>();
-    // The rows this transaction inserts, in position order, for the committed tail.
-    const written: TailRow[] = [];
-    let foreignWrite = false;
-    try {
-      // Holding the write lock: if another connection wrote since our last commit, forget the cache.
-      const version = stmt.dataVersion.get() as number;
-      foreignWrite = version !== this.dataVersion;
-      if (foreignWrite || this.known.size > 100_000) this.known.clear();
-      this.dataVersion = version;
-      for (let i = 0; i < batch.length; i++) {
-        const p = batch[i];
-        let current = streams.get(p.streamId);
-        if (!current) {
-          current = this.known.get(p.streamId) ?? stmt.last.get(p.streamId) ?? { revision: -1, position: 0 };
-          streams.set(p.streamId, current);
-        }
-        const e = p.expected;
-        const ok = e === 'any' || (e === 'no_stream' ? current.revision === -1 : current.revision === e);
-        if (!ok) {
-          outcomes[i] = {
-            error: new WrongExpectedRevisionError(p.streamId, e, current.revision < 0 ? 'no_stream' : current.revision),
-          };
-          continue;
-        }
-        if (p.rows.length === 0) {
-          outcomes[i] = { nextExpectedRevision: current.revision, position: current.position };
-          continue;
-        }
-        // A single INSERT that fails is undone by SQLite on its own; several need a savepoint.
-        const multi = p.rows.length > 1;
-        if (multi && safe) stmt.savepoint.run();
-        const writtenBefore = written.length;
-        try {
-          let revision = current.revision;
-          let position = 0;
-          for (const r of p.rows) {
-            revision++;
-            position = Number(stmt.insert.run(r.eventId, p.streamId, revision, r.type, r.data, r.metadata).lastInsertRowid);
-            written.push({ streamId: p.streamId, revision, position, row: r, event: null });
-          }
-          if (multi && safe) stmt.release.run();
-          current = { revision, position };
-          streams.set(p.streamId, current);
-          outcomes[i] = { nextExpectedRevision: revision, position };
-        } catch (err) {
-          if (!this.db.inTransaction) {
-            // SQLite rolled the whole transaction back on this error (SQLITE_FULL, IOERR, NOMEM...):
-            // the earlier appends of the batch are gone too, and any further INSERT would run as
-            // its own autocommit write. Fail the whole batch, writing nothing more.
-            throw err;
-          }
-          if (multi && !safe) {
-            // Part of this append may be written: undo the transaction, redo with savepoints.
-            this.known.clear();
-            if (this.db.inTransaction) stmt.rollback.run();
-            return null;
-          }
-          if (multi) {
-            stmt.rollbackTo.run();
-            stmt.release.run();
-          }
-          written.length = writtenBefore;
-          outcomes[i] = { error: err };
-        }
-      }
-      stmt.commit.run();
-      this.stats.commits++;
-      this.stats.appends += batch.length;
-      for (const [id, state] of streams) this.known.set(id, state);
-      this.tail.committed(written, foreignWrite);
-    } catch (err) {
-      this.known.clear();
-      this.tail.reset();
-      if (this.db.inTransaction) stmt.rollback.run();
-      throw err;
-    }
-    return outcomes;
+  private fail(batch: PendingAppend[], err: unknown): void {
+    this.tail.reset();
+    for (const p of batch) p.reject(err);
   }
 
   async readStream(streamId: string, fromRevision = 0): Promise<RecordedEvent[]> {
@@ -361,8 +312,12 @@ export class SqliteEventStore implements EventStore {
     if (this.closed) return;
     await Promise.all([...this.subscriptions].map((s) => s.close()));
     // Appends already accepted are written (and answered) before the file is closed.
-    if (this.queue.length) this.flush();
+    while (this.inFlight || this.queue.length) {
+      if (this.inFlight) await this.inFlight;
+      else this.flush();
+    }
     this.closed = true;
+    await this.thread?.close();
     await this.checkpointer?.close();
     this.db.close();
   }
@@ -457,7 +412,7 @@ interface TailRow {
   streamId: string;
   revision: number;
   position: number;
-  row: PendingAppend['rows'][number];
+  row: BatchAppend['rows'][number];
   event: RecordedEvent | null;
 }
 

@@ -24,6 +24,20 @@ describeEventStoreConformance('SQLite (temp file)', async () => {
   };
 });
 
+describeEventStoreConformance('SQLite (temp file, writing on the calling thread)', async () => {
+  const { dir, file } = tempFile();
+  const store = new SqliteEventStore(file, { pollIntervalMs: 50, writerThread: false });
+  return {
+    store,
+    ordered: true,
+    reopen: async () => new SqliteEventStore(file, { writerThread: false }),
+    cleanup: async () => {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+});
+
 describe('SqliteEventStore specifics', () => {
   let dir: string;
   let file: string;
@@ -44,20 +58,62 @@ describe('SqliteEventStore specifics', () => {
     await again.close();
   });
 
-  it('writes every append of one tick in a single transaction', async () => {
-    const store = new SqliteEventStore(file);
-    const begin = (store as unknown as { stmt: { begin: { run: () => unknown } } }).stmt.begin;
-    const run = begin.run.bind(begin);
-    let begins = 0;
-    begin.run = () => {
-      begins++;
-      return run();
-    };
+  it.each([
+    ['on the writer thread', true],
+    ['on the calling thread', false],
+  ])('writes every append of one tick in a single transaction (%s)', async (_, writerThread) => {
+    const store = new SqliteEventStore(file, { writerThread });
     await Promise.all(Array.from({ length: 50 }, (_, i) => store.append(`s-${i}`, [ev('E', { i })], 'no_stream')));
-    expect(begins).toBe(1);
+    expect(store.stats).toMatchObject({ commits: 1, appends: 50 });
     await store.append('s-x', [ev('E', {})], 'no_stream');
-    expect(begins).toBe(2);
+    expect(store.stats).toMatchObject({ commits: 2, appends: 51 });
     expect(await store.headPosition()).toBe(51);
+    // What the transactions wrote, read back through a separate connection.
+    const db = new Database(file, { readonly: true });
+    expect(db.prepare('SELECT COUNT(*) AS n FROM events').get()).toEqual({ n: 51 });
+    db.close();
+    await store.close();
+  });
+
+  it('sends the appends made while the writer thread commits a batch as the next batch, each caller answered after its own COMMIT', async () => {
+    const store = new SqliteEventStore(file);
+    const first = store.append('s-0', [ev('E', {})], 'no_stream');
+    // The first batch leaves on the next turn; these 30 are queued while it is on the writer thread.
+    await new Promise((res) => setImmediate(res));
+    const more = Array.from({ length: 30 }, (_, i) => store.append(`s-${i + 1}`, [ev('E', { i })], 'no_stream'));
+    await Promise.all([first, ...more]);
+    expect(store.stats.appends).toBe(31);
+    expect(store.stats.commits).toBeLessThanOrEqual(3);
+    // Each answered append is readable from this thread's connection at once (read-your-writes).
+    for (let i = 0; i <= 30; i++) expect(await store.readStream(`s-${i}`)).toHaveLength(1);
+    await store.close();
+  });
+
+  it('rejects the whole batch when the writer thread cannot take the write lock (SQLITE_BUSY), then goes on', async () => {
+    const store = new SqliteEventStore(file, { busyTimeoutMs: 50 });
+    await store.append('s-0', [ev('E', {})], 'no_stream');
+    const other = new Database(file);
+    other.prepare('BEGIN IMMEDIATE').run(); // another process holds the write lock
+    const results = await Promise.allSettled([store.append('s-1', [ev('E', {})], 'no_stream'), store.append('s-2', [ev('E', {})], 'no_stream')]);
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    expect((results[0] as PromiseRejectedResult).reason).toMatchObject({ code: 'SQLITE_BUSY' });
+    other.prepare('ROLLBACK').run();
+    other.close();
+    await store.append('s-1', [ev('E', {})], 'no_stream');
+    expect((await store.readAll(0, 10)).map((e) => e.streamId)).toEqual(['s-0', 's-1']);
+    await store.close();
+  });
+
+  it('goes on writing on its own connection when the writer thread dies', async () => {
+    const warnings: string[] = [];
+    const store = new SqliteEventStore(file, { logger: { warn: (m) => warnings.push(m) } });
+    await store.append('s-1', [ev('E', { n: 1 })], 'no_stream');
+    const worker = (store as unknown as { thread: { worker: { terminate(): Promise<number> } } }).thread.worker;
+    await worker.terminate();
+    await store.append('s-1', [ev('E', { n: 2 })], 0);
+    await expect(store.append('s-1', [ev('E', { n: 3 })], 0)).rejects.toMatchObject({ actual: 1 });
+    expect((await store.readStream('s-1')).map((e) => e.data)).toEqual([{ n: 1 }, { n: 2 }]);
+    expect(warnings).toEqual(['event store writer thread stopped; writing on the main thread']);
     await store.close();
   });
 
@@ -201,7 +257,8 @@ describe('SqliteEventStore specifics', () => {
   });
 
   it('fails the whole batch, writing nothing more, when an INSERT error made SQLite roll back the transaction (SQLITE_FULL)', async () => {
-    const store = new SqliteEventStore(file);
+    // max_page_count is a setting of one connection: the store's own, so it writes on this thread.
+    const store = new SqliteEventStore(file, { writerThread: false });
     await store.append('s-before', [ev('E', {})], 'no_stream');
     const db = (store as unknown as { db: Database.Database }).db;
     // A full database: SQLite answers SQLITE_FULL and rolls back the whole transaction (checked here, not assumed).
