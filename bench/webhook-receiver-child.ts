@@ -7,8 +7,9 @@
  * A node:http server on 127.0.0.1 (ephemeral port) that reads each request's raw bytes, verifies the
  * signature with `verifyWebhook` (the compiled libs/security, by relative path after tsc-alias, as
  * the bench imports it), answers 200, and reports arrivals to the parent over IPC in batches
- * (at most every 5 ms or every 256 arrivals): [key, at] with key = data.caseId ?? envelope id and
- * at = performance.timeOrigin + performance.now() (the same clock the parent uses; see the bench).
+ * (at most every 5 ms or every 256 arrivals): [key, at, createdAt] with key = data.caseId ?? envelope id,
+ * at = performance.timeOrigin + performance.now() (the same clock the parent uses; see the bench) and
+ * createdAt = the envelope's createdAt in ms since the epoch.
  *
  * IPC from the parent: {type:'secret', secret, seq} (flushes pending arrivals, then acks
  * {type:'ack', seq}), {type:'flush', seq} (same, no secret change); acks carry
@@ -22,7 +23,7 @@ const now = () => performance.timeOrigin + performance.now();
 let secret = '';
 let bad = 0;
 let badSent = 0;
-let pending: [string, number][] = [];
+let pending: [string, number, number][] = [];
 let timer: NodeJS.Timeout | null = null;
 
 type Msg = { type: 'secret'; secret: string; seq: number } | { type: 'flush'; seq: number };
@@ -51,7 +52,7 @@ const server = createServer((req, res) => {
     const rawBody = Buffer.concat(chunks);
     try {
       const env = await verifyWebhook<{ caseId?: string }>({ rawBody, headers: req.headers as Record<string, string>, secret, seen: null, toleranceSec: 3600 });
-      pending.push([env.data.caseId ?? env.id, now()]);
+      pending.push([env.data.caseId ?? env.id, now(), Date.parse(env.createdAt)]);
     } catch {
       bad++;
     }

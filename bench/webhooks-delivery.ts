@@ -2,13 +2,17 @@
  * Webhook delivery throughput and opened-to-delivered latency, against the standalone app
  * (in-process, real HTTP, SQLite) and a real receiver on 127.0.0.1 that verifies every signature.
  *
- *   npm run build && node dist/bench/webhooks-delivery.js [--cases 500] [--concurrency 16] [--burst 500] [--receivers in,child]
+ *   npm run build && node dist/bench/webhooks-delivery.js [--cases 500] [--concurrency 16] [--burst 500] [--receivers in,child] [--open-client child|in] [--rate 200] [--paced-seconds 5]
  *
  * Workload: staff `POST E/clinical-cases` (case-ledger) with `--concurrency` callers until
  * `--cases` cases are open; each `clinical_case.opened` goes case-ledger relay → bus →
  * dispatcher → delivery stream → timer → signed POST. Figures:
  *   - deliveries/s: cases delivered / (first open request → last delivery received);
  *   - opened-to-delivered latency: 201 of the open request → the receiver has the webhook (p50/p95/p99);
+ *     in the paced run also from the open request being sent (an upper bound: it includes the open
+ *     request's own queueing and handling) and from the case opening: the envelope's `createdAt`,
+ *     the clinical_case.opened event's time on the service clock (the dev clock, not advanced here),
+ *     taken when the open is decided, before its commit (so it counts the commit too);
  *   - baseline in the same run: the same receiver fed by a plain signed-fetch loop with the same
  *     concurrency (what the HTTP path alone can do), and the open requests alone (cases/s with no endpoint).
  *   - burst (--burst N, default = --cases, 0 to skip): N cases opened for an organization without a
@@ -16,6 +20,9 @@
  *     no patient can be enrolled and a staff case needs a known patient), then the BAA is signed and the N deliveries go out at once:
  *     deliveries/s from the BAA request to the last webhook received (the dispatcher's own rate).
  *     --profile-burst writes a CPU profile of that window alone (--profile-open: of the open-only baseline).
+ * Caller placement (--open-client child|in, default child): the staff requests that open cases
+ * come from a child process (dist/bench/open-client-child.js, node:http keep-alive), as another
+ * system's would, or (in) from fetch in this process, whose CPU then counts against the service's.
  * Receiver placement (--receivers in,child, default both, in that order): the endpoint-dependent
  * figures (signed-POST baseline, open + deliver, paced, burst) are measured once per receiver:
  *   - in: a node:http server in this process, on the service's event loop (service and receiver
@@ -63,6 +70,8 @@ interface Receiver {
   readonly name: string;
   readonly url: string;
   readonly arrivals: Map<string, number>;
+  /** The envelope's `createdAt` (the clinical_case.opened event's time: when the case opened), ms since the epoch. */
+  readonly openedAt: Map<string, number>;
   bad(): number;
   /** Sets the secret used to verify; resolves once the receiver uses it. */
   setSecret(secret: string): Promise<void>;
@@ -78,6 +87,7 @@ async function inProcessReceiver(): Promise<Receiver> {
   let secret = '';
   let bad = 0;
   const arrivals = new Map<string, number>();
+  const openedAt = new Map<string, number>();
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -86,7 +96,10 @@ async function inProcessReceiver(): Promise<Receiver> {
       try {
         const env = await verifyWebhook<{ caseId?: string }>({ rawBody, headers: req.headers as Record<string, string>, secret, seen: null, toleranceSec: 3600 });
         const key = env.data.caseId ?? env.id;
-        if (!arrivals.has(key)) arrivals.set(key, now());
+        if (!arrivals.has(key)) {
+          arrivals.set(key, now());
+          openedAt.set(key, Date.parse(env.createdAt));
+        }
       } catch {
         bad++;
       }
@@ -98,6 +111,7 @@ async function inProcessReceiver(): Promise<Receiver> {
     name: 'in-process',
     url: `http://127.0.0.1:${(server.address() as { port: number }).port}/hook`,
     arrivals,
+    openedAt,
     bad: () => bad,
     setSecret: async (s) => {
       secret = s;
@@ -114,6 +128,7 @@ async function childReceiver(): Promise<Receiver> {
   const { join } = await import('node:path');
   const child = fork(join(__dirname, 'webhook-receiver-child.js'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const arrivals = new Map<string, number>();
+  const openedAt = new Map<string, number>();
   let bad = 0;
   let seq = 0;
   let cpuMicros = NaN;
@@ -121,10 +136,14 @@ async function childReceiver(): Promise<Receiver> {
   const port = await new Promise<number>((resolve, reject) => {
     child.once('error', reject);
     child.once('exit', (code) => reject(new Error(`receiver child exited: ${code}`)));
-    child.on('message', (m: { type: string; port?: number; items?: [string, number][]; bad?: number; seq?: number; cpuMicros?: number }) => {
+    child.on('message', (m: { type: string; port?: number; items?: [string, number, number][]; bad?: number; seq?: number; cpuMicros?: number }) => {
       if (m.type === 'listening') resolve(m.port!);
       else if (m.type === 'arrivals') {
-        for (const [key, at] of m.items!) if (!arrivals.has(key)) arrivals.set(key, at);
+        for (const [key, at, created] of m.items!) {
+          if (arrivals.has(key)) continue;
+          arrivals.set(key, at);
+          openedAt.set(key, created);
+        }
         bad = m.bad!;
       } else if (m.type === 'ack') {
         bad = m.bad!;
@@ -145,6 +164,7 @@ async function childReceiver(): Promise<Receiver> {
     name: 'child process',
     url: `http://127.0.0.1:${port}/hook`,
     arrivals,
+    openedAt,
     bad: () => bad,
     setSecret: (secret) => ask({ type: 'secret', secret }),
     sync: () => ask({ type: 'flush' }),
@@ -185,6 +205,78 @@ async function signedPostLoop(receiver: Receiver, total: number, concurrency: nu
   return perS;
 }
 
+/** Who sends the staff requests that open cases: [caseId, sentAt, answeredAt] per case. */
+interface Opener {
+  open(url: string, token: string, bodies: string[], concurrency: number, rate?: number): Promise<[string, number, number][]>;
+  close(): Promise<void>;
+}
+
+/** --open-client in: fetch from this process (the caller's CPU counts against the service's). */
+function inProcessOpener(): Opener {
+  const one = async (url: string, token: string, body: string): Promise<[string, number, number]> => {
+    const sentAt = now();
+    const r = await fetch(url, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body });
+    const text = await r.text();
+    if (r.status !== 201) throw new Error(`open: ${r.status} ${text}`);
+    return [(JSON.parse(text) as { caseId: string }).caseId, sentAt, now()];
+  };
+  return {
+    async open(url, token, bodies, concurrency, rate) {
+      const out: [string, number, number][] = [];
+      if (rate) {
+        const t0 = now();
+        const pending: Promise<void>[] = [];
+        for (let i = 0; i < bodies.length; i++) {
+          const wait = t0 + (i * 1000) / rate - now();
+          if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+          pending.push(one(url, token, bodies[i]).then((x) => void out.push(x)));
+        }
+        await Promise.all(pending);
+        return out;
+      }
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: concurrency }, async () => {
+          while (next < bodies.length) out.push(await one(url, token, bodies[next++]));
+        }),
+      );
+      return out;
+    },
+    close: async () => undefined,
+  };
+}
+
+/** --open-client child (default): node:http from a child process (dist/bench/open-client-child.js), as another system would call. */
+async function childOpener(): Promise<Opener> {
+  const { fork } = await import('node:child_process');
+  const { join } = await import('node:path');
+  const child = fork(join(__dirname, 'open-client-child.js'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  await new Promise<void>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('message', () => resolve());
+  });
+  let seq = 0;
+  return {
+    open: (url, token, bodies, concurrency, rate) =>
+      new Promise((resolve, reject) => {
+        const n = ++seq;
+        const onMessage = (m: { type: string; seq: number; items?: [string, number, number][]; error?: string }) => {
+          if (m.seq !== n) return;
+          child.off('message', onMessage);
+          if (m.type === 'opened') resolve(m.items!);
+          else reject(new Error(m.error));
+        };
+        child.on('message', onMessage);
+        child.send({ type: 'open', seq: n, url, token, bodies, concurrency, rate });
+      }),
+    close: async () => {
+      const exited = new Promise<void>((r) => child.once('exit', () => r()));
+      child.disconnect();
+      await exited;
+    },
+  };
+}
+
 interface PlacementResult {
   receiver: string;
   baselinePerS: number;
@@ -192,7 +284,7 @@ interface PlacementResult {
   delivered: number;
   opensTookS: number;
   latencies: number[];
-  paced?: { achieved: number; got: number; total: number; lat: number[]; fromSend: number[] };
+  paced?: { achieved: number; answered: number; got: number; total: number; lat: number[]; fromSend: number[]; fromOpened: number[] };
   burst?: { perS: number; delivered: number; latency: number[]; profile?: string; serviceCpu: number; receiverCpu: number };
   bad: number;
 }
@@ -214,6 +306,11 @@ async function main() {
   const baselines: number[] = [];
   for (const r of receivers) baselines.push(await signedPostLoop(r, cases, concurrency));
 
+  const oi = process.argv.indexOf('--open-client');
+  const openClient = oi > 0 ? process.argv[oi + 1] : 'child';
+  if (openClient !== 'in' && openClient !== 'child') throw new Error(`--open-client: in or child, not ${openClient}`);
+  const opener = openClient === 'child' ? await childOpener() : inProcessOpener();
+
   const app = await new TestApp().start();
   const results: PlacementResult[] = [];
   let openOnlyPerS = NaN;
@@ -225,18 +322,10 @@ async function main() {
       const patients = await Promise.all(Array.from({ length: concurrency }, () => app.enrolledPatient(t)));
       const plan = await app.api.put(`/organizations/${t.orgId}/plan`, { monthlyCredits: 10_000_000 }, t.staff);
       if (plan.status !== 200) throw new Error(`plan: ${plan.status}`);
-      const open = async (n: number, onOpened?: (caseId: string, at: number) => void) => {
-        let opened = 0;
-        await Promise.all(
-          Array.from({ length: concurrency }, async (_, c) => {
-            while (opened < n) {
-              opened++;
-              const r = await app.api.post(`${t.env}/clinical-cases`, { patientId: patients[c].patientId, request: 'Please call the patient back about the medication' }, t.staff);
-              if (r.status !== 201) throw new Error(`open: ${r.status} ${r.text}`);
-              onOpened?.(r.body.caseId, now());
-            }
-          }),
-        );
+      /** Opens n cases (closed loop at --concurrency, or open loop at `rate`): [caseId, sentAt, answeredAt] each. */
+      const open = (n: number, rate?: number) => {
+        const bodies = Array.from({ length: n }, (_, i) => JSON.stringify({ patientId: patients[i % patients.length].patientId, request: 'Please call the patient back about the medication' }));
+        return opener.open(`${app.baseUrl}${t.env}/clinical-cases`, t.staff, bodies, concurrency, rate);
       };
       return { t, patients, open };
     };
@@ -259,7 +348,7 @@ async function main() {
       await receiver.setSecret(ep.body.secret);
       const openedAt = new Map<string, number>();
       const s0 = now();
-      await open(cases, (id, at) => openedAt.set(id, at));
+      for (const [id, , at] of await open(cases)) openedAt.set(id, at);
       const openedDone = now();
       const deadline = Date.now() + 120_000;
       while ([...openedAt.keys()].some((id) => !arrivals.has(id)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
@@ -281,31 +370,23 @@ async function main() {
       const pacedSent = new Map<string, number>();
       const pacedTotal = rate * pacedSeconds;
       if (pacedTotal > 0) {
-        const p0 = now();
-        const pending: Promise<void>[] = [];
-        for (let i = 0; i < pacedTotal; i++) {
-          const due = p0 + (i * 1000) / rate;
-          const wait = due - now();
-          if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-          const sentAt = now();
-          pending.push(
-            app.api.post(`${t.env}/clinical-cases`, { patientId: patients[i % patients.length].patientId, request: 'Please call the patient back about the medication' }, t.staff).then((r) => {
-              if (r.status !== 201) throw new Error(`open: ${r.status} ${r.text}`);
-              pacedOpened.set(r.body.caseId, now());
-              pacedSent.set(r.body.caseId, sentAt);
-            }),
-          );
+        const items = await open(pacedTotal, rate);
+        for (const [id, sentAt, answeredAt] of items) {
+          pacedOpened.set(id, answeredAt);
+          pacedSent.set(id, sentAt);
         }
-        await Promise.all(pending);
+        const p0 = Math.min(...items.map((x) => x[1]));
         const pacedDeadline = Date.now() + 120_000;
         while ([...pacedOpened.keys()].some((id) => !arrivals.has(id)) && Date.now() < pacedDeadline) await new Promise((r) => setTimeout(r, 20));
         const got = [...pacedOpened.keys()].filter((id) => arrivals.has(id));
         result.paced = {
           achieved: pacedTotal / ((Math.max(...[...pacedSent.values()]) - p0) / 1000),
+          answered: pacedTotal / ((Math.max(...[...pacedOpened.values()]) - p0) / 1000),
           got: got.length,
           total: pacedTotal,
           lat: got.map((id) => arrivals.get(id)! - pacedOpened.get(id)!),
           fromSend: got.map((id) => arrivals.get(id)! - pacedSent.get(id)!),
+          fromOpened: got.map((id) => arrivals.get(id)! - receiver.openedAt.get(id)!),
         };
       }
 
@@ -382,9 +463,10 @@ async function main() {
   } finally {
     await app.stop();
     for (const r of receivers) await r.close();
+    await opener.close();
   }
 
-  console.log(`webhook delivery bench: ${cases} cases, concurrency ${concurrency}, node ${process.version}, receivers: ${receivers.map((r) => r.name).join(', ')} (in that order)`);
+  console.log(`webhook delivery bench: ${cases} cases, concurrency ${concurrency}, node ${process.version}, receivers: ${receivers.map((r) => r.name).join(', ')} (in that order), open requests from ${openClient === 'child' ? 'a child process' : 'this process'}`);
   console.log(`  baseline  open cases, no endpoint                ${f(openOnlyPerS)} cases/s`);
   for (const r of results) {
     console.log(`receiver: ${r.receiver}`);
@@ -393,7 +475,8 @@ async function main() {
     console.log(`  latency   201 of open → webhook received          p50 ${f(pct(r.latencies, 50))} ms  p95 ${f(pct(r.latencies, 95))} ms  p99 ${f(pct(r.latencies, 99))} ms  max ${f(Math.max(...r.latencies))} ms`);
     if (r.paced) {
       const p = r.paced;
-      console.log(`  paced     ${rate} cases/s for ${pacedSeconds} s (sent at ${f(p.achieved)}/s): ${p.got}/${p.total} delivered (target p99 < 100 ms)`);
+      console.log(`  paced     ${rate} cases/s for ${pacedSeconds} s (sent at ${f(p.achieved)}/s, 201s at ${f(p.answered)}/s): ${p.got}/${p.total} delivered (target p99 < 100 ms)`);
+      console.log(`  latency   case opened (event createdAt) → received p50 ${f(pct(p.fromOpened, 50))} ms  p99 ${f(pct(p.fromOpened, 99))} ms  max ${f(Math.max(...p.fromOpened))} ms  (createdAt: the service clock when the open was decided, ms)`);
       console.log(`  latency   201 of open → webhook received          p50 ${f(pct(p.lat, 50))} ms  p99 ${f(pct(p.lat, 99))} ms  max ${f(Math.max(...p.lat))} ms`);
       console.log(`  latency   open request sent → webhook received    p50 ${f(pct(p.fromSend, 50))} ms  p99 ${f(pct(p.fromSend, 99))} ms  max ${f(Math.max(...p.fromSend))} ms  (an upper bound: includes the open request itself)`);
     }
