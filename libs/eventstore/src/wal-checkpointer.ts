@@ -55,6 +55,8 @@ export class WalCheckpointer {
     this.stopping = true;
     await new Promise<void>((resolve) => {
       w.once('exit', () => resolve());
+      // Keep the process alive until the worker has closed its connection (the caller awaits it).
+      w.ref();
       w.postMessage('stop');
       // A worker stuck in a long checkpoint must not hold up shutdown.
       setTimeout(() => void w.terminate(), 5000).unref();

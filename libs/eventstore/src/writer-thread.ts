@@ -73,6 +73,8 @@ export class WriterThread {
     this.stopping = true;
     await new Promise<void>((resolve) => {
       w.once('exit', () => resolve());
+      // Keep the process alive until the worker has closed its connection (the caller awaits it).
+      w.ref();
       w.postMessage({ type: 'stop' });
       setTimeout(() => void w.terminate(), 5000).unref();
     });

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -319,5 +320,32 @@ describe('SqliteEventStore specifics', () => {
     await store.append('s-1', [ev('E', { ok: true })], 'no_stream');
     expect((await store.readStream('s-1'))[0].data).toEqual({ ok: true });
     await store.close();
+  });
+});
+
+describe('SqliteEventStore close() in a process with nothing else to do', () => {
+  // The writer and checkpoint threads are unref'd while idle; close() must still keep the process
+  // alive until it has finished, or the code after `await store.close()` would never run.
+  it.each([
+    ['writer thread and checkpointer', '{}'],
+    ['checkpointer only', '{ writerThread: false }'],
+  ])('resolves, and the code after it runs (%s)', (_, options) => {
+    const dir = mkdtempSync(join(tmpdir(), 'eventstore-close-'));
+    try {
+      const lib = join(__dirname, '..', '..', '..', 'dist', 'libs', 'eventstore', 'src');
+      const script = `
+        const { SqliteEventStore } = require(${JSON.stringify(lib)});
+        (async () => {
+          const store = new SqliteEventStore(${JSON.stringify(join(dir, 'events.db'))}, ${options});
+          await store.append('s-1', [{ type: 'E', data: {}, metadata: {} }], 'no_stream');
+          await store.close();
+          console.log('after close');
+        })();`;
+      const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20_000 });
+      expect(r.stderr).toBe('');
+      expect(r.stdout.trim()).toBe('after close');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
