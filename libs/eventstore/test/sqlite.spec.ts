@@ -338,6 +338,8 @@ describe('SqliteEventStore close() in a process with nothing else to do', () => 
         (async () => {
           const store = new SqliteEventStore(${JSON.stringify(join(dir, 'events.db'))}, ${options});
           await store.append('s-1', [{ type: 'E', data: {}, metadata: {} }], 'no_stream');
+          // Long enough for the threads to be up and idle (the checkpointer's first round is at 1 s).
+          await new Promise((r) => setTimeout(r, 1500));
           await store.close();
           console.log('after close');
         })();`;
