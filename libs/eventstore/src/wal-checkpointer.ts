@@ -1,4 +1,5 @@
 import { Worker } from 'node:worker_threads';
+import { stopWorker } from './stop-worker';
 
 /**
  * Runs SQLite's WAL checkpoints for one database file on a worker thread, off the event loop.
@@ -53,14 +54,7 @@ export class WalCheckpointer {
     const w = this.worker;
     if (!w || this.stopping) return;
     this.stopping = true;
-    await new Promise<void>((resolve) => {
-      w.once('exit', () => resolve());
-      // Keep the process alive until the worker has closed its connection (the caller awaits it).
-      w.ref();
-      w.postMessage('stop');
-      // A worker stuck in a long checkpoint must not hold up shutdown.
-      setTimeout(() => void w.terminate(), 5000).unref();
-    });
+    await stopWorker(w, 'stop');
   }
 
   private fail(): void {

@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import { BatchAppend, BatchOutcome, BatchResult, createBatchWriter } from './batch-writer';
+import { stopWorker } from './stop-worker';
 
 export interface WriterThreadOptions {
   busyTimeoutMs: number;
@@ -71,13 +72,7 @@ export class WriterThread {
     const w = this.worker;
     if (!w || this.stopping) return;
     this.stopping = true;
-    await new Promise<void>((resolve) => {
-      w.once('exit', () => resolve());
-      // Keep the process alive until the worker has closed its connection (the caller awaits it).
-      w.ref();
-      w.postMessage({ type: 'stop' });
-      setTimeout(() => void w.terminate(), 5000).unref();
-    });
+    await stopWorker(w, { type: 'stop' });
   }
 
   private gone(err: Error): void {
