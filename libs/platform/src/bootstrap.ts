@@ -130,6 +130,9 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   const adapter = new FastifyAdapter({
     bodyLimit: BODY_LIMIT,
     genReqId: () => randomUUID(),
+    // No Nest middleware is used (guards, pipes and filters do that work), so @fastify/middie,
+    // which would otherwise run on every request, is not registered.
+    skipMiddie: true,
     logger: false,
     return503OnClosing: false,
     routerOptions: { maxParamLength: 2048 },
