@@ -121,6 +121,7 @@ describe('workflow agent conversations (e2e, real HTTP)', () => {
     expect(JSON.parse(post.raw).note).toBe(`Return "B-77" for run ${test.body.runId}`);
     expect((await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
 
+    await app.enrolledPatient(t, { externalPatientId: OWNER }); // a care-team case needs a known patient
     const rotated = await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff);
     const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
     const identityToken = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject(OWNER).setIssuedAt(now).setExpirationTime(now + 300).sign(new TextEncoder().encode(rotated.body.secret));
@@ -129,6 +130,13 @@ describe('workflow agent conversations (e2e, real HTTP)', () => {
     const m1 = await app.api.post('/widget/v1/messages', { message: 'Quiero devolver mi pedido' }, session);
     expect(m1.status).toBe(201);
     expect(m1.body.replies).toEqual([{ type: 'text', text: 'Which order number?' }]);
+    // A health question while the run waits for its answer goes to the care team, never to the
+    // workflow (no call is made with it); the run still waits for the order number afterwards.
+    const callsBefore = dest.seen.length;
+    const health = await app.api.post('/widget/v1/messages', { message: 'I have a fever and a rash since I took the medication' }, session);
+    expect(health.status).toBe(201);
+    expect(health.body).toMatchObject({ conversationId: m1.body.conversationId, handedOff: true, caseReference: expect.stringMatching(/^CC-/) });
+    expect(dest.seen.length).toBe(callsBefore);
     const bad = await app.api.post('/widget/v1/messages', { message: 'no idea!!' }, session);
     expect(bad.body.replies[0].text).toMatch(/order number/);
     const m2 = await app.api.post('/widget/v1/messages', { message: 'B-77' }, session);

@@ -25,6 +25,25 @@ describe('definition validation', () => {
     expect(validateDefinition({ ...base([reply('a')]), triggerPhrases: Array(21).fill('x') }).map((x) => x.path)).toContain('definition.triggerPhrases');
     expect(validateDefinition({ ...base([reply('a')]), schema: 3 }).map((x) => x.path)).toContain('definition.schema');
   });
+  it('counts characters as the spec does (code points: an emoji is one character)', () => {
+    const emoji = '\u{1F600}';
+    expect(validateDefinition({ ...base([reply('a')]), description: emoji.repeat(300) })).toEqual([]);
+    expect(validateDefinition({ ...base([reply('a')]), description: emoji.repeat(301) }).map((x) => x.path)).toEqual(['definition.description']);
+    expect(validateDefinition(base([{ id: 'a', type: 'reply', message: emoji.repeat(1000) }]))).toEqual([]);
+  });
+  it('sets no length on a trigger or exclude phrase, but refuses an empty one (it would match every message)', () => {
+    expect(validateDefinition({ ...base([reply('a')]), triggerPhrases: ['x'.repeat(500)], excludePhrases: ['y'.repeat(201)] })).toEqual([]);
+    expect(validateDefinition({ ...base([reply('a')]), triggerPhrases: ['', '  '] }).map((x) => x.path)).toEqual(['definition.triggerPhrases[0]', 'definition.triggerPhrases[1]']);
+  });
+  it('orders_v1: takes the order_lookup.requested payload as body in any key order, and refuses what the patient typed', () => {
+    const lookup = (extra: object) => ({ id: 'look', type: 'call_api', destinationStableKey: 'shop', method: 'POST', readOnly: true, path: '/orders/lookup', contract: 'orders_v1', save: [], notFoundReply: 'n', errorReply: 'e', ...extra });
+    const reordered = { patient: { externalId: '{{patient.externalId}}' }, requestId: '{{run.id}}', type: 'order_lookup.requested', version: 1 };
+    expect(validateDefinition(base([lookup({ body: reordered })]))).toEqual([]);
+    expect(validateDefinition(base([lookup({ body: { ...reordered, version: 2 } })])).map((x) => x.path)).toEqual(['definition.steps[0].body']);
+    const ask = { id: 'which', type: 'ask', variable: 'orderNo', prompt: 'Which order?', format: 'order_number' };
+    const typed = validateDefinition(base([ask, lookup({ path: '/orders/lookup?n={{orderNo}}', ownership: { emailPath: 'customer.email' } })]));
+    expect(typed).toEqual([{ path: 'definition.steps[1].path', message: expect.stringMatching(/order lookup never contains what the patient typed/) }]);
+  });
   it('refuses a cycle without an ask, allows one through an ask', () => {
     expect(validateDefinition(base([reply('a', 'b'), reply('b', 'a')])).map((x) => x.message).join()).toMatch(/cycle without an ask/);
     expect(validateDefinition(base([{ id: 'q', type: 'ask', variable: 'v', prompt: 'p', format: 'text' }, reply('b', 'q')]))).toEqual([]);
@@ -108,6 +127,26 @@ describe('step machine', () => {
     expect(anon.next.kind).toBe('ended');
     expect(anon.state.outcome).toBe('sign_in_required');
   });
+  it('orders_v1: a response that ownership says is not the patient\'s reads as not found', () => {
+    const d = def([{ id: 'look', type: 'call_api', destinationStableKey: 'shop', method: 'POST', readOnly: true, path: '/orders/lookup', contract: 'orders_v1', ownership: { emailPath: 'customer.email' }, save: [], notFoundReply: 'none', errorReply: 'e' }]);
+    const started = advance(d, startRun(d), ctx);
+    const orders = [{ id: 'C1', status: 'shipped' }];
+    const other = giveCallResult(d, started.state, ctx, { kind: 'response', status: 200, body: { customer: { email: 'someone@else.example' }, orders } });
+    expect(other.state.outcome).toBe('not_found');
+    expect(other.replies).toEqual([{ type: 'text', text: 'none' }]);
+    const mine = giveCallResult(d, started.state, ctx, { kind: 'response', status: 200, body: { customer: { email: 'P@example.test' }, orders } });
+    expect(mine.replies[0]).toMatchObject({ type: 'orders' });
+  });
+  it('orders_v1: never sends what the patient typed, even when the definition got past validation', () => {
+    const d = def([
+      { id: 'which', type: 'ask', variable: 'orderNo', prompt: 'Which order?', format: 'text' },
+      { id: 'look', type: 'call_api', destinationStableKey: 'shop', method: 'POST', readOnly: true, path: '/orders/lookup?n={{orderNo}}', contract: 'orders_v1', ownership: { emailPath: 'customer.email' }, save: [], notFoundReply: 'n', errorReply: 'e' },
+    ]);
+    const asked = advance(d, startRun(d), ctx);
+    const r = giveInput(d, asked.state, ctx, 'A-555', 0);
+    expect(r.next.kind).toBe('ended');
+    expect(r.state.steps.at(-1)!.outcome).toBe('rule_violation');
+  });
   it('enforces the ordering rule again at run time', () => {
     // A definition that bypassed validation: an account-changing call without confirm.
     const d = def([{ id: 'x', type: 'call_api', destinationStableKey: 'k', method: 'DELETE', path: '/a', save: [], notFoundReply: 'n', errorReply: 'e' }]);
@@ -140,6 +179,15 @@ describe('orders contract', () => {
       expect(parseOrdersResponse({ orders: [{ id: '1', status: 'shipped', estimatedDelivery: d }] })).toBeNull();
     for (const d of ['2024-02-29', '2026-12-31', '2026-02-28T23:59:59.5+01:00'])
       expect(parseOrdersResponse({ orders: [{ id: '1', status: 'shipped', placedAt: d }] })).not.toBeNull();
+  });
+  it('placedAt may leave out the time zone (ISO 8601); estimatedDelivery may not', () => {
+    expect(parseOrdersResponse({ orders: [{ id: '1', status: 'shipped', placedAt: '2024-03-01T10:00:00' }] })).not.toBeNull();
+    expect(parseOrdersResponse({ orders: [{ id: '1', status: 'shipped', estimatedDelivery: '2024-03-01T10:00:00' }] })).toBeNull();
+  });
+  it('counts characters as code points (an emoji is one)', () => {
+    const emoji = '\u{1F4E6}';
+    expect(parseOrdersResponse({ orders: [{ id: emoji.repeat(64), status: 'shipped', items: [{ name: emoji.repeat(120), quantity: 1 }] }] })).not.toBeNull();
+    expect(parseOrdersResponse({ orders: [{ id: emoji.repeat(65), status: 'shipped' }] })).toBeNull();
   });
 });
 

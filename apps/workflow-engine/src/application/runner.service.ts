@@ -220,6 +220,18 @@ export class RunnerService {
       const caseReference = d?.status === 'delivered' ? d.reference : null;
       return { conversationId, replies: [{ type: 'text', text: alerted ? `${EMERGENCY_GUIDANCE} ${EMERGENCY_ALERTED}` : EMERGENCY_GUIDANCE }] as Reply[], handedOff: alerted, ...(caseReference ? { caseReference } : {}) };
     }
+    // A health question goes to the care team before anything else, even the answer a waiting run
+    // expects: no workflow (and so no order lookup) ever gets it (spec order_lookup.requested,
+    // decisions section 7). The waiting run stays as it is.
+    const health = healthQuestion(message);
+    if (health.matched) {
+      const d = await this.requestCase(session, derivedUuid(`health:${session.sessionId}:${this.clock.now().toISOString()}:${message}`), health.priority, message, [], 'health_question');
+      const passed = !!d && d.status !== 'failed';
+      const caseReference = d?.status === 'delivered' ? d.reference : null;
+      // "Please sign in" only for an anonymous visitor; a signed-in patient is never asked to (M2).
+      const text = passed ? HEALTH_REPLY : session.externalPatientId ? HEALTH_DIRECT_REPLY : HEALTH_ANON_REPLY;
+      return { conversationId, replies: [{ type: 'text', text }] as Reply[], handedOff: passed, ...(caseReference ? { caseReference } : {}) };
+    }
     const pending = await this.readStore.get<{ runId: string; workflowId: string; versionId: string }>(WorkflowCollections.pending, conversationId);
     if (pending) {
       const loaded = await this.runs.load(runStream(pending.runId));
@@ -245,15 +257,6 @@ export class RunnerService {
         await this.workflows.applied(w.position);
         return this.finish(conversationId, r, handOff);
       }
-    }
-    const health = healthQuestion(message);
-    if (health.matched) {
-      const d = await this.requestCase(session, derivedUuid(`health:${session.sessionId}:${this.clock.now().toISOString()}:${message}`), health.priority, message, [], 'health_question');
-      const passed = !!d && d.status !== 'failed';
-      const caseReference = d?.status === 'delivered' ? d.reference : null;
-      // "Please sign in" only for an anonymous visitor; a signed-in patient is never asked to (M2).
-      const text = passed ? HEALTH_REPLY : session.externalPatientId ? HEALTH_DIRECT_REPLY : HEALTH_ANON_REPLY;
-      return { conversationId, replies: [{ type: 'text', text }] as Reply[], handedOff: passed, ...(caseReference ? { caseReference } : {}) };
     }
     const live = await this.workflows.liveWorkflows(envId);
     const match = live.map((w) => ({ w, v: w.versions.find((v) => v.id === w.liveVersionId)! })).find(({ v }) => v && triggerMatches(v.definition, message));

@@ -4,6 +4,9 @@
  * ordering rules and `contract` with `select`. Details name each offending step and rule with a
  * path like `definition.steps[2].next`.
  */
+import { canonicalJson } from '@svc/security';
+import { charsBetween } from './orders';
+
 export type Category = 'support' | 'billing' | 'scheduling' | 'fulfillment';
 export type HandOffCategory = Category | 'clinical';
 export type AskFormat = 'text' | 'order_number' | 'email' | 'number' | 'photos';
@@ -138,13 +141,13 @@ type Check = (cond: boolean, path: string, message: string) => void;
 function text(check: Check, v: unknown, path: string, min: number, max: number, required = true): void {
   if (v === undefined && !required) return;
   if (!isStr(v)) return check(false, path, `must be a string of ${min}-${max} characters`);
-  check(v.length >= min && v.length <= max, path, `must be ${min}-${max} characters`);
+  check(charsBetween(v, min, max), path, `must be ${min}-${max} characters`);
 }
 
 function dotPath(check: Check, v: unknown, path: string, required = true): void {
   if (v === undefined && !required) return;
   if (!isStr(v)) return check(false, path, 'must be a dot path string');
-  check(v.length >= 1 && v.length <= 160 && DOT_PATH.test(v), path, 'must be a dot path of up to 160 characters');
+  check(charsBetween(v, 1, 160) && DOT_PATH.test(v), path, 'must be a dot path of up to 160 characters');
 }
 
 function onlyKeys(check: Check, o: Record<string, unknown>, allowed: string[], path: string): void {
@@ -170,7 +173,8 @@ export function validateDefinition(def: unknown, prefix = 'definition'): Detail[
       continue;
     }
     check(v.length <= 20, `${prefix}.${f}`, 'must have at most 20 items');
-    v.forEach((p, i) => text(check, p, `${prefix}.${f}[${i}]`, 1, 200));
+    // The spec sets no length for a phrase; an empty one would match every message.
+    v.forEach((p, i) => check(isStr(p) && p.trim().length >= 1, `${prefix}.${f}[${i}]`, 'must be a non-empty string'));
   }
   if (!Array.isArray(def.steps)) {
     check(false, `${prefix}.steps`, 'must be an array of 1 to 30 steps');
@@ -209,11 +213,11 @@ export function validateDefinition(def: unknown, prefix = 'definition'): Detail[
         onlyKeys(check, raw, [...common, 'destinationStableKey', 'method', 'path', 'body', 'readOnly', 'select', 'save', 'ownership', 'contract', 'notFoundReply', 'errorReply'], p);
         check(isStr(raw.destinationStableKey) && STABLE_KEY.test(raw.destinationStableKey), `${p}.destinationStableKey`, 'must match ^[a-z][a-z0-9_]{1,79}$');
         check(METHODS.includes(raw.method as string), `${p}.method`, `must be one of ${METHODS.join(', ')}`);
-        check(isStr(raw.path) && raw.path.length <= 500, `${p}.path`, 'must be a string of up to 500 characters');
+        check(isStr(raw.path) && charsBetween(raw.path, 0, 500), `${p}.path`, 'must be a string of up to 500 characters');
         if (raw.body !== undefined) {
           if (!isObj(raw.body)) check(false, `${p}.body`, 'must be a JSON object');
           else {
-            check(JSON.stringify(raw.body).length <= 8000, `${p}.body`, 'must be up to 8,000 characters of JSON');
+            check(charsBetween(JSON.stringify(raw.body), 0, 8000), `${p}.body`, 'must be up to 8,000 characters of JSON');
             check(raw.method !== 'GET', `${p}.body`, 'a GET call has no body');
           }
         }
@@ -250,7 +254,7 @@ export function validateDefinition(def: unknown, prefix = 'definition'): Detail[
         if (raw.contract !== undefined) {
           check(raw.contract === 'orders_v1', `${p}.contract`, 'must be orders_v1');
           check(raw.select === undefined, `${p}.contract`, 'contract cannot be combined with select');
-          if (raw.body !== undefined) check(JSON.stringify(raw.body) === JSON.stringify(ORDERS_V1_BODY), `${p}.body`, 'with contract orders_v1 the body must be the order_lookup.requested payload (or left out)');
+          if (raw.body !== undefined) check(canonicalJson(raw.body) === canonicalJson(ORDERS_V1_BODY), `${p}.body`, 'with contract orders_v1 the body must be the order_lookup.requested payload (or left out)');
         }
         text(check, raw.notFoundReply, `${p}.notFoundReply`, 1, 500);
         text(check, raw.errorReply, `${p}.errorReply`, 1, 500);
@@ -260,7 +264,7 @@ export function validateDefinition(def: unknown, prefix = 'definition'): Detail[
         onlyKeys(check, raw, [...common, 'variable', 'operator', 'value', 'then', 'else'], p);
         check(isStr(raw.variable) && VARIABLE.test(raw.variable), `${p}.variable`, 'must match ^[a-zA-Z][a-zA-Z0-9_]{0,39}$');
         check(OPERATORS.includes(raw.operator as string), `${p}.operator`, `must be one of ${OPERATORS.join(', ')}`);
-        if (raw.value !== undefined) check(isStr(raw.value) && raw.value.length <= 200, `${p}.value`, 'must be a string of up to 200 characters');
+        if (raw.value !== undefined) check(isStr(raw.value) && charsBetween(raw.value, 0, 200), `${p}.value`, 'must be a string of up to 200 characters');
         ref(raw.then, `${p}.then`, true);
         ref(raw.else, `${p}.else`, true);
         break;
@@ -343,7 +347,8 @@ function graphRules(def: Definition, prefix: string): Detail[] {
       if (!conf[i]) details.push({ path: p, message: `step \`${s.id}\` changes an account (non-GET, not readOnly) and must come after a confirm step` });
     }
     const typed = typedVariablesUsed(def, s);
-    if (typed.length && !s.ownership) details.push({ path: `${p}.ownership`, message: `step \`${s.id}\` uses what the patient typed (${typed.join(', ')}) and must check ownership` });
+    if (typed.length && s.contract === 'orders_v1') details.push({ path: `${p}.path`, message: `step \`${s.id}\` is an order lookup and uses what the patient typed (${typed.join(', ')}); an order lookup never contains what the patient typed` });
+    else if (typed.length && !s.ownership) details.push({ path: `${p}.ownership`, message: `step \`${s.id}\` uses what the patient typed (${typed.join(', ')}) and must check ownership` });
   });
   return details;
 }

@@ -282,7 +282,9 @@ export function advance(def: Definition, input: RunState, ctx: RunContext): Adva
       }
       case 'call_api': {
         // The definition rules, again at run time.
-        const violates = (changesAccount(step) && !(state.confirmed && state.ownershipChecked)) || (typedVariablesUsed(def, step).length > 0 && !step.ownership);
+        const typed = typedVariablesUsed(def, step).length > 0;
+        // An order lookup never contains what the patient typed, ownership or not (spec order_lookup.requested).
+        const violates = (changesAccount(step) && !(state.confirmed && state.ownershipChecked)) || (typed && (!step.ownership || step.contract === 'orders_v1'));
         if (violates) {
           replies.push({ type: 'text', text: render(step.errorReply, state.vars, ctx) });
           state = end({ ...trace(state, step, 'rule_violation'), stepError: true }, 'error');
@@ -351,11 +353,18 @@ export function giveCallResult(def: Definition, input: RunState, ctx: RunContext
   if (result.kind === 'failed') return fail('call_failed');
   const replies: Reply[] = [];
   let vars = { ...input.vars };
+  /** A record that is not the patient's reads as not found. */
+  const notThePatients = (record: unknown): boolean => {
+    if (!step.ownership) return false;
+    const { emailPath, patientIdPath } = step.ownership;
+    if (emailPath && asText(getPath(record, emailPath)).trim().toLowerCase() !== (ctx.patient.email ?? '').trim().toLowerCase()) return true;
+    return !!patientIdPath && asText(getPath(record, patientIdPath)) !== (ctx.patient.externalId ?? '');
+  };
   if (step.contract === 'orders_v1') {
     if (result.status !== 200) return fail('call_failed');
     const orders = parseOrdersResponse(result.body);
     if (!orders) return fail('contract_broken');
-    if (orders.length === 0) return notFound();
+    if (orders.length === 0 || notThePatients(result.body)) return notFound();
     const shown = ordersToShow(orders);
     replies.push({ type: 'orders', orders: shown });
     vars.orderCount = String(orders.length);
@@ -372,12 +381,7 @@ export function giveCallResult(def: Definition, input: RunState, ctx: RunContext
       record = list.find((item) => asText(getPath(item, step.select!.matchPath)).trim() === want);
       if (record === undefined) return notFound();
     }
-    if (step.ownership) {
-      // A record that is not the patient's reads as not found.
-      const { emailPath, patientIdPath } = step.ownership;
-      if (emailPath && asText(getPath(record, emailPath)).trim().toLowerCase() !== (ctx.patient.email ?? '').trim().toLowerCase()) return notFound();
-      if (patientIdPath && asText(getPath(record, patientIdPath)) !== (ctx.patient.externalId ?? '')) return notFound();
-    }
+    if (notThePatients(record)) return notFound();
     for (const s of step.save) vars[s.variable] = asText(getPath(record, s.path));
   }
   const state: RunState = {

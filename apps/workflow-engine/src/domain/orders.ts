@@ -14,10 +14,29 @@ export interface OrderCard {
 
 const STATUSES = ['processing', 'shipped', 'delivered', 'delayed', 'cancelled'];
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
-const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+/** ISO 8601 date-time; `estimatedDelivery` needs the time zone, `placedAt` may leave it out (spec Order item). */
+const DATE_TIME_ZONED = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?$/;
+
+/** Characters as the spec counts them: Unicode code points (an emoji is one), not UTF-16 units. */
+export function charCount(v: string): number {
+  let n = 0;
+  for (let i = 0; i < v.length; i++) {
+    const c = v.charCodeAt(i);
+    // A high surrogate followed by a low one is one character.
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < v.length) {
+      const d = v.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) i++;
+    }
+    n++;
+  }
+  return n;
+}
+/** A string of min-max characters (code points). */
+export const charsBetween = (v: string, min: number, max: number) => v.length >= min && (v.length <= max || charCount(v) <= max);
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-const optStr = (v: unknown, max: number) => v === undefined || v === null || (typeof v === 'string' && v.length <= max);
+const optStr = (v: unknown, max: number) => v === undefined || v === null || (typeof v === 'string' && charsBetween(v, 0, max));
 /** The calendar date of a `YYYY-MM-DD...` value exists (Date.parse rolls 2024-02-30 over to March 1). */
 function realCalendarDate(v: string): boolean {
   const y = Number(v.slice(0, 4));
@@ -26,8 +45,10 @@ function realCalendarDate(v: string): boolean {
   const t = new Date(Date.UTC(y, m - 1, d));
   return t.getUTCFullYear() === y && t.getUTCMonth() === m - 1 && t.getUTCDate() === d;
 }
-const optDate = (v: unknown) =>
-  v === undefined || v === null || (typeof v === 'string' && (DATE.test(v) || DATE_TIME.test(v)) && !Number.isNaN(Date.parse(v)) && realCalendarDate(v));
+const optDate = (v: unknown, zoneRequired: boolean) =>
+  v === undefined ||
+  v === null ||
+  (typeof v === 'string' && (DATE.test(v) || (zoneRequired ? DATE_TIME_ZONED : DATE_TIME).test(v)) && !Number.isNaN(Date.parse(v)) && realCalendarDate(v));
 
 /** Tracking link shown only when https with no user name or password. */
 export function safeTrackingUrl(v: unknown): string | null {
@@ -46,16 +67,16 @@ export function parseOrdersResponse(body: unknown): OrderCard[] | null {
   const out: OrderCard[] = [];
   for (const o of body.orders) {
     if (!isObj(o)) return null;
-    if (typeof o.id !== 'string' || o.id.length < 1 || o.id.length > 64) return null;
+    if (typeof o.id !== 'string' || !charsBetween(o.id, 1, 64)) return null;
     if (!STATUSES.includes(o.status as string)) return null;
     if (!optStr(o.statusLabel, 80) || !optStr(o.carrier, 60) || !optStr(o.trackingUrl, 2000)) return null;
-    if (!optDate(o.estimatedDelivery) || !optDate(o.placedAt)) return null;
+    if (!optDate(o.estimatedDelivery, true) || !optDate(o.placedAt, false)) return null;
     let items: OrderCard['items'] = null;
     if (o.items !== undefined && o.items !== null) {
       if (!Array.isArray(o.items) || o.items.length > 20) return null;
       items = [];
       for (const it of o.items) {
-        if (!isObj(it) || typeof it.name !== 'string' || it.name.length < 1 || it.name.length > 120) return null;
+        if (!isObj(it) || typeof it.name !== 'string' || !charsBetween(it.name, 1, 120)) return null;
         if (typeof it.quantity !== 'number' || !Number.isInteger(it.quantity) || it.quantity < 1 || it.quantity > 999) return null;
         items.push({ name: it.name, quantity: it.quantity });
       }
