@@ -21,4 +21,14 @@ describe('each app boots alone (built dist)', () => {
     expect(r.status).toBe(404);
     expect(r.body).toEqual({ code: 'NOT_FOUND', message: expect.any(String) });
   });
+
+  it('gateway: dev tools off unless SVC_DEV_TOOLS=1 (decisions section 1, distributed column)', async () => {
+    const off = new StandaloneProcess(undefined, {}, 'gateway');
+    const on = new StandaloneProcess(undefined, { SVC_DEV_TOOLS: '1' }, 'gateway');
+    running.push(off, on);
+    await Promise.all([off.start(), on.start()]);
+    expect((await off.api.post('/dev/staff-tokens', { sub: 'a', email: 'a@example.test' })).status).toBe(404);
+    expect((await off.api.post('/dev/clock', { advanceSeconds: 1 })).status).toBe(404);
+    expect((await on.api.post('/dev/staff-tokens', { sub: 'a', email: 'a@example.test' })).status).toBe(201);
+  });
 });

@@ -1,5 +1,5 @@
 import { connect } from 'node:net';
-import { TestApp } from '@svc/testing';
+import { OidcIssuer, TestApp } from '@svc/testing';
 import { rawRequest } from './case-helpers';
 
 /** Issue 2, "Must show": access control over real HTTP, and a restart on the same data dir. */
@@ -214,13 +214,40 @@ describe('gateway access (e2e, real HTTP)', () => {
 });
 
 describe('production mode', () => {
-  const app = new TestApp(undefined, { NODE_ENV: 'production', SVC_MASTER_KEY: Buffer.alloc(32, 7).toString('base64') });
-  beforeAll(() => app.start());
-  afterAll(() => app.stop());
+  const oidc = new OidcIssuer();
+  // SVC_DEV_TOOLS=1 must not bring the dev tools back in production mode (decisions section 2).
+  const app = new TestApp(undefined, { NODE_ENV: 'production', SVC_DEV_TOOLS: '1', SVC_MASTER_KEY: Buffer.alloc(32, 7).toString('base64') }, oidc);
+  beforeAll(async () => {
+    await oidc.start();
+    await app.start();
+  });
+  afterAll(async () => {
+    await app.stop();
+    await oidc.stop();
+  });
 
-  it('has no dev tools', async () => {
-    expect((await app.api.post('/dev/staff-tokens', { sub: 'a', email: 'a@example.test' })).status).toBe(404);
-    expect((await app.api.post('/dev/clock', { advanceSeconds: 1 })).status).toBe(404);
-    expect((await app.api.get('/dev/outbox')).status).toBe(404);
+  it('has no dev tools, even with SVC_DEV_TOOLS=1', async () => {
+    const dev = [
+      await app.api.post('/dev/staff-tokens', { sub: 'a', email: 'a@example.test' }),
+      await app.api.post('/dev/clock', { advanceSeconds: 1 }),
+      await app.api.get('/dev/outbox'),
+    ];
+    for (const r of dev) expect(r.status === 404 && r.body.code === 'NOT_FOUND').toBe(true);
+  });
+
+  it('signs staff in through the configured OIDC issuer only (JWKS fetched from it)', async () => {
+    const token = await oidc.token({ sub: 'prod-owner' });
+    const org = await app.api.post('/organizations', { name: 'Prod Clinic' }, token);
+    expect(org.status).toBe(201);
+    expect(oidc.jwksRequests).toBeGreaterThan(0);
+    expect((await app.api.get(`/organizations/${org.body.id}`, token)).status).toBe(200);
+    // Another audience, or a token the dev issuer would have minted (none exists here), is refused.
+    const otherAudience = await app.api.post('/organizations', { name: 'X' }, await oidc.token({ sub: 'prod-owner', audience: 'someone-else' }));
+    expect(otherAudience.status).toBe(401);
+    expect(otherAudience.body.code).toBe('STAFF_AUTH_REQUIRED');
+    // Writes still need MFA.
+    const noMfa = await app.api.post('/organizations', { name: 'Y' }, await oidc.token({ sub: 'prod-owner', mfa: false }));
+    expect(noMfa.status).toBe(403);
+    expect(noMfa.body.code).toBe('MFA_REQUIRED');
   });
 });

@@ -1,7 +1,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { IncomingMessage, Server, createServer } from 'node:http';
 import { SignJWT } from 'jose';
-import { TestApp } from '@svc/testing';
+import { OidcIssuer, TestApp } from '@svc/testing';
 
 /** Issue 6: a multi-message conversation (pending asks, ownership, confirm, hand-off) and production address checks. */
 
@@ -230,15 +230,19 @@ describe('concurrent replies to one turn (e2e)', () => {
 });
 
 describe('destinations in production mode (e2e)', () => {
-  const app = new TestApp(undefined, { NODE_ENV: 'production', SVC_DEV_TOOLS: '1', SVC_MASTER_KEY: randomBytes(32).toString('base64') });
+  // Production mode has no dev tools: staff sign in through a (test) OIDC issuer.
+  const oidc = new OidcIssuer();
+  const app = new TestApp(undefined, { NODE_ENV: 'production', SVC_MASTER_KEY: randomBytes(32).toString('base64') }, oidc);
   const dest = new Destination();
   beforeAll(async () => {
+    await oidc.start();
     await app.start();
     await dest.start('x');
   });
   afterAll(async () => {
     await dest.stop();
     await app.stop();
+    await oidc.stop();
   });
 
   it('refuses loopback addresses at connect time (no request reaches them)', async () => {

@@ -2,4 +2,4 @@ import 'reflect-metadata';
 import { loadConfig, runService } from '@svc/platform';
 import { GatewayModule } from './gateway.module';
 
-void runService('gateway', [GatewayModule.forRoot({ devTools: loadConfig().devTools })]);
+void runService('gateway', [GatewayModule.forRoot({ devTools: loadConfig(process.env, 'distributed').devTools })]);

@@ -230,7 +230,7 @@ export async function connectBus(app: INestApplication, serviceName: string, con
 /** Distributed mode: one app in its own process (`node dist/apps/<app>/main.js`). */
 export async function runService(serviceName: string, modules: (DynamicModule | (new (...args: never[]) => unknown))[]): Promise<void> {
   process.env.SVC_SERVICE_NAME ??= serviceName;
-  const config = loadConfig();
+  const config = loadConfig(process.env, 'distributed');
   try {
     class ServiceRoot {}
     const root: DynamicModule = { module: ServiceRoot, imports: [PlatformModule.forRoot(config, serviceName), ...(modules as DynamicModule[])] };

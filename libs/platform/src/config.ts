@@ -32,7 +32,12 @@ function pick<T extends string>(value: string | undefined, allowed: readonly T[]
   return value as T;
 }
 
-export function loadConfig(raw: NodeJS.ProcessEnv = process.env): ServiceConfig {
+/**
+ * `mode`: standalone (one process, all six apps) or distributed (one app per process). Dev tools
+ * (decisions sections 1-2) are never on in production mode; otherwise they are on in standalone
+ * unless `SVC_DEV_TOOLS=0`, and off in distributed mode unless `SVC_DEV_TOOLS=1`.
+ */
+export function loadConfig(raw: NodeJS.ProcessEnv = process.env, mode: 'standalone' | 'distributed' = 'standalone'): ServiceConfig {
   // An empty variable counts as unset.
   const env = Object.fromEntries(Object.entries(raw).filter(([, v]) => v !== undefined && v !== '')) as NodeJS.ProcessEnv;
   const production = env.NODE_ENV === 'production';
@@ -42,7 +47,7 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env): ServiceConfig 
     host: env.HOST ?? '0.0.0.0',
     dataDir: resolve(env.SVC_DATA_DIR ?? './data'),
     production,
-    devTools: production ? env.SVC_DEV_TOOLS === '1' : env.SVC_DEV_TOOLS !== '0',
+    devTools: !production && (mode === 'standalone' ? env.SVC_DEV_TOOLS !== '0' : env.SVC_DEV_TOOLS === '1'),
     eventStore: pick(env.EVENT_STORE, ['sqlite', 'esdb'] as const, 'sqlite', 'EVENT_STORE'),
     esdbConnectionString: env.ESDB_CONNECTION_STRING ?? 'kurrentdb://localhost:2113?tls=false',
     bus: pick(env.BUS, ['inproc', 'kafka'] as const, 'inproc', 'BUS'),

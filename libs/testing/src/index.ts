@@ -4,6 +4,9 @@ import { existsSync, mkdtempSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import type { OidcIssuer } from './oidc-issuer';
+
+export { OidcIssuer } from './oidc-issuer';
 
 export function tempDataDir(prefix = 'svc-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
@@ -153,13 +156,15 @@ export class TestApp {
   constructor(
     readonly dataDir: string = tempDataDir(),
     readonly env: Record<string, string> = {},
+    /** Staff tokens from this issuer (STAFF_OIDC_ISSUER) instead of the dev tools (production mode has none). */
+    readonly oidc?: OidcIssuer,
   ) {}
 
   async start(): Promise<this> {
     // Imported lazily so that unit tests that only use the helpers do not load Nest.
     const { startStandalone } = await import('../../../apps/standalone/src/app');
     const { loadConfig } = await import('@svc/platform');
-    const config = loadConfig({ ...process.env, NODE_ENV: 'test', SVC_DATA_DIR: this.dataDir, PORT: '0', HOST: '127.0.0.1', ...this.env });
+    const config = loadConfig({ ...process.env, NODE_ENV: 'test', SVC_DATA_DIR: this.dataDir, PORT: '0', HOST: '127.0.0.1', ...(this.oidc ? { STAFF_OIDC_ISSUER: this.oidc.issuer } : {}), ...this.env });
     const { app, baseUrl } = await startStandalone(config);
     this.app = app;
     this.baseUrl = baseUrl;
@@ -179,6 +184,7 @@ export class TestApp {
 
   /** Staff ID token from the dev issuer. */
   async staffToken(claims: { sub: string; email?: string; permissions?: string[]; mfa?: boolean }): Promise<string> {
+    if (this.oidc) return this.oidc.token(claims);
     const r = await this.api.post('/dev/staff-tokens', { email: `${claims.sub}@example.test`, ...claims });
     if (r.status !== 201) throw new Error(`staff token: ${r.status} ${r.text}`);
     return r.body.idToken as string;
