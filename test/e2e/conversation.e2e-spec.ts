@@ -96,6 +96,8 @@ describe('conversations (e2e, real HTTP)', () => {
     });
     expect((await list(c.caseId, '?afterSequence=1')).body.messages.map((m: { sequence: number }) => m.sequence)).toEqual([2]);
     expect((await list(c.caseId, '?afterSequence=2')).body.messages).toEqual([]);
+    // any size of integer is a valid afterSequence (past every message: nothing)
+    for (const big of ['1234567890123456', '99999999999999999999999999']) expect(await list(c.caseId, `?afterSequence=${big}`)).toMatchObject({ status: 200, body: { messages: [] } });
 
     const ev = await eventually(async () => caseEvents.seen.find((m) => m.type === 'clinical_case.patient_message_created' && m.data.messageId === r.body.id), (v) => !!v);
     expect(ev!.data).toEqual({

@@ -132,6 +132,8 @@ describe('patient pathway (e2e, real HTTP)', () => {
     // Key order does not matter.
     const reordered = Object.fromEntries(Object.entries(ev).reverse());
     expect((await api.post('/client/patient-events', reordered, t.apiKey)).body.duplicate).toBe(true);
+    // Nor does the case of the uuid: the same eventId in capitals is the same event.
+    expect((await api.post('/client/patient-events', { ...ev, eventId: ev.eventId.toUpperCase() }, t.apiKey)).body).toEqual({ accepted: true, duplicate: true, patientId: first.body.patientId });
 
     const reused = await api.post('/client/patient-events', { ...ev, firstName: 'Other' }, t.apiKey);
     expect(reused.status).toBe(409);
@@ -228,6 +230,16 @@ describe('patient pathway (e2e, real HTTP)', () => {
     expect(twice.status).toBe(409);
     expect(twice.body.code).toBe('OUT_OF_ORDER');
 
+    // An update or cancel naming a protocol that is not an active one of the environment: 404, nothing applied.
+    for (const named of [{ programKey: 'no-such-program' }, { protocolId: randomUUID() }]) {
+      for (const type of ['patient.updated', 'patient.cancelled']) {
+        const r = await api.post('/client/patient-events', ev(type, { ...named, ...(type === 'patient.updated' ? { email: 'never@example.test' } : {}) }), t.apiKey);
+        expect({ type, named, status: r.status, code: r.body.code }).toEqual({ type, named, status: 404, code: 'PROTOCOL_NOT_FOUND' });
+      }
+    }
+    // Naming the active protocol is accepted (the patient stays on the protocol it was enrolled with).
+    expect((await api.post('/client/patient-events', ev('patient.updated', { programKey: 'post-op' }), t.apiKey)).status).toBe(202);
+
     // Update: only the email changes; the patient keeps its id.
     const u = await api.post('/client/patient-events', ev('patient.updated', { email: newEmail }), t.apiKey);
     expect(u.status).toBe(202);
@@ -284,6 +296,8 @@ describe('patient pathway (e2e, real HTTP)', () => {
     expect(ambiguous.body.code).toBe('PROTOCOL_AMBIGUOUS');
     expect((await api.post('/client/patient-events', created('EXT-P2', 'p2@example.test', { programKey: 'program-b' }), t.apiKey)).status).toBe(202);
     expect((await api.post('/client/patient-events', created('EXT-P3', 'p3@example.test', { protocolId: b.id }), t.apiKey)).status).toBe(202);
+    // A protocolId in capitals names the same protocol.
+    expect((await api.post('/client/patient-events', created('EXT-P4', 'p4@example.test', { protocolId: b.id.toUpperCase() }), t.apiKey)).status).toBe(202);
 
     const off = await api.post(`${t.env}/protocols/${b.id}/deactivate`, undefined, t.staff);
     expect(off.status).toBe(200);

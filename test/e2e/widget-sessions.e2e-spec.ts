@@ -26,6 +26,13 @@ describe('widget sessions (e2e, real HTTP)', () => {
 
     const anon = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox });
     expect(anon.status).toBe(201);
+    // An environment id in capitals is the same environment.
+    expect((await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox.toUpperCase() })).status).toBe(201);
+    // identityToken is a string when sent: null breaks the contract (400), it is not "anonymous".
+    const nullToken = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: null });
+    expect(nullToken.status).toBe(400);
+    expect(nullToken.body.code).toBe('VALIDATION_FAILED');
+    expect(new Set(nullToken.body.details.map((d: { path: string }) => d.path))).toEqual(new Set(['identityToken']));
     expect(anon.body).toEqual({ sessionToken: expect.any(String), patientId: null, expiresAt: expect.any(String) });
 
     const token = await identityToken(secret, { sub: 'ext-canary-991', email: 'pat@example.test' }, now);

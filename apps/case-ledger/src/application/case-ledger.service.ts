@@ -24,7 +24,7 @@ import { CASES, CASE_PROJECTION, CaseDoc, NotifyTimerDoc } from '../adapters/pro
 import { CaseCommand, CaseEvent, CaseState, ResolutionOutcome, UpdateResult, UpdateStatus, caseDecider, caseStream, referenceFrom } from '../domain/case';
 import { emergencyKinds } from '@svc/clinical';
 import { bodyHash } from '@svc/security';
-import { isUuid, withSeconds } from './canonical';
+import { isUuid, toRfc3339 } from './canonical';
 
 /** Namespace of case ids derived from (environmentId, requestId): first writer wins. */
 const CASE_ID_NAMESPACE = '8f0c3a8e-6a0e-4f53-9a53-4c6f1f1a2b10';
@@ -298,7 +298,7 @@ export class CaseLedgerService {
         sequence: input.sequence,
         status: input.status,
         externalReference: input.externalReference,
-        scheduledFor: input.scheduledFor == null ? null : withSeconds(input.scheduledFor),
+        scheduledFor: input.scheduledFor == null ? null : toRfc3339(input.scheduledFor),
         resolutionOutcome: input.resolutionOutcome ?? null,
         resolutionNote: input.resolutionNote ?? null,
       },

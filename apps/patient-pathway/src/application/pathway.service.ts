@@ -85,7 +85,9 @@ export class PathwayService {
     }
     // 2. Read only: every refusal that can be known before writing (protocol, sequence) is decided by a
     //    dry run of the patient decider on the current state, so a 4xx leaves no claim behind.
-    const protocol = input.type === 'patient.created' ? await this.resolveProtocol(tenancy.environmentId, input) : undefined;
+    // A creation resolves its protocol (named, or the single active one); an update or cancel only
+    // checks the one it names, if it names one.
+    const protocol = input.type === 'patient.created' || input.programKey !== undefined || input.protocolId !== undefined ? await this.resolveProtocol(tenancy.environmentId, input) : undefined;
     const existingId = await this.patientIdFor(tenancy, input.externalPatientId, false);
     if (!existingId && input.type !== 'patient.created') throw new DomainError(409, 'OUT_OF_ORDER', 'The patient has no active pathway');
     const profile: Profile = { firstName: input.firstName, lastName: input.lastName, dateOfBirth: input.dateOfBirth, phone: input.phone, email: input.email };

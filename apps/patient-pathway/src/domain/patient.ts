@@ -12,6 +12,14 @@ export const PROFILE_FIELDS = ['firstName', 'lastName', 'dateOfBirth', 'phone', 
 
 export type LifecycleType = 'patient.created' | 'patient.updated' | 'patient.cancelled';
 
+/**
+ * On an update or cancel, a `programKey`/`protocolId` the event names must name an active protocol
+ * (decisions 4: 404 `PROTOCOL_NOT_FOUND`), though the patient is not moved to it. Absent: nothing to check.
+ */
+function refuseUnknownProtocol(protocol: ProtocolResolution | undefined): void {
+  if (protocol && !protocol.ok) throw new DomainError(protocol.status, protocol.code, protocol.message);
+}
+
 /** The protocol named by the event (resolved by the application from the protocols read model). */
 export type ProtocolResolution = { ok: true; protocolId: string; defaultCadenceDays: number } | { ok: false; status: number; code: string; message: string };
 
@@ -162,12 +170,14 @@ export const patientDecider: Decider<PatientCommand, PatientEvent, PatientState>
           }
           case 'patient.updated': {
             if (state.status !== 'active') throw new DomainError(409, 'OUT_OF_ORDER', 'The patient has no active pathway');
+            refuseUnknownProtocol(command.protocol);
             const event: PatientEvent = { type: 'PatientUpdated', ...base, changes: definedFields(command.profile), updatedAt: now.toISOString() };
             if (command.checkInCadenceDays !== undefined) event.cadenceDays = command.checkInCadenceDays;
             return [event];
           }
           case 'patient.cancelled':
             if (state.status !== 'active') throw new DomainError(409, 'OUT_OF_ORDER', 'The patient has no active pathway');
+            refuseUnknownProtocol(command.protocol);
             return [{ type: 'PatientCancelled', ...base, cancelledAt: now.toISOString(), cancelledCheckInId: state.scheduled?.checkInId ?? null }];
           default: {
             const never: never = command.lifecycle;

@@ -14,10 +14,11 @@ export class ConversationsController {
   list(@Param('conversationId', LowercaseUuidPipe) conversationId: string, @Query('afterSequence') afterSequence: unknown, @Tenant() tenant: ApiTenant) {
     let after = 0;
     if (afterSequence !== undefined) {
-      if (typeof afterSequence !== 'string' || !/^\d{1,15}$/.test(afterSequence)) {
+      if (typeof afterSequence !== 'string' || !/^\d+$/.test(afterSequence)) {
         throw ApiError.validation([{ path: 'afterSequence', message: 'afterSequence must be an integer of at least 0' }]);
       }
-      after = Number(afterSequence);
+      // Any size of integer is valid; past the largest exact one it means "after everything".
+      after = Math.min(Number(afterSequence), Number.MAX_SAFE_INTEGER);
     }
     return this.conversations.messages(tenant, conversationId, after);
   }

@@ -1,34 +1,33 @@
 import { Type } from 'class-transformer';
-import { ArrayMaxSize, IsArray, IsIn, IsObject, IsString, IsUUID, Length, Matches, MaxLength, ValidateIf, ValidateNested } from 'class-validator';
+import { ArrayMaxSize, IsArray, IsIn, IsObject, IsString, IsUUID, Length, Matches, MaxLength, ValidateNested } from 'class-validator';
 import type { DeliveryStatus } from '../../domain/conversation';
+import { IfPresent, LowercaseUuid } from '@svc/http';
 
 /** Attachment item (decisions 8): four required members. */
 export class AttachmentDto {
-  @IsUUID() id!: string;
+  @LowercaseUuid() @IsUUID() id!: string;
   @IsString() @MaxLength(200) fileName!: string;
   @IsString() @MaxLength(160) contentType!: string;
   @IsString() @Matches(/^[a-f0-9]{64}$/) sha256!: string;
 }
 
-/** Optional but never null: present means a value of the declared type (null is refused with 400). */
-const IsPresentIfGiven = (property: string) => ValidateIf((o: Record<string, unknown>) => o[property] !== undefined);
 
 /** Most attachments per message (no spec limit; ours, see docs/decisions.md). */
 export const MAX_ATTACHMENTS = 20;
 
 /** Inbound conversation message (spec). */
 export class InboundMessageDto {
-  @IsUUID() requestId!: string;
+  @LowercaseUuid() @IsUUID() requestId!: string;
   @IsString() @Length(1, 10000) message!: string;
-  @IsPresentIfGiven('externalMessageId') @IsString() @MaxLength(200) externalMessageId?: string;
-  @IsPresentIfGiven('attachments') @IsArray() @ArrayMaxSize(MAX_ATTACHMENTS) @IsObject({ each: true }) @ValidateNested({ each: true }) @Type(() => AttachmentDto) attachments?: AttachmentDto[];
+  @IfPresent() @IsString() @MaxLength(200) externalMessageId?: string;
+  @IfPresent() @IsArray() @ArrayMaxSize(MAX_ATTACHMENTS) @IsObject({ each: true }) @ValidateNested({ each: true }) @Type(() => AttachmentDto) attachments?: AttachmentDto[];
 }
 
 /** Delivery state report (spec). */
 export class DeliveryReportDto {
   @IsString() @MaxLength(200) externalMessageId!: string;
   @IsIn(['delivered', 'read', 'failed']) status!: DeliveryStatus;
-  @IsPresentIfGiven('errorCode') @IsString() @MaxLength(80) errorCode?: string;
+  @IfPresent() @IsString() @MaxLength(80) errorCode?: string;
 }
 
 /** The patient's reply from the widget (decisions 7). */

@@ -1,4 +1,5 @@
-import { IsArray, IsBoolean, IsEmail, IsIn, IsInt, IsOptional, IsString, Length, Max, MaxLength, Min } from 'class-validator';
+import { IsArray, IsBoolean, IsEmail, IsIn, IsInt, IsString, Length, Max, MaxLength, Min } from 'class-validator';
+import { IfPresent } from '@svc/http';
 
 export class CreateOrganizationDto {
   @IsString() @Length(1, 200) name!: string;
@@ -26,8 +27,8 @@ export class RotateSecretDto {
 export class StaffTokenDto {
   @IsString() @Length(1, 200) sub!: string;
   @IsEmail() @MaxLength(254) email!: string;
-  @IsOptional() @IsArray() @IsString({ each: true }) @MaxLength(100, { each: true }) permissions?: string[];
-  @IsOptional() @IsBoolean() mfa?: boolean;
+  @IfPresent() @IsArray() @IsString({ each: true }) @MaxLength(100, { each: true }) permissions?: string[];
+  @IfPresent() @IsBoolean() mfa?: boolean;
 }
 
 /** At most ten years a step: the dev clock must stay a valid date. */

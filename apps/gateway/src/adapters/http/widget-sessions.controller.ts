@@ -1,16 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import { Body, Controller, Inject, Post } from '@nestjs/common';
 import { ClientProxy } from '@nestjs/microservices';
-import { IsOptional, IsString, IsUUID, MaxLength } from 'class-validator';
+import { IsString, IsUUID, MaxLength } from 'class-validator';
 import { jwtVerify } from 'jose';
 import { catchError, lastValueFrom, of, timeout } from 'rxjs';
 import { CLOCK, Clock } from '@svc/clock';
-import { ApiError, TenantDirectory, WidgetSessions } from '@svc/http';
+import { ApiError, IfPresent, LowercaseUuid, TenantDirectory, WidgetSessions } from '@svc/http';
 import { BUS_CLIENT, FindPatientQuery, FindPatientReply, Patterns } from '@svc/messaging';
 
 export class CreateWidgetSessionDto {
-  @IsUUID() environmentId!: string;
-  @IsOptional() @IsString() @MaxLength(8192) identityToken?: string;
+  @LowercaseUuid() @IsUUID() environmentId!: string;
+  @IfPresent() @IsString() @MaxLength(8192) identityToken?: string;
 }
 
 /** Identity tokens may live at most 10 minutes (decisions section 7). */

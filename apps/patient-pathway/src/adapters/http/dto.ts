@@ -25,9 +25,7 @@ import {
 } from 'class-validator';
 import { PROGRAM_KEY, QUESTION_KEY } from '../../domain/protocol';
 import type { Tier } from '../../domain/red-flags';
-
-/** Optional, but never null: present fields are validated, `null` is refused. */
-const Opt = () => ValidateIf((_o, v) => v !== undefined);
+import { IfPresent, LowercaseUuid } from '@svc/http';
 
 @ValidatorConstraint({ name: 'realDate' })
 class RealDate implements ValidatorConstraintInterface {
@@ -57,17 +55,17 @@ const TYPES = ['patient.created', 'patient.updated', 'patient.cancelled'] as con
 
 /** Patient lifecycle event (service-spec "Patient lifecycle event"). */
 export class PatientEventDto {
-  @IsUUID() eventId!: string;
+  @LowercaseUuid() @IsUUID() eventId!: string;
   @IsIn(TYPES) type!: (typeof TYPES)[number];
   @IsString() @Length(1, 200) externalPatientId!: string;
-  @Opt() @IsString() @Length(1, 80) firstName?: string;
-  @Opt() @IsString() @Length(1, 80) lastName?: string;
-  @Opt() @IsString() @Validate(RealDate) dateOfBirth?: string;
-  @Opt() @IsString() @Length(7, 30) phone?: string;
+  @IfPresent() @IsString() @Length(1, 80) firstName?: string;
+  @IfPresent() @IsString() @Length(1, 80) lastName?: string;
+  @IfPresent() @IsString() @Validate(RealDate) dateOfBirth?: string;
+  @IfPresent() @IsString() @Length(7, 30) phone?: string;
   @ValidateIf((o: PatientEventDto, v) => v !== undefined || o.type === 'patient.created') @IsString() @IsEmail() @MaxLength(254) email?: string;
-  @Opt() @IsUUID() protocolId?: string;
-  @Opt() @IsString() @Matches(PROGRAM_KEY) @Validate(NotBoth) programKey?: string;
-  @Opt() @IsInt() @Min(1) @Max(30) checkInCadenceDays?: number;
+  @IfPresent() @LowercaseUuid() @IsUUID() protocolId?: string;
+  @IfPresent() @IsString() @Matches(PROGRAM_KEY) @Validate(NotBoth) programKey?: string;
+  @IfPresent() @IsInt() @Min(1) @Max(30) checkInCadenceDays?: number;
 }
 
 const TIER_VALUES: Tier[] = ['emergency', 'urgent', 'routine'];
@@ -76,9 +74,9 @@ export class QuestionDto {
   @IsString() @Matches(QUESTION_KEY) key!: string;
   @IsString() @Length(1, 500) text!: string;
   @IsIn(['scale', 'yes_no', 'text']) type!: 'scale' | 'yes_no' | 'text';
-  @Opt() @IsInt() @Min(-1000) @Max(1000) min?: number;
-  @Opt() @IsInt() @Min(-1000) @Max(1000) max?: number;
-  @Opt() @IsBoolean() higherIsBetter?: boolean;
+  @IfPresent() @IsInt() @Min(-1000) @Max(1000) min?: number;
+  @IfPresent() @IsInt() @Min(-1000) @Max(1000) max?: number;
+  @IfPresent() @IsBoolean() higherIsBetter?: boolean;
 }
 
 export class ScoreRuleDto {
@@ -94,10 +92,10 @@ export class PhraseRuleDto {
 }
 
 export class RedFlagsDto {
-  @Opt() @IsArray() @ArrayMaxSize(100) @ValidateNested({ each: true }) @Type(() => ScoreRuleDto) scores?: ScoreRuleDto[];
-  @Opt() @IsArray() @ArrayMaxSize(100) @ValidateNested({ each: true }) @Type(() => PhraseRuleDto) phrases?: PhraseRuleDto[];
-  @Opt() @IsArray() @ArrayMaxSize(100) @ValidateNested({ each: true }) @Type(() => PhraseRuleDto) semanticPhrases?: PhraseRuleDto[];
-  @Opt() @IsBoolean() emergencyTerms?: boolean;
+  @IfPresent() @IsArray() @ArrayMaxSize(100) @ValidateNested({ each: true }) @Type(() => ScoreRuleDto) scores?: ScoreRuleDto[];
+  @IfPresent() @IsArray() @ArrayMaxSize(100) @ValidateNested({ each: true }) @Type(() => PhraseRuleDto) phrases?: PhraseRuleDto[];
+  @IfPresent() @IsArray() @ArrayMaxSize(100) @ValidateNested({ each: true }) @Type(() => PhraseRuleDto) semanticPhrases?: PhraseRuleDto[];
+  @IfPresent() @IsBoolean() emergencyTerms?: boolean;
 }
 
 /** Protocol body (decisions 6). */
@@ -118,5 +116,5 @@ export class CheckInAnswerDto {
 
 export class CheckInCompleteDto {
   @IsString() @Length(1, 200) token!: string;
-  @Opt() @IsString() @MaxLength(2000) notes?: string;
+  @IfPresent() @IsString() @MaxLength(2000) notes?: string;
 }

@@ -1,11 +1,12 @@
-import { ArrayMaxSize, ArrayMinSize, IsArray, IsIn, IsInt, IsISO8601, IsOptional, IsString, Length, Max, MaxLength, Min } from 'class-validator';
+import { ArrayMaxSize, ArrayMinSize, IsArray, IsIn, IsInt, IsISO8601, IsString, Length, Max, MaxLength, Min } from 'class-validator';
 import { BillingEventTypes, BillingEventType } from '../../domain/account';
 import { SubscribableEvents } from '../../domain/catalog';
+import { IfPresent } from '@svc/http';
 
 export class CreateWebhookEndpointDto {
   @IsString() @Length(1, 2000) url!: string;
   @IsArray() @ArrayMinSize(1) @ArrayMaxSize(SubscribableEvents.length) @IsIn(SubscribableEvents as unknown as string[], { each: true }) events!: string[];
-  @IsOptional() @IsString() @Length(1, 300) description?: string;
+  @IfPresent() @IsString() @Length(1, 300) description?: string;
 }
 
 export class ChangePlanDto {
@@ -15,6 +16,6 @@ export class ChangePlanDto {
 export class BillingEventDto {
   @IsString() @Length(1, 200) eventId!: string;
   @IsIn(BillingEventTypes) type!: BillingEventType;
-  @IsOptional() @IsString() @MaxLength(200) invoiceId?: string;
-  @IsOptional() @IsISO8601({ strict: true }) occurredAt?: string;
+  @IfPresent() @IsString() @MaxLength(200) invoiceId?: string;
+  @IfPresent() @IsISO8601({ strict: true }) occurredAt?: string;
 }

@@ -1,5 +1,6 @@
 import { Type } from 'class-transformer';
-import { ArrayMaxSize, IsArray, IsInt, IsObject, IsOptional, IsString, Length, Matches, Max, MaxLength, Min, ValidateNested } from 'class-validator';
+import { ArrayMaxSize, IsArray, IsInt, IsObject, IsString, Length, Matches, Max, MaxLength, Min, ValidateNested } from 'class-validator';
+import { IfPresent } from '@svc/http';
 
 const STABLE_KEY = /^[a-z][a-z0-9_]{1,79}$/;
 
@@ -27,23 +28,23 @@ export class TestVersionDto {
   @IsInt() @Min(1) expectedRevision!: number;
   @IsString() @Length(1, 2000) opening!: string;
   @IsArray() @ArrayMaxSize(20) @IsString({ each: true }) @Length(1, 500, { each: true }) replies!: string[];
-  @IsOptional() @IsString() @MaxLength(200) patientEmail?: string;
-  @IsOptional() @IsString() @MaxLength(200) patientId?: string;
+  @IfPresent() @IsString() @MaxLength(200) patientEmail?: string;
+  @IfPresent() @IsString() @MaxLength(200) patientId?: string;
 }
 
 export class FromTemplateDto {
   @IsString() @Length(1, 80) templateKey!: string;
-  @IsOptional() @IsString() @Matches(STABLE_KEY) stableKey?: string;
-  @IsOptional() @IsString() @Length(1, 120) name?: string;
-  @IsOptional() @IsString() @Matches(STABLE_KEY) destinationStableKey?: string;
+  @IfPresent() @IsString() @Matches(STABLE_KEY) stableKey?: string;
+  @IfPresent() @IsString() @Length(1, 120) name?: string;
+  @IfPresent() @IsString() @Matches(STABLE_KEY) destinationStableKey?: string;
 }
 
 export class CreateDestinationDto {
   @IsString() @Matches(STABLE_KEY) stableKey!: string;
   @IsString() @Length(1, 120) name!: string;
   @IsString() @MaxLength(2000) @Matches(/^https?:\/\/[^\s]+$/, { message: 'baseUrl must be an http(s) URL' }) baseUrl!: string;
-  @IsOptional() @IsObject() headers?: Record<string, string>;
-  @IsOptional() @IsInt() @Min(1) @Max(5000) timeoutMs?: number;
+  @IfPresent() @IsObject() headers?: Record<string, string>;
+  @IfPresent() @IsInt() @Min(1) @Max(5000) timeoutMs?: number;
 }
 
 export class AttachmentDto {
@@ -55,5 +56,5 @@ export class AttachmentDto {
 
 export class WidgetMessageDto {
   @IsString() @Length(1, 4000) message!: string;
-  @IsOptional() @IsArray() @ArrayMaxSize(20) @ValidateNested({ each: true }) @Type(() => AttachmentDto) attachments?: AttachmentDto[];
+  @IfPresent() @IsArray() @ArrayMaxSize(20) @ValidateNested({ each: true }) @Type(() => AttachmentDto) attachments?: AttachmentDto[];
 }
