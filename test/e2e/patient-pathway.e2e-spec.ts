@@ -35,7 +35,12 @@ describe('patient pathway (e2e, real HTTP)', () => {
     // No clinical content and no profile data in the email.
     for (const word of ['pain', 'mood', 'fever', 'Ana', 'García', 'EXT-STORY-1']) expect(mail.text + mail.html + mail.subject).not.toContain(word);
     const { checkInId, token, url } = link(mail.text);
-    expect(url.startsWith(`${app.baseUrl}/widget/v1/check-ins/`)).toBe(true);
+    // decisions 12: `${WIDGET_BASE_URL}/check-ins/{id}?token=`, the base defaulting to the service's own base URL,
+    // and the link itself answers.
+    expect(url).toBe(`${app.baseUrl.replace('127.0.0.1', 'localhost')}/check-ins/${checkInId}?token=${token}`);
+    const opened = await api.get(`/check-ins/${checkInId}?token=${token}`);
+    expect(opened.status).toBe(200);
+    expect(opened.body).toEqual({ checkInId, questions: expect.any(Array), answered: {} });
 
     const view = await api.get(`/widget/v1/check-ins/${checkInId}?token=${token}`);
     expect(view.status).toBe(200);

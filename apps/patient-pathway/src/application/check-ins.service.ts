@@ -45,7 +45,10 @@ export class CheckInsService {
     return this.keyring.keyedHash(environmentId, `check-in-token:${checkInId}`);
   }
 
-  /** `${WIDGET_BASE_URL}` or, by default, this service's own widget base (`http://localhost:<port>/api/widget/v1`). */
+  /**
+   * `${WIDGET_BASE_URL}` or, by default, the service's own base URL (`http://localhost:<port>/api`,
+   * decisions 12), where `GET /check-ins/{checkInId}?token=` answers the link.
+   */
   widgetBaseUrl(): string {
     if (this.config.widgetBaseUrl) return this.config.widgetBaseUrl.replace(/\/$/, '');
     let port = this.config.port;
@@ -55,7 +58,7 @@ export class CheckInsService {
     } catch {
       /* not listening (yet) */
     }
-    return `http://localhost:${port}/api/widget/v1`;
+    return `http://localhost:${port}/api`;
   }
 
   async usagePaused(organizationId: string): Promise<boolean> {

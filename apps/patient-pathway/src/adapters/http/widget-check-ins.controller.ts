@@ -27,3 +27,19 @@ export class WidgetCheckInsController {
     return this.checkIns.complete(checkInId, body.token, body.notes);
   }
 }
+
+/**
+ * The check-in email's link itself: `${WIDGET_BASE_URL}/check-ins/{checkInId}?token=` with
+ * `WIDGET_BASE_URL` defaulting to the service's own base URL (decisions 12). Answers as the widget
+ * route does, so the default link opens the check-in; a caller's own widget page takes over once
+ * `WIDGET_BASE_URL` points at it.
+ */
+@Controller('check-ins')
+export class CheckInLinkController {
+  constructor(private readonly checkIns: CheckInsService) {}
+
+  @Get(':checkInId')
+  view(@Param('checkInId') checkInId: string, @Query('token') token?: string) {
+    return this.checkIns.view(checkInId, typeof token === 'string' ? token : undefined);
+  }
+}
