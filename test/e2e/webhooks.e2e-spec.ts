@@ -112,6 +112,10 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     const badUrl = await app.api.post(`${t.env}/webhook-endpoints`, { url: 'ftp://example.test/x', events: ['clinical_case.opened'] }, t.staff);
     expect(badUrl.status).toBe(400);
     expect(badUrl.body.details).toEqual([{ path: 'url', message: expect.any(String) }]);
+    // An optional member sent as null breaks the contract (a string when present): 400, not "no description".
+    const nullDescription = await app.api.post(`${t.env}/webhook-endpoints`, { url: ep.url, events: ['clinical_case.opened'], description: null }, t.staff);
+    expect(nullDescription.status).toBe(400);
+    expect(new Set(nullDescription.body.details.map((d: { path: string }) => d.path))).toEqual(new Set(['description']));
 
     const noPerm = await app.staffToken({ sub: t.ownerSub, permissions: [] });
     expect((await app.api.get(`${t.env}/webhook-endpoints`, noPerm)).status).toBe(403);
