@@ -7,7 +7,7 @@ import { PathwayService } from './application/pathway.service';
 import { PathwayQueriesController } from './adapters/bus/pathway-queries.controller';
 import { PatientEventsController } from './adapters/http/patient-events.controller';
 import { PathwayStaffController } from './adapters/http/staff.controller';
-import { CheckInLinkController, WidgetCheckInsController } from './adapters/http/widget-check-ins.controller';
+import { WidgetCheckInsController } from './adapters/http/widget-check-ins.controller';
 import { CaseOpenDoc, CheckInTimerDoc, DispatchDoc, PathwayCollections, TIMER_PARTITION, pathwayProjection } from './adapters/projections/pathway.projection';
 import { CHECK_IN_STREAM_PREFIX } from './domain/streams';
 
@@ -16,7 +16,7 @@ import { CHECK_IN_STREAM_PREFIX } from './domain/streams';
  * the service clock), the patient-side check-in flow, and `check_in.sent` on Topics.pathwayEvents.
  */
 @Module({
-  controllers: [PatientEventsController, PathwayStaffController, WidgetCheckInsController, CheckInLinkController, PathwayQueriesController],
+  controllers: [PatientEventsController, PathwayStaffController, WidgetCheckInsController, PathwayQueriesController],
   providers: [PathwayService, CheckInsService],
   exports: [PathwayService],
 })
