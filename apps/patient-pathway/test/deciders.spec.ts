@@ -164,6 +164,10 @@ describe('check-in decider', () => {
       spec.given([issued]).when({ type: 'RecordAnswer', questionKey, value }, now).thenThrows('VALIDATION_FAILED');
     }
     spec.given([issued]).when({ type: 'RecordAnswer', questionKey: 'pain', value: 10 }, now).then([{ type: 'AnswerRecorded', questionKey: 'pain', value: 10, at }]);
+    // A text answer's 2000 characters are code points: 2000 emoji are 2000 characters, 2001 too many.
+    const emoji = '\u{1F600}';
+    spec.given([issued]).when({ type: 'RecordAnswer', questionKey: 'other', value: emoji.repeat(2000) }, now).then([{ type: 'AnswerRecorded', questionKey: 'other', value: emoji.repeat(2000), at }]);
+    spec.given([issued]).when({ type: 'RecordAnswer', questionKey: 'other', value: emoji.repeat(2001) }, now).thenThrows('VALIDATION_FAILED');
   });
 
   it('an emergency answer stops the check-in with only the answered scores', () => {

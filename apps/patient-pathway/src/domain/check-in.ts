@@ -100,7 +100,8 @@ export function checkAnswer(q: Question, value: unknown): AnswerValue {
       if (typeof value !== 'boolean') throw invalid('value', 'must be a boolean');
       return value;
     case 'text':
-      if (typeof value !== 'string' || value.length < 1 || value.length > 2000) throw invalid('value', 'must be a string of 1 to 2000 characters');
+      // Characters as class-validator counts them everywhere else: code points (an emoji is one).
+      if (typeof value !== 'string' || value.length < 1 || (value.length > 2000 && [...value].length > 2000)) throw invalid('value', 'must be a string of 1 to 2000 characters');
       return value;
     default: {
       const never: never = q.type;

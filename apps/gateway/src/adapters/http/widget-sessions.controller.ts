@@ -47,7 +47,8 @@ export class WidgetSessionsController {
           // lifetime is refused (jose checks both with maxTokenAge).
           maxTokenAge: MAX_IDENTITY_TOKEN_LIFETIME_S,
         });
-        if (typeof payload.sub !== 'string' || payload.sub.length < 1 || payload.sub.length > 200) throw new Error('sub');
+        // 1-200 characters (code points), as the lifecycle events' externalPatientId.
+        if (typeof payload.sub !== 'string' || payload.sub.length < 1 || [...payload.sub].length > 200) throw new Error('sub');
         if (payload.exp! - payload.iat! > MAX_IDENTITY_TOKEN_LIFETIME_S) throw new Error('lifetime');
         externalPatientId = payload.sub;
         email = typeof payload.email === 'string' ? payload.email : null;
