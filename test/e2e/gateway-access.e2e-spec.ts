@@ -55,6 +55,11 @@ describe('gateway access (e2e, real HTTP)', () => {
     const list = await api.get(`/organizations/${orgId}/environments/${sandbox}/api-keys`, owner);
     expect(list.status).toBe(200);
     expect(list.body.apiKeys).toHaveLength(1);
+    // Path uuids in capitals name the same organization and environment.
+    const shouted = await api.get(`/organizations/${orgId.toUpperCase()}/environments/${sandbox.toUpperCase()}/api-keys`, owner);
+    expect(shouted.status).toBe(200);
+    expect(shouted.body).toEqual(list.body);
+    expect((await api.get(`/organizations/${orgId.toUpperCase()}`, owner)).body).toEqual({ ...org.body, baaSignedAt: signed.body.baaSignedAt });
     expect(JSON.stringify(list.body)).not.toContain(key.body.key);
 
     // Revoked key: 401.

@@ -220,6 +220,20 @@ const lowercaseUuid = (value: unknown): unknown => (typeof value === 'string' &&
 export const LowercaseUuid = (): PropertyDecorator => Transform(({ value }) => lowercaseUuid(value));
 
 /**
+ * Every uuid path parameter of a request, lower-cased in place (the HTTP app runs it before the
+ * guards): organization, environment and every other path id is the same id in any case, as the
+ * case and conversation ids already were. Other parameters are left as they came.
+ */
+export function lowercaseUuidParams(params: unknown): void {
+  if (!params || typeof params !== 'object') return;
+  const p = params as Record<string, unknown>;
+  for (const k of Object.keys(p)) {
+    const v = p[k];
+    if (typeof v === 'string' && v.length === 36 && UUID_ANY_CASE.test(v)) p[k] = v.toLowerCase();
+  }
+}
+
+/**
  * An optional member: validated when present, refused when `null` (the contract types it, and a
  * request that breaks the operation's contract is 400 VALIDATION_FAILED, decisions section 11).
  * class-validator's own `@IsOptional()` would let `null` through as if the member were absent.

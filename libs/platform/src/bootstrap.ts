@@ -4,7 +4,7 @@ import type { Socket } from 'node:net';
 import { INestApplication } from '@nestjs/common';
 import { ModuleRef, NestFactory, Reflector } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
-import { BodyProblemGuard, ErrorFilter, createValidationPipe, deferBodyProblem, getLogger, toErrorResponse } from '@svc/http';
+import { BodyProblemGuard, ErrorFilter, createValidationPipe, deferBodyProblem, getLogger, lowercaseUuidParams, toErrorResponse } from '@svc/http';
 import { BusExceptionFilter, busServerStrategy } from '@svc/messaging';
 import { ArgumentsHost, Catch, ExceptionFilter } from '@nestjs/common';
 import { DynamicModule } from '@nestjs/common';
@@ -167,6 +167,11 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   fastify.addHook('onRequest', (req, _reply, done) => {
     const ct = req.headers['content-type'];
     if (ct !== undefined && !readableContentType(ct)) req.headers = { 'content-type': UNREADABLE_CONTENT_TYPE };
+    done();
+  });
+  // Uuids are case-insensitive: every uuid path id reaches the guards and handlers in lower case.
+  fastify.addHook('preHandler', (req, _reply, done) => {
+    lowercaseUuidParams(req.params);
     done();
   });
   // Fastify's own JSON parser (prototype-poisoning checks kept), then a nesting limit: no field of
