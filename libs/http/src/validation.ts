@@ -197,23 +197,11 @@ export function createValidationPipe(): ValidationPipe {
 
 const UUID_ANY_CASE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/**
- * A path id that is a uuid, in lower case (`@Param('caseId', LowercaseUuidPipe)`): uuids are
- * case-insensitive and every id the service mints is lower case, so `…/CASE-UUID-IN-CAPITALS/…`
- * finds the same resource (and still only in the caller's own tenant). Anything else is left as
- * it came (and is then not found).
- */
-@Injectable()
-export class LowercaseUuidPipe implements PipeTransform<unknown, unknown> {
-  transform(value: unknown): unknown {
-    return lowercaseUuid(value);
-  }
-}
-
+/** A uuid in lower case (uuids are case-insensitive, and every id the service mints is lower case); anything else as it came. */
 const lowercaseUuid = (value: unknown): unknown => (typeof value === 'string' && UUID_ANY_CASE.test(value) ? value.toLowerCase() : value);
 
 /**
- * The same for a uuid in a request body (`@LowercaseUuid() @IsUUID() eventId`): a caller's id in
+ * A uuid in a request body in lower case (`@LowercaseUuid() @IsUUID() eventId`): a caller's id in
  * capitals is the same id, so a retry in other case is recognised and a protocol or environment
  * named in capitals is found. Put it on every uuid member of a DTO.
  */
@@ -221,8 +209,8 @@ export const LowercaseUuid = (): PropertyDecorator => Transform(({ value }) => l
 
 /**
  * Every uuid path parameter of a request, lower-cased in place (the HTTP app runs it before the
- * guards): organization, environment and every other path id is the same id in any case, as the
- * case and conversation ids already were. Other parameters are left as they came.
+ * guards and pipes): a case, conversation, organization, environment or any other path id is the
+ * same id in any case. Other parameters are left as they came.
  */
 export function lowercaseUuidParams(params: unknown): void {
   if (!params || typeof params !== 'object') return;

@@ -1,7 +1,7 @@
 import { ArgumentMetadata } from '@nestjs/common';
 import { Type } from 'class-transformer';
 import { ArrayMaxSize, IsArray, IsInt, IsNotEmptyObject, IsObject, IsOptional, IsString, ValidateNested } from 'class-validator';
-import { ApiError, LowercaseUuidPipe, createValidationPipe, freeFormMembers, jsonCopy, undeclaredFields } from '../src';
+import { ApiError, createValidationPipe, freeFormMembers, jsonCopy, lowercaseUuidParams, undeclaredFields } from '../src';
 
 class ItemDto {
   @IsString() name!: string;
@@ -86,13 +86,12 @@ describe('validation pipe: unknown fields', () => {
   });
 });
 
-describe('LowercaseUuidPipe', () => {
+describe('lowercaseUuidParams', () => {
   it('lower-cases uuid path ids only', () => {
-    const pipe = new LowercaseUuidPipe();
-    expect(pipe.transform('3F2504E0-4F89-41D3-9A0C-0305E82C3301')).toBe('3f2504e0-4f89-41d3-9a0c-0305e82c3301');
-    expect(pipe.transform('3f2504e0-4f89-41d3-9a0c-0305e82c3301')).toBe('3f2504e0-4f89-41d3-9a0c-0305e82c3301');
-    expect(pipe.transform('CC-ABCDEFGH')).toBe('CC-ABCDEFGH');
-    expect(pipe.transform(undefined)).toBeUndefined();
+    const params: Record<string, unknown> = { caseId: '3F2504E0-4F89-41D3-9A0C-0305E82C3301', orgId: '3f2504e0-4f89-41d3-9a0c-0305e82c3301', reference: 'CC-ABCDEFGH', n: undefined };
+    lowercaseUuidParams(params);
+    expect(params).toEqual({ caseId: '3f2504e0-4f89-41d3-9a0c-0305e82c3301', orgId: '3f2504e0-4f89-41d3-9a0c-0305e82c3301', reference: 'CC-ABCDEFGH', n: undefined });
+    expect(() => lowercaseUuidParams(undefined)).not.toThrow();
   });
 });
 

@@ -1,6 +1,6 @@
 import { Body, Controller, Get, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
 import { RouteSchema } from '@nestjs/platform-fastify';
-import { ApiError, ApiKeyGuard, ApiTenant, ErrorDetail, LowercaseUuidPipe, Staff, StaffContext, StaffGuard, Tenant } from '@svc/http';
+import { ApiError, ApiKeyGuard, ApiTenant, ErrorDetail, Staff, StaffContext, StaffGuard, Tenant } from '@svc/http';
 import { CaseLedgerService } from '../../application/case-ledger.service';
 import { CaseUpdateDto, ProviderMessageDto, StaffCaseDto } from './dto';
 
@@ -35,13 +35,13 @@ export class ClinicalCasesController {
 
   @Get(':caseId/progress')
   @RouteSchema({ response: { 200: PROGRESS_RESPONSE_SCHEMA } })
-  progress(@Param('caseId', LowercaseUuidPipe) caseId: string, @Tenant() tenant: ApiTenant) {
+  progress(@Param('caseId') caseId: string, @Tenant() tenant: ApiTenant) {
     return this.cases.progress(tenant, caseId);
   }
 
   @Post(':caseId/updates')
   @HttpCode(200)
-  update(@Param('caseId', LowercaseUuidPipe) caseId: string, @Body() body: CaseUpdateDto, @Tenant() tenant: ApiTenant) {
+  update(@Param('caseId') caseId: string, @Body() body: CaseUpdateDto, @Tenant() tenant: ApiTenant) {
     const details: ErrorDetail[] = [];
     if (body.status === 'scheduled' && (body.scheduledFor === undefined || body.scheduledFor === null)) details.push({ path: 'scheduledFor', message: 'scheduledFor is required with status scheduled' });
     if (body.status === 'resolved') {
@@ -54,7 +54,7 @@ export class ClinicalCasesController {
 
   @Post(':caseId/messages')
   @HttpCode(200)
-  message(@Param('caseId', LowercaseUuidPipe) caseId: string, @Body() body: ProviderMessageDto, @Tenant() tenant: ApiTenant) {
+  message(@Param('caseId') caseId: string, @Body() body: ProviderMessageDto, @Tenant() tenant: ApiTenant) {
     return this.cases.providerMessage(tenant, `api-key:${tenant.keyId}`, caseId, body);
   }
 }
@@ -80,13 +80,13 @@ export class StaffClinicalCasesController {
   }
 
   @Get(':caseId')
-  get(@Param('caseId', LowercaseUuidPipe) caseId: string, @Staff() staff: StaffContext) {
+  get(@Param('caseId') caseId: string, @Staff() staff: StaffContext) {
     return this.cases.detail(this.tenant(staff), caseId);
   }
 
   @Post(':caseId/acknowledge')
   @HttpCode(200)
-  acknowledge(@Param('caseId', LowercaseUuidPipe) caseId: string, @Staff() staff: StaffContext) {
+  acknowledge(@Param('caseId') caseId: string, @Staff() staff: StaffContext) {
     return this.cases.acknowledge(this.tenant(staff), staff.principal.sub, caseId);
   }
 }

@@ -1,6 +1,6 @@
 import { Body, Controller, Get, HttpCode, Param, Post, Query, Res, UseGuards } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
-import { ApiError, ApiKeyGuard, ApiTenant, LowercaseUuidPipe, Tenant, WidgetSession, WidgetSessionContext, WidgetSessionGuard } from '@svc/http';
+import { ApiError, ApiKeyGuard, ApiTenant, Tenant, WidgetSession, WidgetSessionContext, WidgetSessionGuard } from '@svc/http';
 import { ConversationService } from '../../application/conversation.service';
 import { DeliveryReportDto, InboundMessageDto, WidgetReplyDto } from './dto';
 
@@ -11,7 +11,7 @@ export class ConversationsController {
   constructor(private readonly conversations: ConversationService) {}
 
   @Get(':conversationId/messages')
-  list(@Param('conversationId', LowercaseUuidPipe) conversationId: string, @Query('afterSequence') afterSequence: unknown, @Tenant() tenant: ApiTenant) {
+  list(@Param('conversationId') conversationId: string, @Query('afterSequence') afterSequence: unknown, @Tenant() tenant: ApiTenant) {
     let after = 0;
     if (afterSequence !== undefined) {
       if (typeof afterSequence !== 'string' || !/^\d+$/.test(afterSequence)) {
@@ -24,7 +24,7 @@ export class ConversationsController {
   }
 
   @Post(':conversationId/messages')
-  async inbound(@Param('conversationId', LowercaseUuidPipe) conversationId: string, @Body() body: InboundMessageDto, @Tenant() tenant: ApiTenant, @Res({ passthrough: true }) reply: FastifyReply) {
+  async inbound(@Param('conversationId') conversationId: string, @Body() body: InboundMessageDto, @Tenant() tenant: ApiTenant, @Res({ passthrough: true }) reply: FastifyReply) {
     const r = await this.conversations.inbound(tenant, `api-key:${tenant.keyId}`, conversationId, body);
     reply.status(201);
     return { id: r.id, conversationId: r.conversationId, sequence: r.sequence, duplicate: r.duplicate, createdAt: r.createdAt };
@@ -32,7 +32,7 @@ export class ConversationsController {
 
   @Post(':conversationId/messages/:messageId/delivery')
   @HttpCode(201)
-  delivery(@Param('conversationId', LowercaseUuidPipe) conversationId: string, @Param('messageId', LowercaseUuidPipe) messageId: string, @Body() body: DeliveryReportDto, @Tenant() tenant: ApiTenant) {
+  delivery(@Param('conversationId') conversationId: string, @Param('messageId') messageId: string, @Body() body: DeliveryReportDto, @Tenant() tenant: ApiTenant) {
     return this.conversations.reportDelivery(tenant, `api-key:${tenant.keyId}`, conversationId, messageId, body);
   }
 }
@@ -45,7 +45,7 @@ export class WidgetCaseMessagesController {
 
   @Post(':caseId/messages')
   @HttpCode(201)
-  reply(@Param('caseId', LowercaseUuidPipe) caseId: string, @Body() body: WidgetReplyDto, @WidgetSession() session: WidgetSessionContext) {
+  reply(@Param('caseId') caseId: string, @Body() body: WidgetReplyDto, @WidgetSession() session: WidgetSessionContext) {
     return this.conversations.widgetReply(session, caseId, body.message);
   }
 }
