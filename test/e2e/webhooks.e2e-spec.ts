@@ -456,6 +456,9 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     expect((await bill('evt_3', 'payment_succeeded', { invoiceId: 'in_1' })).body.subscriptionStatus).toBe('active');
     expect((await bill('evt_4', 'payment_succeeded', { invoiceId: 'in_2' })).status).toBe(202);
     expect((await bill('evt_5', 'subscription_canceled')).body.subscriptionStatus).toBe('canceled');
+    // A retry answers with its original result (the status that event left), not today's status.
+    expect((await bill('evt_1', 'payment_failed', { invoiceId: 'in_1' })).body).toEqual({ eventId: 'evt_1', duplicate: true, subscriptionStatus: 'grace_period' });
+    expect((await bill('evt_3', 'payment_succeeded', { invoiceId: 'in_1' })).body).toEqual({ eventId: 'evt_3', duplicate: true, subscriptionStatus: 'active' });
     await receiver.waitFor('/usage-sb', 8);
     const subs = (await Promise.all(receiver.on('/usage-sb').slice(3).map((r) => verified(r, sb.secret)))).map((e) => e.data);
     expect(subs).toEqual([

@@ -128,7 +128,9 @@ export class BillingService {
       { actor: `staff:${by}`, organizationId },
     );
     await this.applied(r.position);
-    return { eventId: input.eventId, duplicate: r.newEvents.length === 0, subscriptionStatus: r.state.status };
+    // A retry answers with the status the event left (its original result), not today's.
+    const duplicate = r.newEvents.length === 0;
+    return { eventId: input.eventId, duplicate, subscriptionStatus: (duplicate && r.state.billingEvents.get(input.eventId)?.status) || r.state.status };
   }
 
   /** Plan, usage of the current period and subscription state (read model). */

@@ -32,11 +32,14 @@ export interface AccountState {
   monthlyCredits: number;
   status: SubscriptionStatus;
   /**
-   * eventId -> body hash (idempotency of billing events, decisions 3). A Map: eventIds are the
-   * payment provider's strings, and a plain object would answer `constructor`, `toString` or
+   * eventId -> body hash and the subscription status right after that event (idempotency of
+   * billing events, decisions 3: a retry answers with the original result). A Map: eventIds are
+   * the payment provider's strings, and a plain object would answer `constructor`, `toString` or
    * `__proto__` from its prototype.
    */
-  billingEvents: ReadonlyMap<string, string>;
+  billingEvents: ReadonlyMap<string, { bodyHash: string; status: SubscriptionStatus }>;
+  /** The billing event just received, whose status a following subscription.updated sets. */
+  lastBillingEventId: string | null;
 }
 
 function subscriptionChange(status: SubscriptionStatus, type: BillingEventType): SubscriptionUpdatedData | null {
@@ -58,17 +61,21 @@ function subscriptionChange(status: SubscriptionStatus, type: BillingEventType):
 }
 
 export const accountDecider: Decider<AccountCommand, AccountEvent, AccountState> = {
-  initialState: () => ({ opened: false, monthlyCredits: DEFAULT_MONTHLY_CREDITS, status: 'active', billingEvents: new Map() }),
+  initialState: () => ({ opened: false, monthlyCredits: DEFAULT_MONTHLY_CREDITS, status: 'active', billingEvents: new Map(), lastBillingEventId: null }),
   evolve(state, event) {
     switch (event.type) {
       case 'AccountOpened':
-        return { ...state, opened: true, monthlyCredits: event.monthlyCredits, status: event.status };
+        return { ...state, opened: true, monthlyCredits: event.monthlyCredits, status: event.status, lastBillingEventId: null };
       case 'PlanChanged':
-        return { ...state, monthlyCredits: event.monthlyCredits };
+        return { ...state, monthlyCredits: event.monthlyCredits, lastBillingEventId: null };
       case 'BillingEventReceived':
-        return { ...state, billingEvents: new Map(state.billingEvents).set(event.eventId, event.bodyHash) };
-      case SUBSCRIPTION_UPDATED:
-        return { ...state, status: event.status };
+        return { ...state, billingEvents: new Map(state.billingEvents).set(event.eventId, { bodyHash: event.bodyHash, status: state.status }), lastBillingEventId: event.eventId };
+      case SUBSCRIPTION_UPDATED: {
+        // Appended right after the billing event that caused it: that event's result is this status.
+        const last = state.lastBillingEventId === null ? undefined : state.billingEvents.get(state.lastBillingEventId);
+        const billingEvents = last ? new Map(state.billingEvents).set(state.lastBillingEventId!, { ...last, status: event.status }) : state.billingEvents;
+        return { ...state, status: event.status, billingEvents, lastBillingEventId: null };
+      }
       default: {
         const never: never = event;
         return never;
@@ -87,7 +94,7 @@ export const accountDecider: Decider<AccountCommand, AccountEvent, AccountState>
       case 'RecordBillingEvent': {
         const seen = state.billingEvents.get(command.eventId);
         if (seen !== undefined) {
-          if (seen !== command.bodyHash) throw new DomainError(409, 'IDEMPOTENCY_KEY_REUSED', 'eventId was used with a different body');
+          if (seen.bodyHash !== command.bodyHash) throw new DomainError(409, 'IDEMPOTENCY_KEY_REUSED', 'eventId was used with a different body');
           return [];
         }
         const events: AccountEvent[] = [
