@@ -18,22 +18,11 @@ const DATE = /^\d{4}-\d{2}-\d{2}$/;
 const DATE_TIME_ZONED = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
 const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?$/;
 
-/** Characters as the spec counts them: Unicode code points (an emoji is one), not UTF-16 units. */
-export function charCount(v: string): number {
-  let n = 0;
-  for (let i = 0; i < v.length; i++) {
-    const c = v.charCodeAt(i);
-    // A high surrogate followed by a low one is one character.
-    if (c >= 0xd800 && c <= 0xdbff && i + 1 < v.length) {
-      const d = v.charCodeAt(i + 1);
-      if (d >= 0xdc00 && d <= 0xdfff) i++;
-    }
-    n++;
-  }
-  return n;
-}
-/** A string of min-max characters (code points). */
-export const charsBetween = (v: string, min: number, max: number) => v.length >= min && (v.length <= max || charCount(v) <= max);
+/**
+ * A string of min-max characters as the spec counts them: Unicode code points (an emoji is one),
+ * not UTF-16 units (a string no longer than `max` units is within it without counting).
+ */
+export const charsBetween = (v: string, min: number, max: number) => v.length >= min && (v.length <= max || [...v].length <= max);
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const optStr = (v: unknown, max: number) => v === undefined || v === null || (typeof v === 'string' && charsBetween(v, 0, max));
