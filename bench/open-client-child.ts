@@ -11,6 +11,7 @@
  * Timestamps are performance.timeOrigin + performance.now(), the clock of the bench and receiver.
  */
 import http from 'node:http';
+import { runOpens } from './open-loop';
 
 const now = () => performance.timeOrigin + performance.now();
 
@@ -39,34 +40,15 @@ function post(agent: http.Agent, url: URL, token: string, body: string): Promise
 async function run(job: OpenJob): Promise<[string, number, number][]> {
   const url = new URL(job.url);
   const agent = new http.Agent({ keepAlive: true, maxSockets: job.rate ? 256 : job.concurrency });
-  const items: [string, number, number][] = [];
-  const one = async (body: string) => {
-    const sentAt = now();
-    const caseId = await post(agent, url, job.token, body);
-    items.push([caseId, sentAt, now()]);
-  };
   try {
-    if (job.rate) {
-      const t0 = now();
-      const pending: Promise<void>[] = [];
-      for (let i = 0; i < job.bodies.length; i++) {
-        const wait = t0 + (i * 1000) / job.rate - now();
-        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-        pending.push(one(job.bodies[i]));
-      }
-      await Promise.all(pending);
-    } else {
-      let next = 0;
-      await Promise.all(
-        Array.from({ length: job.concurrency }, async () => {
-          while (next < job.bodies.length) await one(job.bodies[next++]);
-        }),
-      );
-    }
+    return await runOpens(job.bodies, job.concurrency, job.rate, async (body): Promise<[string, number, number]> => {
+      const sentAt = now();
+      const caseId = await post(agent, url, job.token, body);
+      return [caseId, sentAt, now()];
+    });
   } finally {
     agent.destroy();
   }
-  return items;
 }
 
 process.on('message', (m: OpenJob) => {

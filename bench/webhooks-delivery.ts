@@ -43,6 +43,7 @@ import { lastValueFrom } from 'rxjs';
 import { TestApp } from '@svc/testing';
 import { BUS_CLIENT, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns } from '@svc/messaging';
 import { signWebhook, verifyWebhook } from '@svc/security';
+import { runOpens } from './open-loop';
 import { startProfile } from './profile';
 
 function arg(name: string, fallback: number): number {
@@ -221,27 +222,7 @@ function inProcessOpener(): Opener {
     return [(JSON.parse(text) as { caseId: string }).caseId, sentAt, now()];
   };
   return {
-    async open(url, token, bodies, concurrency, rate) {
-      const out: [string, number, number][] = [];
-      if (rate) {
-        const t0 = now();
-        const pending: Promise<void>[] = [];
-        for (let i = 0; i < bodies.length; i++) {
-          const wait = t0 + (i * 1000) / rate - now();
-          if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-          pending.push(one(url, token, bodies[i]).then((x) => void out.push(x)));
-        }
-        await Promise.all(pending);
-        return out;
-      }
-      let next = 0;
-      await Promise.all(
-        Array.from({ length: concurrency }, async () => {
-          while (next < bodies.length) out.push(await one(url, token, bodies[next++]));
-        }),
-      );
-      return out;
-    },
+    open: (url, token, bodies, concurrency, rate) => runOpens(bodies, concurrency, rate, (body) => one(url, token, body)),
     close: async () => undefined,
   };
 }
