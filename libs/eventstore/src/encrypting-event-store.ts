@@ -1,4 +1,5 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv } from 'node:crypto';
+import { randomIv } from '@svc/security';
 import {
   AppendResult,
   EventStore,
@@ -102,7 +103,7 @@ export class EncryptingEventStore implements EventStore {
 
   private seal(streamId: string, e: NewEvent): EncryptedData {
     const keyId = e.metadata?.environmentId || GLOBAL_KEY_ID;
-    const iv = randomBytes(12);
+    const iv = randomIv();
     const cipher = createCipheriv('aes-256-gcm', this.key(keyId), iv);
     cipher.setAAD(aad(streamId, e.type, keyId));
     const ct = Buffer.concat([cipher.update(JSON.stringify(e.data ?? null), 'utf8'), cipher.final()]);

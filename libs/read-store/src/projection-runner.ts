@@ -72,6 +72,8 @@ function compareKeys(a: string, b: string): number {
 
 class Cancelled extends Error {}
 
+const DONE: Promise<void> = Promise.resolve();
+
 /**
  * One projection's loop: its own subscription from its own checkpoint, events applied one at a
  * time in log order, writes of consecutive events batched in memory and committed together with
@@ -134,9 +136,20 @@ class ProjectionWorker {
   }
 
   private serialize(fn: () => Promise<void>): Promise<void> {
-    const run = this.chain.then(fn);
+    this.queued++;
+    const run = this.chain.then(fn).finally(() => {
+      this.queued--;
+    });
     this.chain = run.catch(() => undefined);
     return run;
+  }
+
+  /** Serialized tasks queued or running (0: the chain is idle). */
+  private queued = 0;
+
+  private relevant(event: RecordedEvent): boolean {
+    const prefixes = this.projection.streamPrefixes;
+    return !prefixes || prefixes.length === 0 || prefixes.some((p) => event.streamId.startsWith(p));
   }
 
   private sleep(ms: number): Promise<void> {
@@ -156,11 +169,17 @@ class ProjectionWorker {
 
   /** Subscription handler. Never throws: a failing apply is retried here, so nothing is skipped. */
   private handle(event: RecordedEvent): Promise<void> {
-    if (this.stopping || event.position <= this.seen) return Promise.resolve();
+    if (this.stopping || event.position <= this.seen) return DONE;
+    if (this.queued === 0 && this.batch.size === 0 && !this.relevant(event)) {
+      // Another context's event while nothing is queued or pending: it writes nothing, so the
+      // store already shows its position. Done here, without a turn through the chain (every
+      // projection sees every event of the log; most pass over most of them).
+      this.passOver(event.position);
+      return DONE;
+    }
     return this.serialize(async () => {
       if (this.stopping || event.position <= this.seen) return;
-      const prefixes = this.projection.streamPrefixes;
-      const relevant = !prefixes || prefixes.length === 0 || prefixes.some((p) => event.streamId.startsWith(p));
+      const relevant = this.relevant(event);
       let scratch = new Map<string, WriteOp>();
       if (relevant) {
         let delay = this.options.retryDelayMs ?? 100;
@@ -184,14 +203,12 @@ class ProjectionWorker {
           delay = Math.min(delay * 2, this.options.maxRetryDelayMs ?? 5000);
         }
       }
-      this.seen = event.position;
       if (scratch.size === 0 && this.batch.size === 0) {
         // Nothing to write and nothing pending: the store already shows this position.
-        this.batchPosition = event.position;
-        this.advance(event.position);
-        this.scheduleCheckpoint();
+        this.passOver(event.position);
         return;
       }
+      this.seen = event.position;
       for (const [id, op] of scratch) {
         this.batch.delete(id); // keep the latest op per document, in the order of last write
         this.batch.set(id, op);
@@ -209,6 +226,14 @@ class ProjectionWorker {
         });
       }
     });
+  }
+
+  /** An event that wrote nothing, with nothing pending: its position is visible at once. */
+  private passOver(position: number): void {
+    this.seen = position;
+    this.batchPosition = position;
+    this.advance(position);
+    this.scheduleCheckpoint();
   }
 
   private scheduleCheckpoint(): void {

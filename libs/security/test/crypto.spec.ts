@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { Keyring, decryptString, encryptString, generateApiKey, hashApiKey, hmacHex, safeEqual } from '@svc/security';
+import { IV_BYTES, Keyring, decryptString, encryptString, generateApiKey, hashApiKey, hmacHex, randomIv, safeEqual } from '@svc/security';
 
 describe('security primitives', () => {
   const keyring = new Keyring(randomBytes(32));
@@ -13,6 +13,28 @@ describe('security primitives', () => {
     parts[3] = Buffer.from('x' + Buffer.from(parts[3], 'base64url').toString('latin1')).toString('base64url');
     expect(() => decryptString(key, parts.join('.'))).toThrow();
     expect(() => decryptString(keyring.encryptionKey('env-2'), env)).toThrow();
+  });
+
+  it('hands out 96-bit nonces that never repeat, across refills of the pool, each its own copy', () => {
+    const seen = new Set<string>();
+    const ivs: Buffer[] = [];
+    for (let i = 0; i < 2000; i++) {
+      const iv = randomIv();
+      expect(iv).toHaveLength(IV_BYTES);
+      seen.add(iv.toString('hex'));
+      ivs.push(iv);
+    }
+    expect(seen.size).toBe(2000);
+    // A copy: changing one nonce leaves the others (and the pool) alone.
+    const before = ivs[1].toString('hex');
+    ivs[0].fill(0);
+    expect(ivs[1].toString('hex')).toBe(before);
+    expect(randomIv().equals(Buffer.alloc(IV_BYTES))).toBe(false);
+    // Two envelopes of the same text under the same key differ in nonce and ciphertext.
+    const key = keyring.encryptionKey('env-1');
+    const [a, b] = [encryptString(key, 'same'), encryptString(key, 'same')];
+    expect(a.split('.')[1]).not.toBe(b.split('.')[1]);
+    expect(a.split('.')[3]).not.toBe(b.split('.')[3]);
   });
 
   it('derives different keyed hashes per environment', () => {

@@ -25,7 +25,7 @@ const SYSTEM = 'system:webhook-dispatcher';
  * (running at once); past this, deliveries are created or released without a lease and wait for
  * the timer worker (which runs at most its batchSize attempts at once).
  */
-export const MAX_DIRECT_ATTEMPTS = 256;
+export const MAX_DIRECT_ATTEMPTS = 512;
 
 /** What an attempt needs of the delivery's creation event. */
 type Created = Pick<Extract<DeliveryEvent, { type: 'WebhookDeliveryCreated' }>, 'eventId' | 'eventType' | 'payload'>;
@@ -312,11 +312,18 @@ export class WebhooksService implements OnModuleDestroy {
       // was a no-op (released already, its held document not yet taken out by the projection),
       // of the stream's last event, which takes it out once applied.
       let batchPosition = 0;
+      // A page's deliveries mostly share a few endpoints: each is read once per page.
+      const endpoints = new Map<string, Promise<EndpointDoc | null>>();
+      const endpointOf = (id: string) => {
+        let ep = endpoints.get(id);
+        if (!ep) endpoints.set(id, (ep = this.readStore.get<EndpointDoc>(Collections.endpoints, id)));
+        return ep;
+      };
       await Promise.all(
         held.map(async (h) => {
           const stream = deliveryStream(h.id);
           const doc = await this.readStore.get<DeliveryDoc>(Collections.deliveries, h.id);
-          const ep = doc ? await this.readStore.get<EndpointDoc>(Collections.endpoints, doc.endpointId) : null;
+          const ep = doc ? await endpointOf(doc.endpointId) : null;
           const leaseId = ep && !ep.deletedAt ? this.directLease() : undefined;
           const ctx = { actor: SYSTEM, organizationId, environmentId: doc?.environmentId ?? null };
           let loaded, r;

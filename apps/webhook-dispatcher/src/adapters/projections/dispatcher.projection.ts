@@ -71,7 +71,8 @@ export interface UsageDoc {
 
 type DispatcherEvent = EndpointEvent | DeliveryEvent | AccountEvent | UsageEvent;
 
-function putDelivery(tx: ProjectionTx, doc: DeliveryDoc): void {
+/** `previous`: the document's status before this event (null: a new document). */
+function putDelivery(tx: ProjectionTx, doc: DeliveryDoc, previous: DeliveryStatus | null): void {
   // Negated creation time: a partition lists newest first, so `limit` keeps the most recent.
   tx.put(Collections.deliveries, doc.id, doc, { partition: doc.endpointId, score: -Date.parse(doc.createdAt) });
   if (doc.status === 'pending' && doc.nextAttemptAt) {
@@ -80,7 +81,8 @@ function putDelivery(tx: ProjectionTx, doc: DeliveryDoc): void {
     cancelTimer(tx, Collections.timers, doc.id);
   }
   if (doc.status === 'held') tx.put(Collections.held, doc.id, { id: doc.id, organizationId: doc.organizationId }, { partition: doc.organizationId });
-  else tx.delete(Collections.held, doc.id);
+  // A held document exists only while the delivery document says `held` (both written here).
+  else if (previous === 'held') tx.delete(Collections.held, doc.id);
 }
 
 /** Endpoints (secret re-encrypted), the delivery log, held deliveries, retry timers, plan and usage. */
@@ -132,22 +134,22 @@ export function dispatcherProjection(keyring: Keyring): Projection {
             attempts: [],
             nextAttemptAt: event.nextAttemptAt,
             createdAt: event.createdAt,
-          });
+          }, null);
           return;
         case 'WebhookDeliveryReleased':
         case 'WebhookRetryRequested': {
           const doc = await tx.get<DeliveryDoc>(Collections.deliveries, event.deliveryId);
-          if (doc) putDelivery(tx, { ...doc, status: 'pending', nextAttemptAt: event.nextAttemptAt });
+          if (doc) putDelivery(tx, { ...doc, status: 'pending', nextAttemptAt: event.nextAttemptAt }, doc.status);
           return;
         }
         case 'WebhookAttemptRecorded': {
           const doc = await tx.get<DeliveryDoc>(Collections.deliveries, event.deliveryId);
-          if (doc) putDelivery(tx, { ...doc, status: event.status, attempts: [...doc.attempts, event.attempt], nextAttemptAt: event.nextAttemptAt });
+          if (doc) putDelivery(tx, { ...doc, status: event.status, attempts: [...doc.attempts, event.attempt], nextAttemptAt: event.nextAttemptAt }, doc.status);
           return;
         }
         case 'WebhookDeliveryAbandoned': {
           const doc = await tx.get<DeliveryDoc>(Collections.deliveries, event.deliveryId);
-          if (doc) putDelivery(tx, { ...doc, status: 'failed', nextAttemptAt: null });
+          if (doc) putDelivery(tx, { ...doc, status: 'failed', nextAttemptAt: null }, doc.status);
           return;
         }
         case 'WebhookAttemptStarted':
