@@ -248,6 +248,33 @@ function describeRunner(label: string, makeStore: () => Promise<{ store: ReadSto
       expect(await ctx.store.getCheckpoint('cases-only')).toBe(other.position);
     });
 
+    it("another context's event behind one still being applied is not visible before it", async () => {
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      const runner = ctx.newRunner().register({
+        name: 'slow-cases',
+        streamPrefixes: ['case-'],
+        async apply(event, tx) {
+          await gate;
+          tx.put('slow', event.streamId, { p: event.position });
+        },
+      });
+      await runner.start();
+      const mine = await ctx.events.append('case-1', [ev('A')], 'no_stream');
+      const other = await ctx.events.append('other-1', [ev('X')], 'no_stream');
+      // The other event has arrived, but the case event before it is still being applied.
+      await new Promise((r) => setTimeout(r, 100));
+      await expect(runner.waitFor(['slow-cases'], other.position, 50)).rejects.toBeInstanceOf(ProjectionWaitTimeoutError);
+      expect(runner.position('slow-cases')).toBeLessThan(mine.position);
+      release();
+      await runner.waitFor(['slow-cases'], other.position, 2000);
+      expect(await ctx.store.get('slow', 'case-1')).toEqual({ p: mine.position });
+      // Nothing queued now: the next other-context events pass over at once and move the position.
+      const more = await ctx.events.append('other-2', [ev('Y'), ev('Z')], 'no_stream');
+      await runner.waitFor(['slow-cases'], more.position, 2000);
+      expect(runner.position('slow-cases')).toBe(more.position);
+    });
+
     it('batches: reads inside a batch see earlier uncommitted writes (get and list)', async () => {
       // Append before starting so the subscription hands over many events in one page.
       for (let i = 0; i < 30; i++) await ctx.events.append(`item-${i}`, [ev('Added', { n: i })], 'no_stream');
