@@ -322,20 +322,20 @@ export class WebhooksService implements OnModuleDestroy {
       await Promise.all(
         held.map(async (h) => {
           const stream = deliveryStream(h.id);
-          const doc = await this.readStore.get<DeliveryDoc>(Collections.deliveries, h.id);
-          const ep = doc ? await endpointOf(doc.endpointId) : null;
+          // The stream has what the release needs (endpoint, environment, the signed payload).
+          const loaded = await this.deliveries.load(stream);
+          const created = loaded.events.find((e) => e.type === 'WebhookDeliveryCreated')?.data as (Created & { endpointId: string }) | undefined;
+          const ep = created ? await endpointOf(created.endpointId) : null;
           const leaseId = ep && !ep.deletedAt ? this.directLease() : undefined;
-          const ctx = { actor: SYSTEM, organizationId, environmentId: doc?.environmentId ?? null };
-          let loaded, r;
+          const ctx = { actor: SYSTEM, organizationId, environmentId: loaded.state.environmentId };
+          let r;
           try {
-            loaded = await this.deliveries.load(stream);
             r = await this.deliveries.handle(stream, { type: 'ReleaseDelivery', ...(leaseId ? { leaseId } : {}) }, ctx, { state: loaded.state, revision: loaded.revision });
           } catch (err) {
             if (leaseId) this.releaseSlot();
             throw err;
           }
           batchPosition = Math.max(batchPosition, r.newEvents.length > 0 ? r.position : (loaded.events.at(-1)?.position ?? 0));
-          const created = loaded.events.find((e) => e.type === 'WebhookDeliveryCreated')?.data as Created | undefined;
           if (leaseId && created && r.newEvents.some((e) => e.type === 'WebhookAttemptStarted')) this.sendDirect(stream, leaseId, { state: r.state, revision: r.revision }, created, ep!);
           else {
             if (leaseId) this.releaseSlot();
