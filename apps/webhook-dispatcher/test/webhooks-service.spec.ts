@@ -12,12 +12,12 @@ import { MAX_DIRECT_ATTEMPTS, WebhooksService } from '../src/application/webhook
 process.env.SVC_LOG_LEVEL ??= 'warn'; // the logger is made on first use, in the tests
 
 /** The service on a real in-memory event store and a real receiver; the read side is a stub. */
-function service(url: string, store = new InMemoryEventStore(), over: { list?: (collection: string) => Promise<unknown[]>; waitFor?: (names: string[], position: number) => Promise<void> } = {}) {
+function service(url: string, store = new InMemoryEventStore(), over: { list?: (collection: string) => Promise<unknown[]>; get?: (collection: string, key: string) => Promise<unknown>; waitFor?: (names: string[], position: number) => Promise<void> } = {}) {
   const endpoint: EndpointDoc = { id: 'ep-1', organizationId: 'org-1', environmentId: 'env-1', url, events: ['clinical_case.opened'], description: null, secret: 'enc', createdAt: new Date().toISOString(), deletedAt: null };
   const reads = { range: 0 };
   const readStore = {
     list: async (collection: string) => (over.list ? over.list(collection) : collection === 'webhooks.endpoints' ? [endpoint] : []),
-    get: async () => null,
+    get: async (collection: string, key: string) => (over.get ? over.get(collection, key) : null),
     write: async () => undefined,
     range: async () => {
       reads.range++;
@@ -33,7 +33,7 @@ function service(url: string, store = new InMemoryEventStore(), over: { list?: (
     { production: false } as never,
     { organization: async () => ({ id: 'org-1', baaSignedAt: '2026-01-01T00:00:00.000Z', environments: [{ id: 'env-1' }] }) } as never,
   );
-  return { svc, store, reads };
+  return { svc, store, reads, endpoint };
 }
 
 const opened = (): IntegrationMessage => ({
@@ -91,6 +91,42 @@ describe('WebhooksService direct first attempts and shutdown', () => {
     await expect(svc.dispatch(opened())).rejects.toThrow(/stopping/);
     expect(received).toBe(before);
   });
+
+  it(`releasing more held deliveries than ${MAX_DIRECT_ATTEMPTS} direct slots: each release waits for a slot and every first attempt is sent directly (none left to the timer worker)`, async () => {
+    const store = new InMemoryEventStore();
+    const handler = new CommandHandler(store, deliveryDecider, () => new Date());
+    const ctx = { actor: 'test', organizationId: 'org-1', environmentId: 'env-1' };
+    const n = MAX_DIRECT_ATTEMPTS + 88;
+    const ids = Array.from({ length: n }, () => randomUUID());
+    for (const id of ids) {
+      await handler.handle(deliveryStream(id), { type: 'CreateDelivery', deliveryId: id, endpointId: 'ep-1', organizationId: 'org-1', environmentId: 'env-1', eventId: randomUUID(), eventType: 'clinical_case.opened', caseId: null, payload: '{}', held: true }, ctx);
+    }
+    let page = 0;
+    const made = service(url, store, {
+      list: async (collection) => (collection !== 'webhooks.held' ? [] : ids.slice(500 * page, 500 * ++page).map((id) => ({ id }))),
+      get: async (collection) => (collection === 'webhooks.endpoints' ? made.endpoint : null),
+    });
+    const { svc } = made;
+    const before = received;
+    const releasing = svc.onBaaSigned('org-1', '2026-01-01T00:00:00.000Z');
+    // Every slot taken by attempts the receiver has not answered: the rest of the releases wait.
+    for (let i = 0; i < 200 && svc.directSlotsInUse < MAX_DIRECT_ATTEMPTS; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(svc.directSlotsInUse).toBe(MAX_DIRECT_ATTEMPTS);
+    const t = setInterval(answerAll, 20);
+    await releasing;
+    for (let i = 0; i < 500 && received - before < n; i++) await new Promise((r) => setTimeout(r, 10));
+    clearInterval(t);
+    answerAll();
+    expect(received - before).toBe(n);
+    const events = await store.readAll(0, 100_000);
+    // Each release carries its first attempt's lease in the same append (no lease-less release).
+    const released = events.filter((e) => e.type === 'WebhookDeliveryReleased');
+    const leased = new Set(events.filter((e) => e.type === 'WebhookAttemptStarted').map((e) => e.streamId));
+    expect(released).toHaveLength(n);
+    expect(leased.size).toBe(n);
+    await svc.onModuleDestroy();
+    expect(svc.directSlotsInUse).toBe(0);
+  }, 30_000);
 
   it('releasing held deliveries: a full page that was all no-ops (released already, the projection behind) waits for the projection instead of re-listing it', async () => {
     const store = new InMemoryEventStore();

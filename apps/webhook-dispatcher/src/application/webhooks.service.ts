@@ -74,6 +74,8 @@ export class WebhooksService implements OnModuleDestroy {
 
   async onModuleDestroy(): Promise<void> {
     this.stopping = true;
+    // Releases waiting for a direct slot stop waiting (and fail: the relay redelivers BaaSigned).
+    for (const wake of this.slotWaiters.splice(0)) wake();
     await this.scheduler.stop();
     // Direct attempts: a slot reserved before stopping may still be waiting for its lease append
     // and start its send after this began; wait until every slot is given back.
@@ -111,6 +113,24 @@ export class WebhooksService implements OnModuleDestroy {
 
   private releaseSlot(): void {
     this.directSlots--;
+    this.slotWaiters.shift()?.();
+  }
+
+  /** Releases of held deliveries waiting for a direct slot (woken one per slot given back). */
+  private readonly slotWaiters: (() => void)[] = [];
+
+  /**
+   * As directLease, but waits for a slot to be given back instead of answering undefined: a
+   * released held delivery is always sent by the releasing process (its lease in the release
+   * append), never left to the timer worker, whose path costs one more read, append and timer
+   * scan per delivery. Throws once shutdown began.
+   */
+  private async directLeaseWhenFree(): Promise<string> {
+    for (;;) {
+      const leaseId = this.directLease();
+      if (leaseId) return leaseId;
+      await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
+    }
   }
 
   /** Direct slots reserved now (tests). */
@@ -306,8 +326,9 @@ export class WebhooksService implements OnModuleDestroy {
       const held = await this.readStore.list<{ id: string }>(Collections.held, organizationId, { limit: 500 });
       if (held.length === 0) break;
       // One stream per delivery: the releases run together and share group commits. Each release
-      // takes the first attempt's lease in the same append (while direct attempts are below their
-      // bound) and this process sends it at once; the others wait for the timer worker.
+      // takes the first attempt's lease in the same append and this process sends it at once; past
+      // the bound of direct attempts a release waits for a slot to be given back (the deliveries
+      // stay held meanwhile), so none is left to the timer worker's costlier path.
       // The page's high-water mark: the position of each release appended or, for a release that
       // was a no-op (released already, its held document not yet taken out by the projection),
       // of the stream's last event, which takes it out once applied.
@@ -326,7 +347,7 @@ export class WebhooksService implements OnModuleDestroy {
           const loaded = await this.deliveries.load(stream);
           const created = loaded.events.find((e) => e.type === 'WebhookDeliveryCreated')?.data as (Created & { endpointId: string }) | undefined;
           const ep = created ? await endpointOf(created.endpointId) : null;
-          const leaseId = ep && !ep.deletedAt ? this.directLease() : undefined;
+          const leaseId = ep && !ep.deletedAt && loaded.state.status === 'held' ? await this.directLeaseWhenFree() : undefined;
           const ctx = { actor: SYSTEM, organizationId, environmentId: loaded.state.environmentId };
           let r;
           try {
@@ -352,7 +373,7 @@ export class WebhooksService implements OnModuleDestroy {
       }
       await this.applied(batchPosition);
     }
-    // Released without a lease: their timers fire once the projection has them.
+    // Released without a lease (endpoint deleted): their timers fire once the projection has them.
     if (position > 0) {
       this.applied(position).then(
         () => this.kick(),
