@@ -45,6 +45,29 @@ describe('case decider', () => {
     spec.given(h2).when({ type: 'AcknowledgeCase', environmentId: env, by: 's' }, now).thenThrows('CASE_RESOLVED');
   });
 
+  it('keeps every update of a long case: the first updateId stays a duplicate after 2,000 more, and evolve leaves the earlier state as it was', () => {
+    let state = opened.reduce(caseDecider.evolve, caseDecider.initialState());
+    const states = [state];
+    for (let seq = 1; seq <= 2001; seq++) {
+      const events = caseDecider.decide(upd(seq, seq === 1 ? 'processed' : 'clinician_responded'), state, now);
+      expect(events).toHaveLength(1);
+      state = events.reduce(caseDecider.evolve, state);
+      states.push(state);
+    }
+    expect(state.sequence).toBe(2001);
+    expect(state.updates.size).toBe(2001);
+    // Identical retries of the first and a middle update: nothing new; another body: 409.
+    expect(caseDecider.decide(upd(1, 'processed'), state, now)).toEqual([]);
+    expect(caseDecider.decide(upd(1000, 'clinician_responded'), state, now)).toEqual([]);
+    expect(() => caseDecider.decide(upd(1, 'processed', { bodyHash: 'other' }), state, now)).toThrow(expect.objectContaining({ code: 'IDEMPOTENCY_KEY_REUSED' }));
+    expect(state.updates.get('u1')!.result).toEqual({ caseId, updateId: 'u1', sequence: 1, status: 'processed' });
+    // Pure: each earlier state still has exactly the updates it had.
+    expect(states[0].updates.size).toBe(0);
+    expect(states[10].updates.size).toBe(10);
+    expect(states[10].updates.has('u11')).toBe(false);
+    expect(states[10].sequence).toBe(10);
+  });
+
   it('refuses another environment with NOT_FOUND', () => {
     deciderSpec(caseDecider).given(opened).when({ ...(upd(1, 'processed') as any), environmentId: 'other' }, now).thenThrows('NOT_FOUND');
     deciderSpec(caseDecider).given([]).when(upd(1, 'processed'), now).thenThrows('NOT_FOUND');

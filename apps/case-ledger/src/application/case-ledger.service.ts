@@ -307,7 +307,7 @@ export class CaseLedgerService {
     const duplicate = r.newEvents.length === 0;
     if (duplicate) await this.caughtUp();
     else await this.applied(r.position);
-    if (r.state.status === 'resolved' && r.state.updates[input.updateId].result.status === 'resolved') {
+    if (r.state.status === 'resolved' && r.state.updates.get(input.updateId)!.result.status === 'resolved') {
       // The resolve answers only once the thread refuses patient messages (an identical retry redoes it).
       try {
         await this.caseThread('close_case_thread', tenant, caseId, r.state.patientId);
@@ -316,7 +316,7 @@ export class CaseLedgerService {
         throw new ApiError(503, 'UNAVAILABLE', 'The case is resolved but its thread could not be closed yet; retry with the same updateId', undefined, { 'retry-after': '1' });
       }
     }
-    return { ...r.state.updates[input.updateId].result, duplicate };
+    return { ...r.state.updates.get(input.updateId)!.result, duplicate };
   }
 
   async providerMessage(tenant: Tenant, actor: string, caseId: string, input: ProviderMessageInput) {
@@ -326,7 +326,7 @@ export class CaseLedgerService {
       { type: 'SendProviderMessage', environmentId: tenant.environmentId, messageId: input.messageId, bodyHash: bodyHash(input), message: input.message, externalReference: input.externalReference },
       this.ctx(tenant, actor),
     );
-    const createdAt = r.state.messages[input.messageId].createdAt;
+    const createdAt = r.state.messages.get(input.messageId)!.createdAt;
     // The thread append and the email are idempotent (requestId derived from messageId, email id
     // from it), so an identical retry completes whatever an interrupted first attempt left undone.
     const append: AppendConversationMessageCommand = {

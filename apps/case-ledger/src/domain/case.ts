@@ -1,3 +1,4 @@
+import { Map as PersistentMap } from 'immutable';
 import { Decider, DomainError } from '@svc/eventstore';
 import type { CasePriority, CaseSource } from '@svc/messaging';
 
@@ -131,8 +132,13 @@ export interface CaseState {
   priority: CasePriority | null;
   status: CaseStatus;
   sequence: number;
-  updates: Record<string, { bodyHash: string; result: UpdateResult }>;
-  messages: Record<string, { bodyHash: string; createdAt: string; notified?: boolean }>;
+  /**
+   * Every update and provider message the case took, by caller id (idempotency, rule 2). Persistent
+   * maps (structural sharing): `evolve` adds one entry in O(log n) without copying the others, so
+   * a case's n-th update no longer costs a copy of the n-1 before it (nor a replay O(n^2)).
+   */
+  updates: PersistentMap<string, { bodyHash: string; result: UpdateResult }>;
+  messages: PersistentMap<string, { bodyHash: string; createdAt: string; notified?: boolean }>;
   acknowledged: boolean;
   transportDelivered: boolean;
 }
@@ -150,8 +156,8 @@ export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
     priority: null,
     status: 'awaiting_processing',
     sequence: 0,
-    updates: {},
-    messages: {},
+    updates: PersistentMap(),
+    messages: PersistentMap(),
     acknowledged: false,
     transportDelivered: false,
   }),
@@ -167,17 +173,17 @@ export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
           ...state,
           status: event.status,
           sequence: event.sequence,
-          updates: { ...state.updates, [event.updateId]: { bodyHash: event.bodyHash, result: { caseId: event.caseId, updateId: event.updateId, sequence: event.sequence, status: event.status } } },
+          updates: state.updates.set(event.updateId, { bodyHash: event.bodyHash, result: { caseId: event.caseId, updateId: event.updateId, sequence: event.sequence, status: event.status } }),
         };
       case 'ProviderMessageAccepted':
-        return { ...state, messages: { ...state.messages, [event.messageId]: { bodyHash: event.bodyHash, createdAt: event.createdAt } } };
+        return { ...state, messages: state.messages.set(event.messageId, { bodyHash: event.bodyHash, createdAt: event.createdAt }) };
       case 'clinical_case.acknowledged':
         return { ...state, acknowledged: true };
       case 'CaseTransportDelivered':
         return { ...state, transportDelivered: true };
       case 'PatientNotified': {
-        const m = state.messages[event.messageId];
-        return m ? { ...state, messages: { ...state.messages, [event.messageId]: { ...m, notified: true } } } : state;
+        const m = state.messages.get(event.messageId);
+        return m ? { ...state, messages: state.messages.set(event.messageId, { ...m, notified: true }) } : state;
       }
       case 'clinical_case.resolved':
       case 'CaseAcknowledgedBy':
@@ -233,7 +239,7 @@ export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
       case 'UpdateCase': {
         if (!state.caseId || state.environmentId !== command.environmentId) throw notFound();
         // Order of checks (decisions 5): idempotency, resolved, sequence, transition.
-        const seen = state.updates[command.updateId];
+        const seen = state.updates.get(command.updateId);
         if (seen) {
           if (seen.bodyHash === command.bodyHash) return [];
           throw new DomainError(409, 'IDEMPOTENCY_KEY_REUSED', 'This updateId was used with a different body');
@@ -271,7 +277,7 @@ export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
 
       case 'SendProviderMessage': {
         if (!state.caseId || state.environmentId !== command.environmentId) throw notFound();
-        const seen = state.messages[command.messageId];
+        const seen = state.messages.get(command.messageId);
         if (seen) {
           if (seen.bodyHash === command.bodyHash) return [];
           throw new DomainError(409, 'IDEMPOTENCY_KEY_REUSED', 'This messageId was used with a different body');
@@ -308,7 +314,7 @@ export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
 
       case 'RecordPatientNotified': {
         if (!state.caseId || state.environmentId !== command.environmentId) throw notFound();
-        const m = state.messages[command.messageId];
+        const m = state.messages.get(command.messageId);
         if (!m) throw new DomainError(404, 'NOT_FOUND', 'No provider message with this id in the case');
         if (m.notified) return [];
         return [{ type: 'PatientNotified', caseId: state.caseId, messageId: command.messageId, outcome: command.outcome, notifiedAt: now.toISOString() }];
