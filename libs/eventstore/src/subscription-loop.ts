@@ -93,6 +93,17 @@ export class PollingSubscription implements Subscription {
     });
   }
 
+  /** The subscriber took the event synchronously (`SubscribeOptions.passOver`); a throw counts as no. */
+  private passedOver(event: RecordedEvent): boolean {
+    const passOver = this.options.passOver;
+    if (!passOver) return false;
+    try {
+      return passOver(event) === true;
+    } catch {
+      return false;
+    }
+  }
+
   private async run(): Promise<void> {
     const pageSize = this.loop.pageSize ?? 500;
     const poll = this.loop.pollIntervalMs ?? 250;
@@ -113,7 +124,7 @@ export class PollingSubscription implements Subscription {
       }
       for (const event of page) {
         if (this.closed) return;
-        if (matchesPrefix(event.streamId, this.options.streamPrefix)) {
+        if (matchesPrefix(event.streamId, this.options.streamPrefix) && !this.passedOver(event)) {
           const handled = await handOffUntilHandled(event, {
             handler: this.handler,
             logger,

@@ -353,6 +353,41 @@ export function describeEventStoreConformance(name: string, factory: () => Promi
         expect(c.maxActive).toBe(1);
       });
 
+      it('passOver: each event is either taken by it (true) or handed to the handler, exactly once and in order; a throw counts as no', async () => {
+        const start = await store.headPosition();
+        const s = `${p}passover`;
+        const seen: { n: number; by: 'passOver' | 'handler' }[] = [];
+        const c = new Collector(async (e) => {
+          if (e.streamId === s) seen.push({ n: (e.data as { n: number }).n, by: 'handler' });
+        });
+        const passOver = (e: RecordedEvent) => {
+          if (e.streamId !== s) return false;
+          // Decides from position, stream and type only (data may still be sealed here).
+          if (e.type === 'Skip') {
+            seen.push({ n: e.revision, by: 'passOver' });
+            return true;
+          }
+          if (e.type === 'Boom') throw new Error('passOver failed');
+          return false;
+        };
+        subs.push(store.subscribeToAll({ fromPosition: start, passOver }, c.handler));
+        await store.append(s, [ev('Keep', { n: 0 }), ev('Skip', { n: 1 }), ev('Boom', { n: 2 }), ev('Skip', { n: 3 }), ev('Keep', { n: 4 })], 'no_stream');
+        const until = Date.now() + 5000;
+        while (seen.length < 5 && Date.now() < until) await sleep(20);
+        await sleep(100);
+        expect(seen.map((x) => x.n)).toEqual([0, 1, 2, 3, 4]);
+        const byHandler = seen.filter((x) => x.by === 'handler').map((x) => x.n);
+        // A store may ignore passOver (KurrentDB): then every event reaches the handler.
+        if (byHandler.length === 5) return;
+        expect(seen).toEqual([
+          { n: 0, by: 'handler' },
+          { n: 1, by: 'passOver' },
+          { n: 2, by: 'handler' },
+          { n: 3, by: 'passOver' },
+          { n: 4, by: 'handler' },
+        ]);
+      });
+
       it('filters by stream prefix', async () => {
         const start = await store.headPosition();
         const c = new Collector();

@@ -120,7 +120,7 @@ class ProjectionWorker {
     this.advance(checkpoint);
     // No server-side stream filter: every event reaches the worker, so events of other streams
     // still move the position that waitFor compares against (and, periodically, the checkpoint).
-    this.subscription = this.options.eventStore.subscribeToAll({ fromPosition: checkpoint }, (e) => this.handle(e));
+    this.subscription = this.options.eventStore.subscribeToAll({ fromPosition: checkpoint, passOver: (e) => this.tryPassOver(e) }, (e) => this.handle(e));
   }
 
   async stop(): Promise<void> {
@@ -168,15 +168,24 @@ class ProjectionWorker {
   }
 
   /** Subscription handler. Never throws: a failing apply is retried here, so nothing is skipped. */
+  /**
+   * Taken synchronously, without the handler (SubscribeOptions.passOver): an event handed over
+   * again, or another context's event while nothing is queued or pending. Such an event writes
+   * nothing, so the store already shows its position (every projection sees every event of the
+   * log; most pass over most of them, now without an async step each).
+   */
+  private tryPassOver(event: RecordedEvent): boolean {
+    if (this.stopping) return false;
+    if (event.position <= this.seen) return true;
+    if (this.queued !== 0 || this.batch.size !== 0 || this.relevant(event)) return false;
+    this.passOver(event.position);
+    return true;
+  }
+
   private handle(event: RecordedEvent): Promise<void> {
     if (this.stopping || event.position <= this.seen) return DONE;
-    if (this.queued === 0 && this.batch.size === 0 && !this.relevant(event)) {
-      // Another context's event while nothing is queued or pending: it writes nothing, so the
-      // store already shows its position. Done here, without a turn through the chain (every
-      // projection sees every event of the log; most pass over most of them).
-      this.passOver(event.position);
-      return DONE;
-    }
+    // A store that does not ask tryPassOver first (KurrentDB) still gets the same fast path here.
+    if (this.tryPassOver(event)) return DONE;
     return this.serialize(async () => {
       if (this.stopping || event.position <= this.seen) return;
       const relevant = this.relevant(event);
