@@ -87,6 +87,14 @@ class ProjectionWorker {
   /** Highest position handed to this worker (guards against re-delivery). */
   private seen = 0;
   private batch = new Map<string, WriteOp>();
+  /**
+   * Documents this worker committed last (least recently written first), each tagged with the
+   * store's `documentGeneration` right after the commit: `tx.get` answers from here while the tag
+   * still matches (no write to that document since, by this process or another connection), and
+   * reads the store otherwise. Only with a store that has `documentGeneration` (SQLite).
+   */
+  private readonly recent = new Map<string, { gen: number; doc: unknown }>();
+  private static readonly MAX_RECENT = 10_000;
   private batchPosition = 0;
   private batchEvents = 0;
   private chain: Promise<void> = Promise.resolve();
@@ -114,6 +122,7 @@ class ProjectionWorker {
   async start(): Promise<void> {
     this.stopping = false;
     this.batch = new Map();
+    this.recent.clear();
     this.batchEvents = 0;
     const checkpoint = await this.store.getCheckpoint(this.name);
     this.stored = this.seen = this.batchPosition = checkpoint;
@@ -275,10 +284,23 @@ class ProjectionWorker {
         delay = Math.min(delay * 2, this.options.maxRetryDelayMs ?? 5000);
       }
     }
+    this.remember(ops);
     this.batch = new Map();
     this.batchEvents = 0;
     this.stored = Math.max(this.stored, position);
     this.advance(position);
+  }
+
+  /** Keeps the committed documents (see `recent`); a deleted one is remembered as absent. */
+  private remember(ops: WriteOp[]): void {
+    const store = this.store;
+    if (!store.documentGeneration) return;
+    for (const op of ops) {
+      const id = docId(op.collection, op.key);
+      this.recent.delete(id); // re-inserted last: the map stays in order of last write
+      this.recent.set(id, { gen: store.documentGeneration(op.collection, op.key), doc: op.op === 'put' ? op.doc : null });
+    }
+    while (this.recent.size > ProjectionWorker.MAX_RECENT) this.recent.delete(this.recent.keys().next().value as string);
   }
 
   private advance(position: number): void {
@@ -299,8 +321,16 @@ class ProjectionWorker {
     const pending = (id: string): WriteOp | undefined => scratch.get(id) ?? this.batch.get(id);
     return {
       get: async <T>(collection: string, key: string): Promise<T | null> => {
-        const op = pending(docId(collection, key));
+        const id = docId(collection, key);
+        const op = pending(id);
         if (op) return op.op === 'put' ? (structuredClone(op.doc) as T) : null;
+        const hit = this.recent.get(id);
+        if (hit) {
+          if (this.store.documentGeneration && this.store.documentGeneration(collection, key) === hit.gen) {
+            return hit.doc === null ? null : (structuredClone(hit.doc) as T);
+          }
+          this.recent.delete(id);
+        }
         return this.store.get<T>(collection, key);
       },
       list: async <T>(collection: string, partition: string, options?: { limit?: number }): Promise<T[]> => {

@@ -275,6 +275,33 @@ function describeRunner(label: string, makeStore: () => Promise<{ store: ReadSto
       expect(runner.position('slow-cases')).toBe(more.position);
     });
 
+    it('reads a document it committed from memory only while nobody else wrote it (this process or another connection)', async () => {
+      const runner = ctx.newRunner().register(counterProjection('counter-recent', []));
+      await runner.start();
+      const r1 = await ctx.events.append('case-1', [ev('A')], 'no_stream');
+      await runner.waitFor(['counter-recent'], r1.position);
+      const r2 = await ctx.events.append('case-1', [ev('B')], 0);
+      await runner.waitFor(['counter-recent'], r2.position);
+      expect(await ctx.store.get('counters', 'case-1')).toEqual({ count: 2, positions: [r1.position, r2.position] });
+      // Written behind the projection's back through the same store...
+      await ctx.store.write([{ op: 'put', collection: 'counters', key: 'case-1', partition: 'all', score: 1, doc: { count: 100, positions: [] } }]);
+      const r3 = await ctx.events.append('case-1', [ev('C')], 1);
+      await runner.waitFor(['counter-recent'], r3.position);
+      expect(await ctx.store.get('counters', 'case-1')).toEqual({ count: 101, positions: [r3.position] });
+      // ...and through another connection to the same store (a foreign commit).
+      const other = await reopen();
+      extraStores.push(other);
+      await other.write([{ op: 'put', collection: 'counters', key: 'case-1', partition: 'all', score: 1, doc: { count: 500, positions: [] } }]);
+      await new Promise((r) => setTimeout(r, 10));
+      const r4 = await ctx.events.append('case-1', [ev('D')], 2);
+      await runner.waitFor(['counter-recent'], r4.position);
+      expect(await ctx.store.get('counters', 'case-1')).toEqual({ count: 501, positions: [r4.position] });
+      // From memory again: the next event builds on its own last write.
+      const r5 = await ctx.events.append('case-1', [ev('E')], 3);
+      await runner.waitFor(['counter-recent'], r5.position);
+      expect((await ctx.store.get<Counter>('counters', 'case-1'))!.count).toBe(502);
+    });
+
     it('batches: reads inside a batch see earlier uncommitted writes (get and list)', async () => {
       // Append before starting so the subscription hands over many events in one page.
       for (let i = 0; i < 30; i++) await ctx.events.append(`item-${i}`, [ev('Added', { n: i })], 'no_stream');
