@@ -12,7 +12,7 @@ import { DeliveryCommand, DeliveryEvent, DeliveryState, deliveryDecider, deliver
 import { EndpointCommand, EndpointEvent, EndpointState, endpointDecider, endpointStream } from '../domain/endpoint';
 import { Collections, DISPATCHER_PROJECTION, DeliveryDoc, DeliveryTimer, EndpointDoc, TIMER_PARTITION } from '../adapters/projections/dispatcher.projection';
 import { stableUuid } from './ids';
-import { sendWebhook } from './sender';
+import { WebhookSender } from './webhook-sender';
 import { addressProblem, urlSyntaxProblem } from './url-policy';
 
 export interface StaffActor {
@@ -43,6 +43,8 @@ export class WebhooksService implements OnModuleDestroy {
   private readonly deliveries: CommandHandler<DeliveryCommand, DeliveryEvent, DeliveryState>;
   private readonly scheduler: TimerScheduler<DeliveryTimer>;
   private readonly log = getLogger();
+  /** Attempts go out on a thread of their own (the compiled build), else on the event loop. */
+  private readonly sender = new WebhookSender();
 
   constructor(
     @Inject(EVENT_STORE) store: EventStore,
@@ -83,6 +85,7 @@ export class WebhooksService implements OnModuleDestroy {
       if (this.direct.size > 0) await Promise.allSettled([...this.direct.values()]);
       else await new Promise((r) => setTimeout(r, 10));
     }
+    await this.sender.close();
   }
 
   /** First attempts running outside the timer worker (sent by the append that leased them). */
@@ -417,7 +420,7 @@ export class WebhooksService implements OnModuleDestroy {
   private async sendLeased(stream: string, leaseId: string, lease: Leased, created: Created, ep: EndpointDoc): Promise<void> {
     const ctx = { actor: SYSTEM, organizationId: lease.state.organizationId, environmentId: lease.state.environmentId };
     const secret = this.keyring.decrypt(ep.environmentId, ep.secret);
-    const { attempt } = await sendWebhook({
+    const { attempt } = await this.sender.send({
       url: ep.url,
       payload: created.payload,
       secret,

@@ -1,0 +1,85 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { SendInput, SendResult, sendWebhook } from './sender';
+
+/** The compiled sender thread, next to this file in the build (absent when running from source). */
+export const SENDER_WORKER_FILE = join(__dirname, 'sender-worker.js');
+
+/**
+ * Sends webhook attempts on a worker thread of their own (`sender-worker.js`): the HTTP client,
+ * the signature and the socket writes of every attempt run beside the service's event loop
+ * instead of on it, and their keep-alive pools live there. Same `sendWebhook`, same results
+ * (a signed attempt's metadata, never the body).
+ *
+ * Falls back to sending on the calling thread: when the compiled worker file is not there (tests
+ * from TypeScript source), for an input with a test resolver (a function cannot cross threads),
+ * and for good once the thread has failed. Attempts that were out on a thread that failed are
+ * rejected (not known to be sent): the caller leaves them to the lease's expiry, which sends
+ * them again (at least once, as after a crash).
+ */
+export class WebhookSender {
+  private worker: Worker | null = null;
+  private readonly pending = new Map<number, { resolve: (r: SendResult) => void; reject: (err: Error) => void }>();
+  private nextId = 0;
+
+  constructor(options: { workerFile?: string | null } = {}) {
+    const file = options.workerFile === undefined ? SENDER_WORKER_FILE : options.workerFile;
+    if (file && existsSync(file)) this.start(file);
+  }
+
+  /** True while attempts go to the sender thread. */
+  get threaded(): boolean {
+    return this.worker !== null;
+  }
+
+  private start(file: string): void {
+    const w = new Worker(file);
+    w.unref(); // idle, it keeps nothing alive; ref'd while an attempt is out
+    w.on('message', (m: { id: number; attempt?: SendResult['attempt']; error?: string }) => {
+      const p = this.pending.get(m.id);
+      if (!p) return;
+      this.pending.delete(m.id);
+      if (this.pending.size === 0) w.unref();
+      if (m.attempt) p.resolve({ attempt: m.attempt });
+      else p.reject(new Error(`webhook sender thread: ${m.error ?? 'failed'}`));
+    });
+    const failed = (err: Error) => {
+      if (this.worker !== w) return;
+      this.worker = null;
+      this.rejectPending(err);
+    };
+    w.on('error', (err) => failed(err));
+    w.on('exit', () => failed(new Error('webhook sender thread exited')));
+    this.worker = w;
+  }
+
+  send(input: SendInput): Promise<SendResult> {
+    const w = this.worker;
+    if (!w || input.resolve) return sendWebhook(input);
+    return new Promise<SendResult>((resolve, reject) => {
+      const id = ++this.nextId;
+      this.pending.set(id, { resolve, reject });
+      if (this.pending.size === 1) w.ref();
+      const { resolve: _r, ...rest } = input;
+      w.postMessage({ id, input: rest });
+    });
+  }
+
+  private rejectPending(err: Error): void {
+    const out = [...this.pending.values()];
+    this.pending.clear();
+    for (const p of out) p.reject(err);
+  }
+
+  /**
+   * Stops the thread; later sends run on the calling thread. Meant for after the caller's attempts
+   * have ended: any still out are rejected (not known to be sent).
+   */
+  async close(): Promise<void> {
+    const w = this.worker;
+    this.worker = null;
+    this.rejectPending(new Error('webhook sender thread closed'));
+    if (w) await w.terminate();
+  }
+}
