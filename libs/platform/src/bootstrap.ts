@@ -200,19 +200,23 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
     for (const method of [r.method].flat()) if (method !== 'HEAD' && method !== 'OPTIONS') routes.push({ method, url: r.url });
   });
   const log = getLogger();
-  fastify.addHook('onResponse', (req, reply, done) => {
-    log.info(
-      {
-        reqId: req.id,
-        method: req.method,
-        route: req.routeOptions?.url ?? 'unmatched',
-        statusCode: reply.statusCode,
-        durationMs: Math.round(reply.elapsedTime * 10) / 10,
-      },
-      'request',
-    );
-    done();
-  });
+  // The request line is logged at info: below that level (SVC_LOG_LEVEL=warn, say) the hook
+  // would only build a record to throw away on every request.
+  if (log.isLevelEnabled('info')) {
+    fastify.addHook('onResponse', (req, reply, done) => {
+      log.info(
+        {
+          reqId: req.id,
+          method: req.method,
+          route: req.routeOptions?.url ?? 'unmatched',
+          statusCode: reply.statusCode,
+          durationMs: Math.round(reply.elapsedTime * 10) / 10,
+        },
+        'request',
+      );
+      done();
+    });
+  }
   void config;
   return app;
 }
