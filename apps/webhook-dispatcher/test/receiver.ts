@@ -1,6 +1,38 @@
-import { createServer, IncomingHttpHeaders, Server } from 'node:http';
+import { createServer, IncomingHttpHeaders, Server, ServerResponse } from 'node:http';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+
+/**
+ * A plain HTTP server on 127.0.0.1 for sender tests: records each request's headers and raw body
+ * in `got`, and answers with `answer` (settable at any time; default 200 "ok").
+ */
+export class RecordingServer {
+  readonly got: { headers: IncomingHttpHeaders; body: Buffer }[] = [];
+  answer: (res: ServerResponse) => void = (res) => res.writeHead(200).end('ok');
+  port = 0;
+  private server: Server | undefined;
+
+  async start(): Promise<this> {
+    this.server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        this.got.push({ headers: req.headers, body: Buffer.concat(chunks) });
+        this.answer(res);
+      });
+    });
+    await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', () => r()));
+    this.port = (this.server.address() as { port: number }).port;
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    const server = this.server;
+    if (!server) return;
+    server.closeAllConnections();
+    await new Promise<void>((r) => server.close(() => r()));
+  }
+}
 
 export interface Received {
   path: string;

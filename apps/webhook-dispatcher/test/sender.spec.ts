@@ -5,6 +5,7 @@ import { verifyWebhook } from '../../../libs/security/src/webhooks';
 import { guardedLookup, isBlockedAddress } from '../src/application/url-policy';
 import { DELIVERY_TIMEOUT_MS, MAX_SOCKETS_PER_ORIGIN, sendWebhook } from '../src/application/sender';
 import { ATTEMPT_LEASE_MS } from '../src/domain/delivery';
+import { RecordingServer } from './receiver';
 
 type Resolver = (hostname: string, options: { all: true }, cb: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) => void;
 
@@ -46,23 +47,14 @@ describe('webhook address guard', () => {
 });
 
 describe('sendWebhook', () => {
-  let server: Server;
+  const receiver = new RecordingServer();
+  const got = receiver.got;
   let port: number;
-  const got: { headers: IncomingMessage['headers']; body: Buffer }[] = [];
-  let answer: (res: import('node:http').ServerResponse) => void = (res) => res.writeHead(200).end('ok');
   beforeAll(async () => {
-    server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        got.push({ headers: req.headers, body: Buffer.concat(chunks) });
-        answer(res);
-      });
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    port = (server.address() as AddressInfo).port;
+    await receiver.start();
+    port = receiver.port;
   });
-  afterAll(() => new Promise<void>((r) => server.close(() => r())));
+  afterAll(() => receiver.stop());
   beforeEach(() => (got.length = 0));
 
   const input = (url: string, production: boolean) => ({ url, payload: '{"id":"e1","type":"t","createdAt":"2026-01-01T00:00:00.000Z","data":{"x":"é"}}', secret: 's', eventId: 'e1', eventType: 't', at: new Date(), production });
@@ -90,16 +82,16 @@ describe('sendWebhook', () => {
   });
 
   it('times out a receiver that does not answer, records a 429 (its Retry-After is not a result), does not follow redirects', async () => {
-    answer = () => undefined; // never answers
+    receiver.answer = () => undefined; // never answers
     const slow = await sendWebhook({ ...input(`http://127.0.0.1:${port}/hook`, false), timeoutMs: 300 });
     expect(slow.attempt).toMatchObject({ statusCode: null, error: 'timeout' });
-    answer = (res) => res.writeHead(429, { 'retry-after': '120' }).end();
+    receiver.answer = (res) => res.writeHead(429, { 'retry-after': '120' }).end();
     expect(await sendWebhook(input(`http://127.0.0.1:${port}/hook`, false))).toEqual({ attempt: expect.objectContaining({ statusCode: 429, error: 'http_429' }) });
-    answer = (res) => res.writeHead(302, { location: `http://127.0.0.1:${port}/elsewhere` }).end();
+    receiver.answer = (res) => res.writeHead(302, { location: `http://127.0.0.1:${port}/elsewhere` }).end();
     got.length = 0;
     expect((await sendWebhook(input(`http://127.0.0.1:${port}/hook`, false))).attempt.statusCode).toBe(302);
     expect(got).toHaveLength(1);
-    answer = (res) => res.writeHead(200).end('ok');
+    receiver.answer = (res) => res.writeHead(200).end('ok');
   });
 });
 

@@ -1,10 +1,9 @@
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
-import { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { verifyWebhook } from '@svc/security';
 import { WebhookSender } from '../src/application/webhook-sender';
+import { RecordingServer } from './receiver';
 
 /**
  * The sender thread is compiled JavaScript: these tests run the build's own worker file
@@ -13,10 +12,9 @@ import { WebhookSender } from '../src/application/webhook-sender';
 const BUILT_WORKER = resolve(__dirname, '../../../dist/apps/webhook-dispatcher/src/application/sender-worker.js');
 
 describe('WebhookSender (attempts on a thread of their own)', () => {
-  let server: Server;
+  const receiver = new RecordingServer();
+  const got = receiver.got;
   let port: number;
-  const got: { headers: IncomingMessage['headers']; body: Buffer }[] = [];
-  let answer: (res: ServerResponse) => void = (res) => res.writeHead(200).end('ok');
   const senders: WebhookSender[] = [];
   const sender = (workerFile: string | null) => {
     const s = new WebhookSender({ workerFile });
@@ -24,25 +22,16 @@ describe('WebhookSender (attempts on a thread of their own)', () => {
     return s;
   };
   beforeAll(async () => {
-    server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        got.push({ headers: req.headers, body: Buffer.concat(chunks) });
-        answer(res);
-      });
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    port = (server.address() as AddressInfo).port;
+    await receiver.start();
+    port = receiver.port;
   });
   afterAll(async () => {
     for (const s of senders) await s.close();
-    server.closeAllConnections();
-    await new Promise<void>((r) => server.close(() => r()));
+    await receiver.stop();
   });
   beforeEach(() => {
     got.length = 0;
-    answer = (res) => res.writeHead(200).end('ok');
+    receiver.answer = (res) => res.writeHead(200).end('ok');
   });
 
   const input = (path: string, production = false) => ({
@@ -75,13 +64,13 @@ describe('WebhookSender (attempts on a thread of their own)', () => {
 
   it('keeps the rules of the calling thread: status codes, the deadline, refused addresses in production', async () => {
     const s = sender(BUILT_WORKER);
-    answer = (res) => res.writeHead(410).end();
+    receiver.answer = (res) => res.writeHead(410).end();
     expect((await s.send(input('/gone'))).attempt).toMatchObject({ statusCode: 410, error: 'http_410' });
-    answer = () => undefined; // never answers
+    receiver.answer = () => undefined; // never answers
     const slow = await s.send({ ...input('/slow'), timeoutMs: 300 });
     expect(slow.attempt).toMatchObject({ statusCode: null, error: 'timeout' });
     expect(slow.attempt.durationMs).toBeGreaterThanOrEqual(295);
-    answer = (res) => res.writeHead(200).end();
+    receiver.answer = (res) => res.writeHead(200).end();
     const before = got.length;
     expect((await s.send(input('/hook', true))).attempt.error).toBe('address_refused');
     expect(got.length).toBe(before);
@@ -113,7 +102,7 @@ describe('WebhookSender (attempts on a thread of their own)', () => {
 
   it('close() rejects an attempt still out and stops the thread', async () => {
     const s = sender(BUILT_WORKER);
-    answer = () => undefined;
+    receiver.answer = () => undefined;
     const out = s.send({ ...input('/slow'), timeoutMs: 5000 });
     await new Promise((r) => setTimeout(r, 100));
     const refused = expect(out).rejects.toThrow(/closed/);
