@@ -176,7 +176,6 @@ class ProjectionWorker {
     });
   }
 
-  /** Subscription handler. Never throws: a failing apply is retried here, so nothing is skipped. */
   /**
    * Taken synchronously, without the handler (SubscribeOptions.passOver): an event handed over
    * again, or another context's event while nothing is queued or pending. Such an event writes
@@ -191,6 +190,7 @@ class ProjectionWorker {
     return true;
   }
 
+  /** Subscription handler. Never throws: a failing apply is retried here, so nothing is skipped. */
   private handle(event: RecordedEvent): Promise<void> {
     if (this.stopping || event.position <= this.seen) return DONE;
     // A store that does not ask tryPassOver first (KurrentDB) still gets the same fast path here.

@@ -22,8 +22,9 @@ export interface StaffActor {
 const SYSTEM = 'system:webhook-dispatcher';
 /**
  * Most first attempts sent straight from the append that created or released their delivery
- * (running at once); past this, deliveries are created or released without a lease and wait for
- * the timer worker (which runs at most its batchSize attempts at once).
+ * (running at once); past this, new deliveries are created without a lease and wait for the timer
+ * worker (which runs at most its batchSize attempts at once), and releases of held deliveries wait
+ * for a slot to be given back.
  */
 export const MAX_DIRECT_ATTEMPTS = 512;
 
