@@ -109,6 +109,10 @@ export function describeReadStoreConformance(name: string, factory: ReadStoreFac
       await store.write([{ op: 'put', collection: 'cases', key: 'b', doc: { id: 'b' }, partition: 'p2', score: 5 }]);
       await store.write([{ op: 'put', collection: 'cases', key: 'a', doc: { id: 'a', n: 3 }, partition: 'p2', score: 9 }]);
       expect(await store.list('cases', 'p2')).toEqual([{ id: 'b' }, { id: 'a', n: 3 }]);
+      // Rewritten in place (same partition, same score): new content, same position.
+      await store.write([{ op: 'put', collection: 'cases', key: 'b', doc: { id: 'b', n: 7 }, partition: 'p2', score: 5 }]);
+      expect(await store.list('cases', 'p2')).toEqual([{ id: 'b', n: 7 }, { id: 'a', n: 3 }]);
+      await store.write([{ op: 'put', collection: 'cases', key: 'b', doc: { id: 'b' }, partition: 'p2', score: 5 }]);
       // Put without a partition takes it out of every partition, but keeps the document.
       await store.write([{ op: 'put', collection: 'cases', key: 'a', doc: { id: 'a', n: 4 } }]);
       expect(await store.list('cases', 'p2')).toEqual([{ id: 'b' }]);
