@@ -7,7 +7,7 @@ import { IntegrationMessage } from '../../../libs/messaging/src';
 import { CommandHandler } from '../../../libs/eventstore/src/decider';
 import { EndpointDoc } from '../src/adapters/projections/dispatcher.projection';
 import { deliveryDecider, deliveryStream } from '../src/domain/delivery';
-import { MAX_DIRECT_ATTEMPTS, WebhooksService } from '../src/application/webhooks.service';
+import { MAX_DIRECT_ATTEMPTS, RELEASE_SLOT_WAIT_MS, WebhooksService } from '../src/application/webhooks.service';
 
 process.env.SVC_LOG_LEVEL ??= 'warn'; // the logger is made on first use, in the tests
 
@@ -126,6 +126,79 @@ describe('WebhooksService direct first attempts and shutdown', () => {
     expect(leased.size).toBe(n);
     await svc.onModuleDestroy();
     expect(svc.directSlotsInUse).toBe(0);
+  }, 30_000);
+
+  /** Held deliveries of org-1 to ep-1, written straight into the store. */
+  const heldDeliveries = async (store: InMemoryEventStore, n: number) => {
+    const handler = new CommandHandler(store, deliveryDecider, () => new Date());
+    const ctx = { actor: 'test', organizationId: 'org-1', environmentId: 'env-1' };
+    const ids = Array.from({ length: n }, () => randomUUID());
+    for (const id of ids) {
+      await handler.handle(deliveryStream(id), { type: 'CreateDelivery', deliveryId: id, endpointId: 'ep-1', organizationId: 'org-1', environmentId: 'env-1', eventId: randomUUID(), eventType: 'clinical_case.opened', caseId: null, payload: '{}', held: true }, ctx);
+    }
+    return ids;
+  };
+  /** Slots taken by other traffic (a burst to another endpoint, say), given back with the function returned. */
+  const occupy = (svc: WebhooksService, n: number) => {
+    const s = svc as unknown as { directLease(): string | undefined; releaseSlot(): void };
+    for (let i = 0; i < n; i++) s.directLease();
+    return () => {
+      for (let i = 0; i < n; i++) s.releaseSlot();
+    };
+  };
+
+  it('an endpoint deleted while releases wait for a direct slot gets nothing more (the release re-reads it after the wait)', async () => {
+    const store = new InMemoryEventStore();
+    const ids = await heldDeliveries(store, 500);
+    let listed = false;
+    let deletedAt: string | null = null;
+    const made = service(url, store, {
+      list: async (collection) => (collection === 'webhooks.held' && !listed ? ((listed = true), ids.map((id) => ({ id }))) : []),
+      get: async (collection) => (collection === 'webhooks.endpoints' ? { ...made.endpoint, deletedAt } : null),
+    });
+    const { svc } = made;
+    const before = received;
+    const giveBack = occupy(svc, MAX_DIRECT_ATTEMPTS - 100);
+    const releasing = svc.onBaaSigned('org-1', '2026-01-01T00:00:00.000Z');
+    for (let i = 0; i < 300 && svc.directSlotsInUse < MAX_DIRECT_ATTEMPTS; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(svc.directSlotsInUse).toBe(MAX_DIRECT_ATTEMPTS);
+    // The customer deletes the endpoint while 400 releases wait; then the other traffic ends.
+    deletedAt = new Date().toISOString();
+    giveBack();
+    const t = setInterval(answerAll, 10);
+    await releasing;
+    for (let i = 0; i < 100 && received - before < 100; i++) await new Promise((r) => setTimeout(r, 10));
+    await new Promise((r) => setTimeout(r, 200));
+    clearInterval(t);
+    answerAll();
+    expect(received - before).toBe(100);
+    const events = await store.readAll(0, 100_000);
+    expect(events.filter((e) => e.type === 'WebhookDeliveryReleased')).toHaveLength(500);
+    expect(events.filter((e) => e.type === 'WebhookAttemptStarted')).toHaveLength(100);
+    await svc.onModuleDestroy();
+  }, 30_000);
+
+  it(`a release waits for direct slots ${RELEASE_SLOT_WAIT_MS} ms in all, then releases the rest without a lease (the timer worker sends them)`, async () => {
+    const store = new InMemoryEventStore();
+    const ids = await heldDeliveries(store, 10);
+    let listed = false;
+    const made = service(url, store, {
+      list: async (collection) => (collection === 'webhooks.held' && !listed ? ((listed = true), ids.map((id) => ({ id }))) : []),
+      get: async (collection) => (collection === 'webhooks.endpoints' ? made.endpoint : null),
+    });
+    const { svc } = made;
+    const giveBack = occupy(svc, MAX_DIRECT_ATTEMPTS);
+    const t0 = performance.now();
+    await svc.onBaaSigned('org-1', '2026-01-01T00:00:00.000Z');
+    const took = performance.now() - t0;
+    expect(took).toBeGreaterThanOrEqual(RELEASE_SLOT_WAIT_MS - 50);
+    expect(took).toBeLessThan(RELEASE_SLOT_WAIT_MS + 3000);
+    const events = await store.readAll(0, 100_000);
+    expect(events.filter((e) => e.type === 'WebhookDeliveryReleased')).toHaveLength(10);
+    expect(events.filter((e) => e.type === 'WebhookAttemptStarted')).toHaveLength(0);
+    giveBack();
+    expect(svc.directSlotsInUse).toBe(0);
+    await svc.onModuleDestroy();
   }, 30_000);
 
   it('releasing held deliveries: a full page that was all no-ops (released already, the projection behind) waits for the projection instead of re-listing it', async () => {

@@ -94,6 +94,7 @@ class ProjectionWorker {
    * reads the store otherwise. Only with a store that has `documentGeneration` (SQLite).
    */
   private readonly recent = new Map<string, { gen: number; doc: unknown }>();
+  // (Cleared whenever a commit of this worker was not applied: see flushNow.)
   private static readonly MAX_RECENT = 10_000;
   private batchPosition = 0;
   private batchEvents = 0;
@@ -271,7 +272,11 @@ class ProjectionWorker {
     let delay = this.options.retryDelayMs ?? 100;
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.store.commit(this.name, position, ops);
+        const outcome = await this.store.commit(this.name, position, ops);
+        // Written: remembered with the generation they got inside the commit. Not written (a
+        // runner ahead of this one stored a later checkpoint): nothing remembered is trusted.
+        if (outcome && outcome.applied) this.remember(ops, outcome.generation);
+        else this.recent.clear();
         break;
       } catch (err) {
         this.logger.warn({ projection: this.name, position, attempt, error: errorName(err) }, 'projection commit failed; retrying');
@@ -284,21 +289,22 @@ class ProjectionWorker {
         delay = Math.min(delay * 2, this.options.maxRetryDelayMs ?? 5000);
       }
     }
-    this.remember(ops);
     this.batch = new Map();
     this.batchEvents = 0;
     this.stored = Math.max(this.stored, position);
     this.advance(position);
   }
 
-  /** Keeps the committed documents (see `recent`); a deleted one is remembered as absent. */
-  private remember(ops: WriteOp[]): void {
-    const store = this.store;
-    if (!store.documentGeneration) return;
+  /**
+   * Keeps the committed documents (see `recent`) under the generation the commit gave them; a
+   * deleted one is remembered as absent. Only with a store that can tell (documentGeneration).
+   */
+  private remember(ops: WriteOp[], generation: number): void {
+    if (!this.store.documentGeneration) return;
     for (const op of ops) {
       const id = docId(op.collection, op.key);
       this.recent.delete(id); // re-inserted last: the map stays in order of last write
-      this.recent.set(id, { gen: store.documentGeneration(op.collection, op.key), doc: op.op === 'put' ? op.doc : null });
+      this.recent.set(id, { gen: generation, doc: op.op === 'put' ? op.doc : null });
     }
     while (this.recent.size > ProjectionWorker.MAX_RECENT) this.recent.delete(this.recent.keys().next().value as string);
   }

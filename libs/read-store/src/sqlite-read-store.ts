@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { WalCheckpointer, isFile } from '@svc/eventstore';
-import { ReadEntry, ReadStore, WriteOp, validateOps } from './types';
+import { CommitOutcome, ReadEntry, ReadStore, WriteOp, validateOps } from './types';
 
 interface DocRow {
   key: string;
@@ -48,7 +48,7 @@ export class SqliteReadStore implements ReadStore {
   private foreign = 0;
   private dataVersion = -1;
   private foreignCheckedThisTurn = false;
-  private readonly commitTx: (projection: string | null, position: number, ops: WriteOp[]) => void;
+  private readonly commitTx: ((projection: string | null, position: number, ops: WriteOp[]) => boolean) & { immediate(projection: string | null, position: number, ops: WriteOp[]): boolean };
 
   /** Checkpoints on a worker thread (see `WalCheckpointer`); null for `:memory:` or when turned off. */
   private readonly checkpointer: WalCheckpointer | null = null;
@@ -113,10 +113,14 @@ export class SqliteReadStore implements ReadStore {
     };
     this.dataVersion = this.stmts.dataVersion.get() as number;
     this.commitTx = this.db.transaction((projection: string | null, position: number, ops: WriteOp[]) => {
+      // Run as BEGIN IMMEDIATE: with the write lock held, a commit by another connection is either
+      // before this check (and counted now, before this commit's own documents are) or after this
+      // commit; never folded into the generation this commit's documents get.
+      this.noteForeignCommit();
       if (projection !== null) {
         const row = this.stmts.getCheckpoint.get(projection) as { position: number } | undefined;
         // Never backwards: a runner behind the stored checkpoint must not overwrite newer state.
-        if (row && row.position >= position) return;
+        if (row && row.position >= position) return false;
         this.stmts.setCheckpoint.run(projection, position);
       }
       for (const op of ops) {
@@ -131,7 +135,8 @@ export class SqliteReadStore implements ReadStore {
           this.stmts.del.run(op.collection, op.key);
         }
       }
-    });
+      return true;
+    }) as unknown as SqliteReadStore['commitTx'];
   }
 
   async get<T>(collection: string, key: string): Promise<T | null> {
@@ -163,7 +168,7 @@ export class SqliteReadStore implements ReadStore {
   async write(ops: WriteOp[]): Promise<void> {
     validateOps(ops);
     try {
-      this.commitTx(null, 0, ops);
+      this.commitTx.immediate(null, 0, ops);
     } finally {
       this.touched(ops);
     }
@@ -196,16 +201,22 @@ export class SqliteReadStore implements ReadStore {
       setImmediate(() => {
         this.foreignCheckedThisTurn = false;
       });
-      const v = this.stmts.dataVersion.get() as number;
-      if (v !== this.dataVersion) {
-        this.dataVersion = v;
-        this.foreign = ++this.counter;
-      }
+      this.noteForeignCommit();
     }
   }
 
-  private touched(ops: WriteOp[]): void {
-    if (ops.length === 0) return;
+  /** Reads PRAGMA data_version now: a change since the last read is another connection's commit. */
+  private noteForeignCommit(): void {
+    const v = this.stmts.dataVersion.get() as number;
+    if (v !== this.dataVersion) {
+      this.dataVersion = v;
+      this.foreign = ++this.counter;
+    }
+  }
+
+  /** Bumps the generation of what `ops` touched; answers the generation they got. */
+  private touched(ops: WriteOp[]): number {
+    if (ops.length === 0) return this.counter;
     const n = ++this.counter;
     for (const op of ops) {
       this.written.set(op.collection, n);
@@ -218,6 +229,7 @@ export class SqliteReadStore implements ReadStore {
       this.writtenDocs.delete(oldest);
       if (gen > this.evictedFloor) this.evictedFloor = gen;
     }
+    return n;
   }
 
   async getCheckpoint(projection: string): Promise<number> {
@@ -225,14 +237,18 @@ export class SqliteReadStore implements ReadStore {
     return row ? row.position : 0;
   }
 
-  async commit(projection: string, position: number, ops: WriteOp[]): Promise<void> {
+  async commit(projection: string, position: number, ops: WriteOp[]): Promise<CommitOutcome> {
     if (!Number.isSafeInteger(position) || position < 0) throw new RangeError('checkpoint position must be an integer >= 0');
     validateOps(ops);
+    let applied = false;
+    let generation = 0;
     try {
-      this.commitTx(projection, position, ops);
+      applied = this.commitTx.immediate(projection, position, ops);
     } finally {
-      this.touched(ops);
+      // Bumped even for a commit that failed or wrote nothing: a cache only ever drops too much.
+      generation = this.touched(ops);
     }
+    return { applied, generation };
   }
 
   async close(): Promise<void> {

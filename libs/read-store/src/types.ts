@@ -45,7 +45,7 @@ export interface ReadStore {
    * Apply `ops` and set the projection's checkpoint to `position`, atomically. When the stored
    * checkpoint is already >= `position` nothing is written (two runners racing cannot move it back).
    */
-  commit(projection: string, position: number, ops: WriteOp[]): Promise<void>;
+  commit(projection: string, position: number, ops: WriteOp[]): Promise<void | CommitOutcome>;
   close(): Promise<void>;
   /**
    * Optional, synchronous: a number that changes whenever a document of any of `collections` may have
@@ -60,6 +60,17 @@ export interface ReadStore {
    * cache of one document survives writes to the rest of its collection. Same adapters as `generation`.
    */
   documentGeneration?(collection: string, key: string): number;
+}
+
+/**
+ * What a commit did, from an adapter that can tell (SQLite): `applied` is false when the stored
+ * checkpoint was already >= `position` and nothing was written; `generation` is the
+ * `documentGeneration` the written documents got, taken inside the commit (so a commit by another
+ * connection after it is never folded into it).
+ */
+export interface CommitOutcome {
+  applied: boolean;
+  generation: number;
 }
 
 export const READ_STORE = Symbol('READ_STORE');

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { ProjectionRunner, ProjectionWaitTimeoutError } from '../src/projection-runner';
 import { RedisReadStore } from '../src/redis-read-store';
 import { SqliteReadStore } from '../src/sqlite-read-store';
-import { Projection, ReadStore, ReadStoreLogger } from '../src/types';
+import { Projection, ReadStore, ReadStoreLogger, WriteOp } from '../src/types';
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const CANARY = 'CANARY-PHI-7f3a9c';
@@ -372,4 +372,74 @@ describeRunner('RedisReadStore', async () => {
       await admin.quit();
     },
   };
+});
+
+/**
+ * The remembered documents (ProjectionWorker.recent) against writers it cannot order itself:
+ * another connection to the same SQLite file, committing before or after this runner. Found by a
+ * review of the cache; each test failed on its first version.
+ */
+describe('ProjectionRunner document memory on SQLite, against another connection', () => {
+  let dir: string;
+  let events: SqliteEventStore;
+  let store: SqliteReadStore;
+  let other: SqliteReadStore;
+  let runner: ProjectionRunner;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'runner-recent-'));
+    events = new SqliteEventStore(join(dir, 'events.db'), { pollIntervalMs: 20 });
+    store = new SqliteReadStore(join(dir, 'read.db'));
+    other = new SqliteReadStore(join(dir, 'read.db')); // another replica's connection
+    runner = new ProjectionRunner({ eventStore: events, readStore: store, retryDelayMs: 10 });
+    runner.register(counterProjection('c', []));
+  });
+  afterEach(async () => {
+    await runner.stop();
+    await events.close();
+    await store.close();
+    await other.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a commit skipped because another runner stored a later checkpoint is not remembered as written', async () => {
+    await runner.start();
+    const r1 = await events.append('case-1', [ev('A')], 'no_stream');
+    await runner.waitFor(['c'], r1.position);
+    // Another runner of the same projection is ahead: it applied the next event and committed.
+    await other.commit('c', r1.position + 1, [{ op: 'put', collection: 'counters', key: 'case-1', partition: 'all', score: 2, doc: { count: 2, positions: [r1.position, r1.position + 1] } }]);
+    await new Promise((r) => setTimeout(r, 10));
+    const r2 = await events.append('case-1', [ev('B')], 0); // already in the store: this runner's commit is skipped
+    await runner.waitFor(['c'], r2.position);
+    const r3 = await events.append('case-1', [ev('C')], 1);
+    await runner.waitFor(['c'], r3.position);
+    // Each event counted once.
+    expect(await store.get<Counter>('counters', 'case-1')).toEqual({ count: 3, positions: [r1.position, r2.position, r3.position] });
+  });
+
+  it("another connection's commit right after this runner's is not folded into what it remembers", async () => {
+    let foreignAfterCommit: WriteOp[] | null = null;
+    const commit = store.commit.bind(store);
+    // Another process commits just after ours returns (its commit can land at any moment).
+    store.commit = async (p: string, pos: number, ops: WriteOp[]) => {
+      const outcome = await commit(p, pos, ops);
+      if (foreignAfterCommit) {
+        const f = foreignAfterCommit;
+        foreignAfterCommit = null;
+        await other.write(f);
+      }
+      return outcome;
+    };
+    await runner.start();
+    const r1 = await events.append('case-1', [ev('A')], 'no_stream');
+    await runner.waitFor(['c'], r1.position);
+    foreignAfterCommit = [{ op: 'put', collection: 'counters', key: 'case-1', partition: 'all', score: 1, doc: { count: 100, positions: [] } }];
+    const r2 = await events.append('case-1', [ev('B')], 0);
+    await runner.waitFor(['c'], r2.position);
+    expect(await store.get<Counter>('counters', 'case-1')).toEqual({ count: 100, positions: [] }); // the foreign write came last
+    await new Promise((r) => setTimeout(r, 10));
+    const r3 = await events.append('case-1', [ev('C')], 1);
+    await runner.waitFor(['c'], r3.position);
+    // Built on what the store holds (the foreign write), as without the memory.
+    expect(await store.get<Counter>('counters', 'case-1')).toEqual({ count: 101, positions: [r3.position] });
+  });
 });

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { getLogger } from '@svc/http';
 import { SendInput, SendResult, sendWebhook } from './sender';
 
 /** The compiled sender thread, next to this file in the build (absent when running from source). */
@@ -47,9 +48,14 @@ export class WebhookSender {
     const failed = (err: Error) => {
       if (this.worker !== w) return;
       this.worker = null;
+      // Metadata only: the error's name, never its message (it could quote a request).
+      getLogger().warn({ error: err?.name ?? 'Error', attemptsOut: this.pending.size }, 'webhook sender thread failed; attempts now run on the event loop');
       this.rejectPending(err);
+      void w.terminate();
     };
     w.on('error', (err) => failed(err));
+    // A reply that cannot be read: which attempt it answered is unknown, so none can be settled.
+    w.on('messageerror', () => failed(new Error('webhook sender thread: unreadable reply')));
     w.on('exit', () => failed(new Error('webhook sender thread exited')));
     this.worker = w;
   }
@@ -59,10 +65,15 @@ export class WebhookSender {
     if (!w || input.resolve) return sendWebhook(input);
     return new Promise<SendResult>((resolve, reject) => {
       const id = ++this.nextId;
+      const { resolve: _r, ...rest } = input;
+      try {
+        w.postMessage({ id, input: rest });
+      } catch (err) {
+        reject(err as Error); // nothing was handed over
+        return;
+      }
       this.pending.set(id, { resolve, reject });
       if (this.pending.size === 1) w.ref();
-      const { resolve: _r, ...rest } = input;
-      w.postMessage({ id, input: rest });
     });
   }
 

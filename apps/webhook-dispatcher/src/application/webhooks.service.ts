@@ -27,6 +27,12 @@ const SYSTEM = 'system:webhook-dispatcher';
  * for a slot to be given back.
  */
 export const MAX_DIRECT_ATTEMPTS = 512;
+/**
+ * How long (real time) one release of held deliveries may wait for direct slots in all; past it,
+ * the rest of the release goes without leases (the timer worker sends them). Bounds how long the
+ * BaaSigned hand-off of a large backlog to a slow endpoint stays open on the bus.
+ */
+export const RELEASE_SLOT_WAIT_MS = 5_000;
 
 /** What an attempt needs of the delivery's creation event. */
 type Created = Pick<Extract<DeliveryEvent, { type: 'WebhookDeliveryCreated' }>, 'eventId' | 'eventType' | 'payload'>;
@@ -124,16 +130,32 @@ export class WebhooksService implements OnModuleDestroy {
   private readonly slotWaiters: (() => void)[] = [];
 
   /**
-   * As directLease, but waits for a slot to be given back instead of answering undefined: a
-   * released held delivery is always sent by the releasing process (its lease in the release
-   * append), never left to the timer worker, whose path costs one more read, append and timer
-   * scan per delivery. Throws once shutdown began.
+   * As directLease, but waits (until `until`, real time) for a slot to be given back instead of
+   * answering undefined at once: a released held delivery is then sent by the releasing process
+   * (its lease in the release append) rather than by the timer worker, whose path costs one more
+   * read, append and timer scan per delivery. `waited`: whether it had to wait (what was read
+   * before may be stale by then). Throws once shutdown began.
    */
-  private async directLeaseWhenFree(): Promise<string> {
+  private async directLeaseWhenFree(until: number): Promise<{ leaseId: string | undefined; waited: boolean }> {
+    let waited = false;
     for (;;) {
       const leaseId = this.directLease();
-      if (leaseId) return leaseId;
-      await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
+      if (leaseId) return { leaseId, waited };
+      const left = until - performance.now();
+      if (left <= 0) return { leaseId: undefined, waited };
+      waited = true;
+      await new Promise<void>((resolve) => {
+        const wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+        const timer = setTimeout(() => {
+          const i = this.slotWaiters.indexOf(wake);
+          if (i >= 0) this.slotWaiters.splice(i, 1);
+          resolve();
+        }, left);
+        this.slotWaiters.push(wake);
+      });
     }
   }
 
@@ -325,6 +347,7 @@ export class WebhooksService implements OnModuleDestroy {
 
   private async releaseHeld(organizationId: string): Promise<void> {
     this.assertRunning();
+    const slotWaitUntil = performance.now() + RELEASE_SLOT_WAIT_MS;
     let position = 0;
     for (;;) {
       const held = await this.readStore.list<{ id: string }>(Collections.held, organizationId, { limit: 500 });
@@ -332,7 +355,8 @@ export class WebhooksService implements OnModuleDestroy {
       // One stream per delivery: the releases run together and share group commits. Each release
       // takes the first attempt's lease in the same append and this process sends it at once; past
       // the bound of direct attempts a release waits for a slot to be given back (the deliveries
-      // stay held meanwhile), so none is left to the timer worker's costlier path.
+      // stay held meanwhile), for RELEASE_SLOT_WAIT_MS in all; after that the rest are released
+      // without a lease and the timer worker sends them.
       // The page's high-water mark: the position of each release appended or, for a release that
       // was a no-op (released already, its held document not yet taken out by the projection),
       // of the stream's last event, which takes it out once applied.
@@ -350,8 +374,20 @@ export class WebhooksService implements OnModuleDestroy {
           // The stream has what the release needs (endpoint, environment, the signed payload).
           const loaded = await this.deliveries.load(stream);
           const created = loaded.events.find((e) => e.type === 'WebhookDeliveryCreated')?.data as (Created & { endpointId: string }) | undefined;
-          const ep = created ? await endpointOf(created.endpointId) : null;
-          const leaseId = ep && !ep.deletedAt && loaded.state.status === 'held' ? await this.directLeaseWhenFree() : undefined;
+          let ep = created ? await endpointOf(created.endpointId) : null;
+          let leaseId: string | undefined;
+          if (created && ep && !ep.deletedAt && loaded.state.status === 'held') {
+            const slot = await this.directLeaseWhenFree(slotWaitUntil);
+            leaseId = slot.leaseId;
+            if (leaseId && slot.waited) {
+              // The endpoint may have been deleted or its secret rotated while this waited.
+              ep = await this.readStore.get<EndpointDoc>(Collections.endpoints, created.endpointId);
+              if (!ep || ep.deletedAt) {
+                this.releaseSlot();
+                leaseId = undefined;
+              }
+            }
+          }
           const ctx = { actor: SYSTEM, organizationId, environmentId: loaded.state.environmentId };
           let r;
           try {
@@ -377,7 +413,7 @@ export class WebhooksService implements OnModuleDestroy {
       }
       await this.applied(batchPosition);
     }
-    // Released without a lease (endpoint deleted): their timers fire once the projection has them.
+    // Released without a lease (endpoint deleted, or no slot in time): their timers fire once the projection has them.
     if (position > 0) {
       this.applied(position).then(
         () => this.kick(),
