@@ -178,6 +178,34 @@ describe('WebhooksService direct first attempts and shutdown', () => {
     await svc.onModuleDestroy();
   }, 30_000);
 
+  it('a release whose endpoint cannot be read again after its wait gives its slot back (the release fails; shutdown is not held up)', async () => {
+    const store = new InMemoryEventStore();
+    const ids = await heldDeliveries(store, 3);
+    let listed = false;
+    let reads = 0;
+    const made = service(url, store, {
+      list: async (collection) => (collection === 'webhooks.held' && !listed ? ((listed = true), ids.map((id) => ({ id }))) : []),
+      get: async (collection) => {
+        if (collection !== 'webhooks.endpoints') return null;
+        if (++reads > 1) throw new Error('read store unavailable');
+        return made.endpoint;
+      },
+    });
+    const { svc } = made;
+    const giveBack = occupy(svc, MAX_DIRECT_ATTEMPTS);
+    const releasing = svc.onBaaSigned('org-1', '2026-01-01T00:00:00.000Z');
+    const outcome = expect(releasing).rejects.toThrow(/unavailable/);
+    await new Promise((r) => setTimeout(r, 50));
+    giveBack(); // the waiting releases get slots, then fail to read the endpoint again
+    await outcome;
+    await new Promise((r) => setTimeout(r, 50));
+    expect(svc.directSlotsInUse).toBe(0);
+    const t = setInterval(answerAll, 10);
+    await svc.onModuleDestroy();
+    clearInterval(t);
+    expect(svc.directSlotsInUse).toBe(0);
+  }, 30_000);
+
   it(`a release waits for direct slots ${RELEASE_SLOT_WAIT_MS} ms in all, then releases the rest without a lease (the timer worker sends them)`, async () => {
     const store = new InMemoryEventStore();
     const ids = await heldDeliveries(store, 10);

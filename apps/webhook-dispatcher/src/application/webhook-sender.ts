@@ -68,8 +68,9 @@ export class WebhookSender {
       const { resolve: _r, ...rest } = input;
       try {
         w.postMessage({ id, input: rest });
-      } catch (err) {
-        reject(err as Error); // nothing was handed over
+      } catch {
+        // Nothing was handed over: this attempt goes out on the calling thread instead.
+        sendWebhook(input).then(resolve, reject);
         return;
       }
       this.pending.set(id, { resolve, reject });

@@ -381,7 +381,12 @@ export class WebhooksService implements OnModuleDestroy {
             leaseId = slot.leaseId;
             if (leaseId && slot.waited) {
               // The endpoint may have been deleted or its secret rotated while this waited.
-              ep = await this.readStore.get<EndpointDoc>(Collections.endpoints, created.endpointId);
+              try {
+                ep = await this.readStore.get<EndpointDoc>(Collections.endpoints, created.endpointId);
+              } catch (err) {
+                this.releaseSlot();
+                throw err;
+              }
               if (!ep || ep.deletedAt) {
                 this.releaseSlot();
                 leaseId = undefined;
