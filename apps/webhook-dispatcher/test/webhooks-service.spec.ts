@@ -92,15 +92,20 @@ describe('WebhooksService direct first attempts and shutdown', () => {
     expect(received).toBe(before);
   });
 
-  it(`releasing more held deliveries than ${MAX_DIRECT_ATTEMPTS} direct slots: each release waits for a slot and every first attempt is sent directly (none left to the timer worker)`, async () => {
-    const store = new InMemoryEventStore();
+  /** Held deliveries of org-1 to ep-1, written straight into the store. */
+  const heldDeliveries = async (store: InMemoryEventStore, n: number) => {
     const handler = new CommandHandler(store, deliveryDecider, () => new Date());
     const ctx = { actor: 'test', organizationId: 'org-1', environmentId: 'env-1' };
-    const n = MAX_DIRECT_ATTEMPTS + 88;
     const ids = Array.from({ length: n }, () => randomUUID());
     for (const id of ids) {
       await handler.handle(deliveryStream(id), { type: 'CreateDelivery', deliveryId: id, endpointId: 'ep-1', organizationId: 'org-1', environmentId: 'env-1', eventId: randomUUID(), eventType: 'clinical_case.opened', caseId: null, payload: '{}', held: true }, ctx);
     }
+    return ids;
+  };
+  it(`releasing more held deliveries than ${MAX_DIRECT_ATTEMPTS} direct slots: each release waits for a slot and every first attempt is sent directly (none left to the timer worker)`, async () => {
+    const store = new InMemoryEventStore();
+    const n = MAX_DIRECT_ATTEMPTS + 88;
+    const ids = await heldDeliveries(store, n);
     let page = 0;
     const made = service(url, store, {
       list: async (collection) => (collection !== 'webhooks.held' ? [] : ids.slice(500 * page, 500 * ++page).map((id) => ({ id }))),
@@ -128,16 +133,6 @@ describe('WebhooksService direct first attempts and shutdown', () => {
     expect(svc.directSlotsInUse).toBe(0);
   }, 30_000);
 
-  /** Held deliveries of org-1 to ep-1, written straight into the store. */
-  const heldDeliveries = async (store: InMemoryEventStore, n: number) => {
-    const handler = new CommandHandler(store, deliveryDecider, () => new Date());
-    const ctx = { actor: 'test', organizationId: 'org-1', environmentId: 'env-1' };
-    const ids = Array.from({ length: n }, () => randomUUID());
-    for (const id of ids) {
-      await handler.handle(deliveryStream(id), { type: 'CreateDelivery', deliveryId: id, endpointId: 'ep-1', organizationId: 'org-1', environmentId: 'env-1', eventId: randomUUID(), eventType: 'clinical_case.opened', caseId: null, payload: '{}', held: true }, ctx);
-    }
-    return ids;
-  };
   /** Slots taken by other traffic (a burst to another endpoint, say), given back with the function returned. */
   const occupy = (svc: WebhooksService, n: number) => {
     const s = svc as unknown as { directLease(): string | undefined; releaseSlot(): void };

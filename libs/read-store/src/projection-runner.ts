@@ -89,12 +89,12 @@ class ProjectionWorker {
   private batch = new Map<string, WriteOp>();
   /**
    * Documents this worker committed last (least recently written first), each tagged with the
-   * store's `documentGeneration` right after the commit: `tx.get` answers from here while the tag
-   * still matches (no write to that document since, by this process or another connection), and
-   * reads the store otherwise. Only with a store that has `documentGeneration` (SQLite).
+   * generation its commit gave them (CommitOutcome): `tx.get` answers from here while the store's
+   * `documentGeneration` still equals the tag (no write to that document since, by this process or
+   * another connection), and reads the store otherwise. Cleared when a commit was not applied.
+   * Only with a store that has `documentGeneration` (SQLite).
    */
   private readonly recent = new Map<string, { gen: number; doc: unknown }>();
-  // (Cleared whenever a commit of this worker was not applied: see flushNow.)
   private static readonly MAX_RECENT = 10_000;
   private batchPosition = 0;
   private batchEvents = 0;

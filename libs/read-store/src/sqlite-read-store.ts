@@ -48,7 +48,7 @@ export class SqliteReadStore implements ReadStore {
   private foreign = 0;
   private dataVersion = -1;
   private foreignCheckedThisTurn = false;
-  private readonly commitTx: ((projection: string | null, position: number, ops: WriteOp[]) => boolean) & { immediate(projection: string | null, position: number, ops: WriteOp[]): boolean };
+  private readonly commitTx: Database.Transaction<(projection: string | null, position: number, ops: WriteOp[]) => boolean>;
 
   /** Checkpoints on a worker thread (see `WalCheckpointer`); null for `:memory:` or when turned off. */
   private readonly checkpointer: WalCheckpointer | null = null;
@@ -136,7 +136,7 @@ export class SqliteReadStore implements ReadStore {
         }
       }
       return true;
-    }) as unknown as SqliteReadStore['commitTx'];
+    });
   }
 
   async get<T>(collection: string, key: string): Promise<T | null> {

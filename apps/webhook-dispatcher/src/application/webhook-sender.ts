@@ -65,9 +65,8 @@ export class WebhookSender {
     if (!w || input.resolve) return sendWebhook(input);
     return new Promise<SendResult>((resolve, reject) => {
       const id = ++this.nextId;
-      const { resolve: _r, ...rest } = input;
       try {
-        w.postMessage({ id, input: rest });
+        w.postMessage({ id, input });
       } catch {
         // Nothing was handed over: this attempt goes out on the calling thread instead.
         sendWebhook(input).then(resolve, reject);

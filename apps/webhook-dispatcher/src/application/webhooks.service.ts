@@ -376,26 +376,19 @@ export class WebhooksService implements OnModuleDestroy {
           const created = loaded.events.find((e) => e.type === 'WebhookDeliveryCreated')?.data as (Created & { endpointId: string }) | undefined;
           let ep = created ? await endpointOf(created.endpointId) : null;
           let leaseId: string | undefined;
-          if (created && ep && !ep.deletedAt && loaded.state.status === 'held') {
-            const slot = await this.directLeaseWhenFree(slotWaitUntil);
-            leaseId = slot.leaseId;
-            if (leaseId && slot.waited) {
+          let waited = false;
+          if (created && ep && !ep.deletedAt && loaded.state.status === 'held') ({ leaseId, waited } = await this.directLeaseWhenFree(slotWaitUntil));
+          const ctx = { actor: SYSTEM, organizationId, environmentId: loaded.state.environmentId };
+          let r;
+          try {
+            if (leaseId && waited) {
               // The endpoint may have been deleted or its secret rotated while this waited.
-              try {
-                ep = await this.readStore.get<EndpointDoc>(Collections.endpoints, created.endpointId);
-              } catch (err) {
-                this.releaseSlot();
-                throw err;
-              }
+              ep = await this.readStore.get<EndpointDoc>(Collections.endpoints, created!.endpointId);
               if (!ep || ep.deletedAt) {
                 this.releaseSlot();
                 leaseId = undefined;
               }
             }
-          }
-          const ctx = { actor: SYSTEM, organizationId, environmentId: loaded.state.environmentId };
-          let r;
-          try {
             r = await this.deliveries.handle(stream, { type: 'ReleaseDelivery', ...(leaseId ? { leaseId } : {}) }, ctx, { state: loaded.state, revision: loaded.revision });
           } catch (err) {
             if (leaseId) this.releaseSlot();
