@@ -162,4 +162,81 @@ describe('EncryptingEventStore at rest', () => {
     await expect(store.append('c-1', [ev('E', { a: 1 })], 'no_stream')).rejects.toThrow('32-byte');
     await store.close();
   });
+
+  describe('events this process sealed', () => {
+    /** keyFor, counting its calls: sealing asks it once per event, every decryption once more. */
+    const counting = () => {
+      const asked: string[] = [];
+      return { asked, keyFor: (id: string) => (asked.push(id), keyFor(id)) };
+    };
+
+    it('are opened from what was sealed, without a decryption, on every read path; another process decrypts them', async () => {
+      const k = counting();
+      const store = new EncryptingEventStore(new SqliteEventStore(file, { pollIntervalMs: 20 }), k.keyFor);
+      await store.append('c-1', [ev('Noted', { text: CANARY, n: [1, { x: null }] }, { environmentId: 'env_m' })], 'no_stream');
+      expect(k.asked).toEqual(['env_m']); // the seal
+      const first = (await store.readStream('c-1'))[0].data as { n: unknown[] };
+      expect(first).toEqual({ text: CANARY, n: [1, { x: null }] });
+      expect((await store.readAll(0, 10))[0].data).toEqual({ text: CANARY, n: [1, { x: null }] });
+      const viaSub = await new Promise<unknown>((resolve) => {
+        const sub = store.subscribeToAll({ fromPosition: 0 }, async (e) => {
+          resolve(e.data);
+          void sub.close();
+        });
+      });
+      expect(viaSub).toEqual({ text: CANARY, n: [1, { x: null }] });
+      expect(k.asked).toEqual(['env_m']); // no decryption asked for a key
+      // Each read gets its own copy.
+      first.n.push('mutated');
+      expect((await store.readStream('c-1'))[0].data).toEqual({ text: CANARY, n: [1, { x: null }] });
+      await store.close();
+
+      const other = counting();
+      const reader = new EncryptingEventStore(new SqliteEventStore(file), other.keyFor);
+      expect((await reader.readStream('c-1'))[0].data).toEqual({ text: CANARY, n: [1, { x: null }] });
+      expect(other.asked).toEqual(['env_m']);
+      await reader.close();
+    });
+
+    it('are decrypted when anything of the stored event differs from what was sealed: stream, type, environment, tag or ciphertext', async () => {
+      const raw = new SqliteEventStore(file);
+      const store = new EncryptingEventStore(raw, keyFor);
+      await store.append('c-1', [ev('Noted', { text: CANARY }, { environmentId: 'env_n' })], 'no_stream');
+      const [sealed] = await raw.readStream('c-1');
+      const data = sealed.data as { iv: string; tag: string; ct: string };
+      const flip = (b64: string) => {
+        const b = Buffer.from(b64, 'base64');
+        b[0] ^= 1;
+        return b.toString('base64');
+      };
+      const copies: [string, string, unknown, Record<string, unknown>][] = [
+        ['moved', 'Noted', data, sealed.metadata],
+        ['retyped', 'Other', data, sealed.metadata],
+        ['rekeyed', 'Noted', data, { ...sealed.metadata, environmentId: 'env_other' }],
+        ['tag', 'Noted', { ...data, tag: flip(data.tag) }, sealed.metadata],
+        ['ct', 'Noted', { ...data, ct: flip(data.ct) }, sealed.metadata],
+      ];
+      for (const [stream, type, d, metadata] of copies) {
+        await raw.append(stream, [{ type, data: d, metadata: { ...metadata, eventId: `copy-${stream}` } }], 'no_stream');
+        await expect(store.readStream(stream)).rejects.toThrow('failed authentication');
+      }
+      // The original is still answered.
+      expect((await store.readStream('c-1'))[0].data).toEqual({ text: CANARY });
+      await store.close();
+    });
+
+    it('are remembered up to a bound, oldest first out', async () => {
+      const k = counting();
+      const store = new EncryptingEventStore(new SqliteEventStore(file), k.keyFor);
+      const n = EncryptingEventStore.MAX_RECENTLY_SEALED + 1;
+      for (let i = 0; i < n; i += 500) {
+        await store.append('bulk', Array.from({ length: Math.min(500, n - i) }, (_, j) => ev('N', { i: i + j }, { environmentId: 'env_o' })), i === 0 ? 'no_stream' : i - 1);
+      }
+      k.asked.length = 0;
+      const events = await store.readStream('bulk');
+      expect(events.map((e) => (e.data as { i: number }).i)).toEqual(Array.from({ length: n }, (_, i) => i));
+      expect(k.asked).toEqual(['env_o']); // only the first event, pushed out by the last, was decrypted
+      await store.close();
+    });
+  });
 });
