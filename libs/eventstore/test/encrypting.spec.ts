@@ -209,7 +209,7 @@ describe('EncryptingEventStore at rest', () => {
         b[0] ^= 1;
         return b.toString('base64');
       };
-      const copies: [string, string, unknown, Record<string, unknown>][] = [
+      const copies: [string, string, unknown, typeof sealed.metadata][] = [
         ['moved', 'Noted', data, sealed.metadata],
         ['retyped', 'Other', data, sealed.metadata],
         ['rekeyed', 'Noted', data, { ...sealed.metadata, environmentId: 'env_other' }],
