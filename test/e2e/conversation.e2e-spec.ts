@@ -187,6 +187,23 @@ describe('conversations (e2e, real HTTP)', () => {
     expect((await app.api.post(path, { message: 'hi', extra: 1 }, token)).status).toBe(400);
   });
 
+  it('takes 200 messages sent at once to one case (inbound, widget replies, provider messages): every one answered 2xx, sequences 1..600 without gaps', async () => {
+    const c = await caseThread();
+    const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: c.patientId });
+    const [inbounds, replies, providers] = await Promise.all([
+      Promise.all(Array.from({ length: 200 }, (_, i) => inbound(c.caseId, { requestId: randomUUID(), message: `inbound ${i}` }))),
+      Promise.all(Array.from({ length: 200 }, (_, i) => app.api.post(`/widget/v1/cases/${c.caseId}/messages`, { message: `reply ${i}` }, token))),
+      Promise.all(
+        Array.from({ length: 200 }, (_, i) => app.api.post(`/v1/clinical-cases/${c.caseId}/messages`, { messageId: randomUUID(), message: `provider ${i}`, externalReference: `p-${i}` }, t.apiKey)),
+      ),
+    ]);
+    expect([...inbounds, ...replies].map((r) => r.status)).toEqual(Array(400).fill(201));
+    expect(providers.map((r) => r.status)).toEqual(Array(200).fill(200));
+    const thread = await list(c.caseId);
+    expect(thread.body.messages.map((m: { sequence: number }) => m.sequence)).toEqual(Array.from({ length: 600 }, (_, i) => i + 1));
+    expect(thread.body.messages.filter((m: { sender: string }) => m.sender === 'provider')).toHaveLength(200);
+  });
+
   it('read your writes: a resolve that answered 200 has closed the thread (inbound sent at once is 409), 10 of 10', async () => {
     // A slow consumer of case events (as a busy webhook dispatcher would be) holds the case relay:
     // a thread closed only by the relayed clinical_case.resolved would still take messages.

@@ -46,19 +46,39 @@ export interface HandleResult<Event, State> {
 export interface CommandHandlerOptions {
   /** How many times a concurrency conflict is retried (re-read, re-decide). */
   maxRetries?: number;
+  /**
+   * Remember the folded state and revision of up to this many streams after each command (default
+   * 0: off). A command that comes without a `from` then starts from the remembered state instead
+   * of reading and folding the whole stream. It is only a starting guess: the append carries the
+   * remembered revision, so if the stream moved on (another process or handler) the store refuses
+   * it and the handler re-reads; and a refusal or an empty decision made on a remembered state is
+   * decided again on the stream as read, so a stale state never answers for the stream. Only for
+   * deciders whose `evolve` never mutates the state it is given (architecture rule 1).
+   */
+  rememberStates?: number;
 }
 
 /**
  * The one command-handler path: read the stream, fold, decide, append with the revision that
  * was read (or `no_stream`), retry a bounded number of times on a concurrency conflict.
+ *
+ * Commands of one stream given to the same handler run one after another (in the order they came):
+ * in one process they never race each other's append, so a burst of commands on one stream (200
+ * messages to one conversation at once) costs no retries and cannot exhaust them. The bounded
+ * retry is for writers this handler does not see (other processes, other handlers of the stream).
  */
 export class CommandHandler<Command, Event extends { type: string }, State> {
+  /** Per stream, the end of the chain of commands running or waiting on it. */
+  private readonly turns = new Map<string, Promise<void>>();
+
   constructor(
     private readonly store: EventStore,
     private readonly decider: Decider<Command, Event, State>,
     private readonly now: () => Date,
     private readonly options: CommandHandlerOptions = {},
-  ) {}
+  ) {
+    this.memory = (options.rememberStates ?? 0) > 0 ? new Map() : null;
+  }
 
   async load(streamId: string): Promise<{ state: State; revision: number; events: RecordedEvent[] }> {
     const events = await this.store.readStream(streamId);
@@ -71,21 +91,71 @@ export class CommandHandler<Command, Event extends { type: string }, State> {
    * `from`: the stream's state and revision as the caller just loaded them (saves a second read and
    * fold); if the stream moved on since, the append's revision check fails and it re-reads.
    */
-  async handle(streamId: string, command: Command, ctx: CommandContext, from?: { state: State; revision: number }): Promise<HandleResult<Event, State>> {
+  handle(streamId: string, command: Command, ctx: CommandContext, from?: { state: State; revision: number }): Promise<HandleResult<Event, State>> {
+    return this.inTurn(streamId, () => this.handleNow(streamId, command, ctx, from));
+  }
+
+  /**
+   * Runs `work` once every command given earlier for `streamId` has settled. The chain only
+   * orders: a failed command does not stop the next.
+   */
+  private inTurn<T>(streamId: string, work: () => Promise<T>): Promise<T> {
+    const before = this.turns.get(streamId);
+    const run = before ? before.then(work) : work();
+    const done = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.turns.set(streamId, done);
+    void done.then(() => {
+      if (this.turns.get(streamId) === done) this.turns.delete(streamId);
+    });
+    return run;
+  }
+
+  private async handleNow(streamId: string, command: Command, ctx: CommandContext, from: { state: State; revision: number } | undefined): Promise<HandleResult<Event, State>> {
     const maxRetries = this.options.maxRetries ?? 20;
+    let remembered = false;
+    if (!from && this.memory) {
+      from = this.memory.get(streamId);
+      remembered = from !== undefined;
+    }
     for (let attempt = 0; ; attempt++) {
-      const { state, revision } = attempt === 0 && from ? from : await this.load(streamId);
+      const guess = attempt === 0 ? from : undefined;
+      const { state, revision } = guess ?? (await this.load(streamId));
       const now = this.now();
-      const newEvents = this.decider.decide(command, state, now);
-      if (newEvents.length === 0) return { newEvents, state, position: 0, revision };
+      let newEvents: Event[];
+      try {
+        newEvents = this.decider.decide(command, state, now);
+      } catch (err) {
+        if (guess && remembered) {
+          // Decided again on the stream as read (see rememberStates).
+          this.memory!.delete(streamId);
+          from = undefined;
+          attempt--;
+          continue;
+        }
+        throw err;
+      }
+      if (newEvents.length === 0) {
+        if (guess && remembered) {
+          from = undefined;
+          attempt--;
+          continue;
+        }
+        this.remember(streamId, state, revision);
+        return { newEvents, state, position: 0, revision };
+      }
       let next = state;
       for (const e of newEvents) next = this.decider.evolve(next, e);
       const expected: ExpectedRevision = revision < 0 ? 'no_stream' : revision;
       const toAppend = this.toNewEvents(newEvents, ctx, now);
       try {
         const r = await this.store.append(streamId, toAppend, expected);
+        this.remember(streamId, next, r.nextExpectedRevision);
         return { newEvents, state: next, position: r.position, revision: r.nextExpectedRevision };
       } catch (err) {
+        this.memory?.delete(streamId);
         if (err instanceof WrongExpectedRevisionError && attempt < maxRetries) {
           await new Promise((res) => setImmediate(res));
           continue;
@@ -93,6 +163,17 @@ export class CommandHandler<Command, Event extends { type: string }, State> {
         throw err;
       }
     }
+  }
+
+  /** Folded states by stream (rememberStates), oldest first. */
+  private readonly memory: Map<string, { state: State; revision: number }> | null;
+
+  private remember(streamId: string, state: State, revision: number): void {
+    const memory = this.memory;
+    if (!memory || revision < 0) return;
+    memory.delete(streamId); // re-inserted last: the map stays in order of last use
+    memory.set(streamId, { state, revision });
+    if (memory.size > this.options.rememberStates!) memory.delete(memory.keys().next().value as string);
   }
 
   /**
@@ -104,11 +185,21 @@ export class CommandHandler<Command, Event extends { type: string }, State> {
    * `from` may give the stream's state and revision as the caller last knew them (saves the read and
    * fold); the decider's `evolve` may then be handed that very state object.
    */
-  async handleAll(
+  handleAll(
     streamId: string,
     items: { command: Command; ctx: CommandContext }[],
     from?: { state: State; revision: number },
   ): Promise<({ ok: true; result: HandleResult<Event, State> } | { ok: false; error: unknown })[]> {
+    return this.inTurn(streamId, () => this.handleAllNow(streamId, items, from));
+  }
+
+  private async handleAllNow(
+    streamId: string,
+    items: { command: Command; ctx: CommandContext }[],
+    from: { state: State; revision: number } | undefined,
+  ): Promise<({ ok: true; result: HandleResult<Event, State> } | { ok: false; error: unknown })[]> {
+    // Writes the stream past what rememberStates holds: forgotten (the next command reads it).
+    this.memory?.delete(streamId);
     const maxRetries = this.options.maxRetries ?? 20;
     for (let attempt = 0; ; attempt++) {
       // `from`: a state the caller kept from an earlier result (used on the first attempt only;

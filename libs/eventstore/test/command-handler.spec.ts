@@ -12,7 +12,7 @@ import {
 import { deciderSpec } from '../src/testing';
 
 // A tiny counter aggregate: increments up to a limit, idempotent by request id.
-type CounterCommand = { type: 'Increment'; by: number; requestId: string } | { type: 'Touch' };
+type CounterCommand = { type: 'Increment'; by: number; requestId: string } | { type: 'Spend'; by: number; requestId: string } | { type: 'Touch' };
 type CounterEvent = { type: 'Incremented'; by: number; requestId: string; at: string };
 type CounterState = { value: number; requests: string[] };
 
@@ -36,6 +36,9 @@ const counter: Decider<CounterCommand, CounterEvent, CounterState> = {
         if (state.requests.includes(command.requestId)) return [];
         if (state.value + command.by > LIMIT) throw new DomainError(409, 'LIMIT_REACHED', 'counter limit reached');
         return [{ type: 'Incremented', by: command.by, requestId: command.requestId, at: now.toISOString() }];
+      case 'Spend':
+        if (state.value < command.by) throw new DomainError(409, 'INSUFFICIENT', 'not enough');
+        return [{ type: 'Incremented', by: -command.by, requestId: command.requestId, at: now.toISOString() }];
       case 'Touch':
         return [];
       default: {
@@ -130,27 +133,120 @@ describe('CommandHandler over SQLite', () => {
     expect((await handler.load('counter-1')).state.value).toBe(6);
   });
 
-  it('retries concurrency conflicts: 30 concurrent increments all land, revision 29', async () => {
-    const handler = new CommandHandler(store, counter, clock, { maxRetries: 50 });
+  it('runs the commands of one stream one after another: 200 at once all land in order, none retried, even with maxRetries 0', async () => {
+    const handler = new CommandHandler(store, counter, clock, { maxRetries: 0 });
+    const append = jest.spyOn(store, 'append');
     const results = await Promise.all(
-      Array.from({ length: 30 }, (_, i) => handler.handle('counter-2', { type: 'Increment', by: 1, requestId: `r${i}` }, ctx)),
+      Array.from({ length: 200 }, (_, i) => handler.handle('counter-2', { type: 'Increment', by: 1, requestId: `r${i}` }, ctx)),
     );
-    expect(new Set(results.map((r) => r.revision)).size).toBe(30);
+    expect(results.map((r) => r.revision)).toEqual(Array.from({ length: 200 }, (_, i) => i));
+    expect(append).toHaveBeenCalledTimes(200);
     const { state, revision } = await handler.load('counter-2');
-    expect(revision).toBe(29);
-    expect(state.value).toBe(30);
-    expect([...state.requests].sort()).toEqual(Array.from({ length: 30 }, (_, i) => `r${i}`).sort());
+    expect(revision).toBe(199);
+    expect(state.value).toBe(200);
   });
 
-  it('gives up with WrongExpectedRevisionError after maxRetries', async () => {
+  it('a refused command does not stop the ones queued behind it; handleAll takes its turn like handle', async () => {
     const handler = new CommandHandler(store, counter, clock, { maxRetries: 0 });
-    const results = await Promise.allSettled(
-      Array.from({ length: 5 }, (_, i) => handler.handle('counter-3', { type: 'Increment', by: 1, requestId: `r${i}` }, ctx)),
+    const settled = await Promise.allSettled([
+      handler.handle('counter-7', { type: 'Increment', by: LIMIT - 1, requestId: 'a' }, ctx),
+      handler.handle('counter-7', { type: 'Increment', by: 5, requestId: 'over' }, ctx),
+      handler.handleAll('counter-7', [{ command: { type: 'Increment', by: 1, requestId: 'b' }, ctx }]),
+      handler.handle('counter-7', { type: 'Increment', by: 1, requestId: 'c' }, ctx),
+    ]);
+    expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'rejected']);
+    expect((settled[1] as PromiseRejectedResult).reason).toMatchObject({ code: 'LIMIT_REACHED' });
+    expect((settled[3] as PromiseRejectedResult).reason).toMatchObject({ code: 'LIMIT_REACHED' });
+    expect((await handler.load('counter-7')).state.value).toBe(LIMIT);
+  });
+
+  it('other streams do not wait for a stream whose append is slow', async () => {
+    const handler = new CommandHandler(store, counter, clock);
+    const realAppend = store.append.bind(store);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    jest.spyOn(store, 'append').mockImplementation(async (streamId, events, expected) => {
+      if (streamId === 'slow') await gate;
+      return realAppend(streamId, events, expected);
+    });
+    const slow = handler.handle('slow', { type: 'Increment', by: 1, requestId: 's' }, ctx);
+    const slowNext = handler.handle('slow', { type: 'Increment', by: 1, requestId: 's2' }, ctx);
+    const fast = await handler.handle('fast', { type: 'Increment', by: 1, requestId: 'f' }, ctx);
+    expect(fast.revision).toBe(0);
+    expect(await store.readStream('slow')).toEqual([]);
+    release();
+    expect((await slow).revision).toBe(0);
+    expect((await slowNext).revision).toBe(1);
+  });
+
+  describe('rememberStates', () => {
+    it('starts each command from the state the last one left: the stream is read once for 20 commands', async () => {
+      const handler = new CommandHandler(store, counter, clock, { maxRetries: 0, rememberStates: 10 });
+      const read = jest.spyOn(store, 'readStream');
+      for (let i = 0; i < 20; i++) await handler.handle('m-1', { type: 'Increment', by: 1, requestId: `r${i}` }, ctx);
+      expect(read).toHaveBeenCalledTimes(1);
+      expect((await handler.load('m-1')).state.value).toBe(20);
+    });
+
+    it('a stream another writer moved is read again when the append is refused, and the command lands', async () => {
+      const handler = new CommandHandler(store, counter, clock, { maxRetries: 1, rememberStates: 10 });
+      const other = new CommandHandler(store, counter, clock);
+      await handler.handle('m-2', { type: 'Increment', by: 1, requestId: 'a' }, ctx);
+      await other.handle('m-2', { type: 'Increment', by: 1, requestId: 'b' }, ctx);
+      const r = await handler.handle('m-2', { type: 'Increment', by: 1, requestId: 'c' }, ctx);
+      expect(r).toMatchObject({ revision: 2, state: { value: 3 } });
+    });
+
+    it('a refusal or an empty decision on a remembered state is decided again on the stream as read', async () => {
+      const handler = new CommandHandler(store, counter, clock, { maxRetries: 0, rememberStates: 10 });
+      const other = new CommandHandler(store, counter, clock);
+      await handler.handle('m-3', { type: 'Increment', by: 1, requestId: 'a' }, ctx);
+      await other.handle('m-3', { type: 'Increment', by: 5, requestId: 'b' }, ctx); // unseen: remembered value is 1, the stream's 6
+      const spent = await handler.handle('m-3', { type: 'Spend', by: 4, requestId: 's' }, ctx);
+      expect(spent).toMatchObject({ revision: 2, state: { value: 2 } });
+      await other.handle('m-3', { type: 'Increment', by: 7, requestId: 'c' }, ctx);
+      const touched = await handler.handle('m-3', { type: 'Touch' }, ctx);
+      expect(touched).toMatchObject({ newEvents: [], revision: 3, state: { value: 9 } });
+      // A refusal that holds on the stream as read is still a refusal, and nothing is written.
+      await expect(handler.handle('m-3', { type: 'Spend', by: 100, requestId: 'big' }, ctx)).rejects.toMatchObject({ code: 'INSUFFICIENT' });
+      expect(await store.readStream('m-3')).toHaveLength(4);
+    });
+
+    it('keeps at most the given number of streams, the least recently used going first', async () => {
+      const handler = new CommandHandler(store, counter, clock, { rememberStates: 2 });
+      for (const s of ['x', 'y', 'z']) await handler.handle(`m-${s}`, { type: 'Increment', by: 1, requestId: 'a' }, ctx);
+      const read = jest.spyOn(store, 'readStream');
+      await handler.handle('m-z', { type: 'Increment', by: 1, requestId: 'b' }, ctx);
+      await handler.handle('m-y', { type: 'Increment', by: 1, requestId: 'b' }, ctx);
+      expect(read).not.toHaveBeenCalled();
+      await handler.handle('m-x', { type: 'Increment', by: 1, requestId: 'b' }, ctx);
+      expect(read).toHaveBeenCalledTimes(1);
+    });
+  });
+
+  it('retries conflicts with writers it does not see: two handlers, 15 increments each at once, all land', async () => {
+    const one = new CommandHandler(store, counter, clock, { maxRetries: 50 });
+    const two = new CommandHandler(store, counter, clock, { maxRetries: 50 });
+    const results = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => (i % 2 ? one : two).handle('counter-9', { type: 'Increment', by: 1, requestId: `r${i}` }, ctx)),
     );
-    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
-    for (const r of results.filter((x) => x.status === 'rejected') as PromiseRejectedResult[]) {
-      expect(r.reason).toBeInstanceOf(WrongExpectedRevisionError);
-    }
+    expect(new Set(results.map((r) => r.revision)).size).toBe(30);
+    const { state, revision } = await one.load('counter-9');
+    expect(revision).toBe(29);
+    expect(state.value).toBe(30);
+  });
+
+  it('gives up with WrongExpectedRevisionError after maxRetries (a writer it does not see moved the stream)', async () => {
+    const other = new CommandHandler(store, counter, clock);
+    await other.handle('counter-3', { type: 'Increment', by: 1, requestId: 'first' }, ctx);
+    const handler = new CommandHandler(store, counter, clock, { maxRetries: 0 });
+    const stale = { state: counter.initialState(), revision: -1 };
+    const err = await handler.handle('counter-3', { type: 'Increment', by: 1, requestId: 'r' }, ctx, stale).catch((e) => e);
+    expect(err).toBeInstanceOf(WrongExpectedRevisionError);
+    expect(await store.readStream('counter-3')).toHaveLength(1);
+    // With one retry it re-reads and lands.
+    const retrying = new CommandHandler(store, counter, clock, { maxRetries: 1 });
+    expect((await retrying.handle('counter-3', { type: 'Increment', by: 1, requestId: 'r' }, ctx, stale)).revision).toBe(1);
   });
 
   it('propagates domain errors and writes nothing', async () => {

@@ -1,6 +1,6 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
-import { DomainError } from '@svc/eventstore';
+import { DomainError, WrongExpectedRevisionError } from '@svc/eventstore';
 import { ApiError } from './errors';
 import { getLogger } from './logger';
 
@@ -53,6 +53,11 @@ function errorResponse(err: unknown): { status: number; body: ErrorBody; headers
   // the same idempotency id and gets the original result.
   if (e?.name === 'ProjectionWaitTimeoutError') {
     return { status: 503, body: { code: 'UNAVAILABLE', message: 'Accepted but not yet visible; retry with the same request' }, headers: { 'retry-after': '1' } };
+  }
+  // The stream kept moving under the command past the handler's bounded retries (writers in other
+  // processes): nothing of this command was written; the same request again is safe.
+  if (err instanceof WrongExpectedRevisionError) {
+    return { status: 503, body: { code: 'UNAVAILABLE', message: 'The resource is busy; retry with the same request' }, headers: { 'retry-after': '1' } };
   }
   // Fastify's own errors (body parsing, content type, size, URL), and the JSON parser's
   // (libs/platform bootstrap: handed on with their codes, not as Nest's HttpException).

@@ -78,10 +78,6 @@ export class CaseLedgerService {
   /** Decrypted progress views by `environmentId:caseId`, valid while the case document's read-store generation is unchanged. */
   private readonly progressViews = new Map<string, { gen: number; processed: boolean; dueAtMs: number; view: ProgressView }>();
   private static readonly MAX_PROGRESS_VIEWS = 10_000;
-  /** Folded state and revision of recently written case streams (a starting guess; the append's revision check decides). */
-  private readonly caseStates = new Map<string, { state: CaseState; revision: number }>();
-  private static readonly MAX_CASE_STATES = 10_000;
-
   constructor(
     @Inject(EVENT_STORE) private readonly store: EventStore,
     @Inject(CLOCK) private readonly clock: Clock,
@@ -92,39 +88,16 @@ export class CaseLedgerService {
     @Inject(MAILER) private readonly mailer: Mailer,
     @Inject(CONFIG) private readonly config: ServiceConfig,
   ) {
-    this.cases = new CommandHandler(store, caseDecider, () => clock.now(), { maxRetries: 100 });
+    this.cases = new CommandHandler(store, caseDecider, () => clock.now(), { maxRetries: 100, rememberStates: 10_000 });
   }
 
   /**
-   * Every write to a case stream: the generic command handler, started from the stream's folded
-   * state as this process last saw it (no read and no fold of the whole stream). That state is
-   * only a guess: the append still carries the revision it came with, so if the stream moved on
-   * (another process, or a write this cache missed) the store refuses it and the handler re-reads.
-   * A refusal decided on a remembered state is decided again on the stream as read, so a stale
-   * state can never turn into a 4xx. What the decider answers without appending (a duplicate)
-   * rests on facts that only accumulate in the stream (ids seen, acknowledged, ...), so an older
-   * state that has them is as good as the newest.
+   * Every write to a case stream: the generic command handler, which remembers the folded state of
+   * the streams it wrote last (`rememberStates`: no read and no fold of the whole stream per
+   * update; a guess the append's revision check confirms, see CommandHandlerOptions).
    */
-  private async handleCase(caseId: string, command: CaseCommand, ctx: CommandContext): Promise<HandleResult<CaseEvent, CaseState>> {
-    const stream = caseStream(caseId);
-    const from = this.caseStates.get(caseId);
-    let r: HandleResult<CaseEvent, CaseState>;
-    try {
-      r = await this.cases.handle(stream, command, ctx, from);
-    } catch (err) {
-      this.caseStates.delete(caseId);
-      if (!from || !(err instanceof DomainError)) throw err;
-      r = await this.cases.handle(stream, command, ctx);
-    }
-    if (r.revision >= 0) {
-      const known = this.caseStates.get(caseId);
-      if (!known || known.revision <= r.revision) {
-        this.caseStates.delete(caseId);
-        if (this.caseStates.size >= CaseLedgerService.MAX_CASE_STATES) this.caseStates.delete(this.caseStates.keys().next().value as string);
-        this.caseStates.set(caseId, { state: r.state, revision: r.revision });
-      }
-    }
-    return r;
+  private handleCase(caseId: string, command: CaseCommand, ctx: CommandContext): Promise<HandleResult<CaseEvent, CaseState>> {
+    return this.cases.handle(caseStream(caseId), command, ctx);
   }
 
   private async applied(position: number): Promise<void> {

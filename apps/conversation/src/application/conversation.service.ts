@@ -41,7 +41,7 @@ export class ConversationService {
     @Inject(READ_STORE) private readonly readStore: ReadStore,
     @Inject(KEYRING) private readonly keyring: Keyring,
   ) {
-    this.conversations = new CommandHandler(store, conversationDecider, () => clock.now(), { maxRetries: 100 });
+    this.conversations = new CommandHandler(store, conversationDecider, () => clock.now(), { maxRetries: 100, rememberStates: 10_000 });
   }
 
   private async applied(position: number): Promise<void> {
@@ -102,7 +102,7 @@ export class ConversationService {
       { actor, organizationId: tenant.organizationId, environmentId: tenant.environmentId },
     );
     await this.applied(r.position);
-    return { ...r.state.requests[input.requestId].result, duplicate: r.newEvents.length === 0 };
+    return { ...r.state.requests.get(input.requestId)!.result, duplicate: r.newEvents.length === 0 };
   }
 
   /** Inbound (a patient's message relayed by the caller): sender patient; the conversation must exist. */
@@ -155,7 +155,7 @@ export class ConversationService {
       { actor, organizationId: tenant.organizationId, environmentId: tenant.environmentId },
     );
     await this.applied(r.position);
-    const delivery = r.state.messages[messageId].delivery!;
+    const delivery = r.state.messages.get(messageId)!.delivery!;
     return { messageId, status: delivery.status, recordedAt: delivery.reportedAt };
   }
 

@@ -1,3 +1,4 @@
+import { Map as PersistentMap } from 'immutable';
 import { Decider, DomainError } from '@svc/eventstore';
 
 export type Sender = 'patient' | 'provider' | 'agent' | 'staff' | 'system';
@@ -65,15 +66,19 @@ export interface ConversationState {
   patientId: string | null;
   closed: boolean;
   lastSequence: number;
-  requests: Record<string, { bodyHash: string; result: AppendResult }>;
-  messages: Record<string, { sender: Sender; delivery: { status: DeliveryStatus; reportedAt: string } | null }>;
+  /**
+   * Persistent maps (`immutable`): each event adds one entry to a structure shared with the state
+   * before it, so folding a thread of n messages is O(n log n), not O(n^2) copies of plain objects.
+   */
+  requests: PersistentMap<string, { bodyHash: string; result: AppendResult }>;
+  messages: PersistentMap<string, { sender: Sender; delivery: { status: DeliveryStatus; reportedAt: string } | null }>;
 }
 
 const RANK: Record<DeliveryStatus, number> = { failed: 0, delivered: 1, read: 2 };
 const notFound = () => new DomainError(404, 'NOT_FOUND', 'Conversation not found');
 
 export const conversationDecider: Decider<ConversationCommand, ConversationEvent, ConversationState> = {
-  initialState: () => ({ conversationId: null, kind: null, environmentId: null, patientId: null, closed: false, lastSequence: 0, requests: {}, messages: {} }),
+  initialState: () => ({ conversationId: null, kind: null, environmentId: null, patientId: null, closed: false, lastSequence: 0, requests: PersistentMap(), messages: PersistentMap() }),
 
   evolve(state, event) {
     switch (event.type) {
@@ -83,13 +88,13 @@ export const conversationDecider: Decider<ConversationCommand, ConversationEvent
         return {
           ...state,
           lastSequence: event.sequence,
-          requests: { ...state.requests, [event.requestId]: { bodyHash: event.bodyHash, result: { id: event.id, conversationId: event.conversationId, sequence: event.sequence, createdAt: event.createdAt } } },
-          messages: { ...state.messages, [event.id]: { sender: event.sender, delivery: null } },
+          requests: state.requests.set(event.requestId, { bodyHash: event.bodyHash, result: { id: event.id, conversationId: event.conversationId, sequence: event.sequence, createdAt: event.createdAt } }),
+          messages: state.messages.set(event.id, { sender: event.sender, delivery: null }),
         };
       case 'MessageDeliveryReported': {
-        const m = state.messages[event.messageId];
+        const m = state.messages.get(event.messageId);
         if (!m) return state;
-        return { ...state, messages: { ...state.messages, [event.messageId]: { ...m, delivery: { status: event.status, reportedAt: event.reportedAt } } } };
+        return { ...state, messages: state.messages.set(event.messageId, { ...m, delivery: { status: event.status, reportedAt: event.reportedAt } }) };
       }
       case 'CaseThreadClosed':
         return { ...state, closed: true };
@@ -121,7 +126,7 @@ export const conversationDecider: Decider<ConversationCommand, ConversationEvent
         } else if (state.environmentId !== command.environmentId) {
           throw notFound();
         }
-        const seen = state.requests[command.requestId];
+        const seen = state.requests.get(command.requestId);
         if (seen) {
           if (seen.bodyHash === command.bodyHash) return [];
           throw new DomainError(409, 'IDEMPOTENCY_KEY_REUSED', 'This requestId was used with a different body');
@@ -157,7 +162,7 @@ export const conversationDecider: Decider<ConversationCommand, ConversationEvent
       }
       case 'ReportDelivery': {
         if (!state.conversationId || state.environmentId !== command.environmentId) throw notFound();
-        const m = state.messages[command.messageId];
+        const m = state.messages.get(command.messageId);
         if (!m || m.sender === 'patient') throw new DomainError(404, 'NOT_FOUND', 'No message sent by the service with this id in the conversation');
         if (m.delivery && RANK[m.delivery.status] >= RANK[command.status]) return [];
         return [{ type: 'MessageDeliveryReported', conversationId: state.conversationId, messageId: command.messageId, status: command.status, errorCode: command.errorCode, externalMessageId: command.externalMessageId, reportedAt: at }];

@@ -1,0 +1,15 @@
+import { WrongExpectedRevisionError } from '@svc/eventstore';
+import { toErrorResponse } from '@svc/http';
+
+describe('toErrorResponse', () => {
+  it('a stream that kept moving past the command handler\'s retries is 503 UNAVAILABLE with retry-after, never 500', () => {
+    const r = toErrorResponse(new WrongExpectedRevisionError('conversation-conversation-x', 4, 9));
+    expect(r).toEqual({ status: 503, body: { code: 'UNAVAILABLE', message: 'The resource is busy; retry with the same request' }, headers: { 'retry-after': '1' } });
+    // The message names no stream (it may carry an id).
+    expect(JSON.stringify(r.body)).not.toContain('conversation-');
+  });
+
+  it('an error it does not know is still 500 INTERNAL_ERROR without its message', () => {
+    expect(toErrorResponse(new Error('secret detail'))).toEqual({ status: 500, body: { code: 'INTERNAL_ERROR', message: 'Internal error' } });
+  });
+});
