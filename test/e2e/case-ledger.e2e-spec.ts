@@ -224,6 +224,8 @@ describe('clinical cases (e2e, real HTTP)', () => {
       ['{"__proto__":{"x":1}}', expect.stringContaining('forbidden key')],
       ['{"constructor":{"prototype":{"x":1}}}', expect.stringContaining('forbidden key')],
       [`${'{"a":'.repeat(40)}1${'}'.repeat(40)}`, 'nested too deeply'],
+      [JSON.stringify(Object.fromEntries(Array.from({ length: 80_000 }, (_, i) => [`k${i}`, 1]))), 'more than 2000 members in one object'],
+      [JSON.stringify({ ...update(1, 'processed'), x: { y: Object.fromEntries(Array.from({ length: 2001 }, (_, i) => [`k${i}`, 1])) } }), 'more than 2000 members in one object'],
     ] as const) {
       const r = await app.api.request('POST', path, { rawBody, token: t.apiKey });
       expect({ rawBody, status: r.status, body: r.body }).toEqual({ rawBody, status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: detail }] } });
@@ -237,6 +239,11 @@ describe('clinical cases (e2e, real HTTP)', () => {
       const r = await rawRequest(app, method, url, { token: t.apiKey, body });
       expect({ url, status: r.status, body: r.body }).toEqual({ url, status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'url', message: expect.any(String) }] } });
     }
+    // 2000 members still reach validation (each an unknown field).
+    const wide = await app.api.request('POST', path, { rawBody: JSON.stringify({ ...update(1, 'processed'), ...Object.fromEntries(Array.from({ length: 1996 }, (_, i) => [`k${i}`, 1])) }), token: t.apiKey });
+    expect(wide.status).toBe(400);
+    expect(wide.body.details).toHaveLength(1996);
+    expect(wide.body.details[0]).toEqual({ path: 'k0', message: 'unknown field' });
     expect((await progress(c.caseId)).body.sequence).toBe(0);
   });
 
@@ -463,6 +470,24 @@ describe('clinical cases (e2e, real HTTP)', () => {
     expect((await app.api.post(`${t.env}/clinical-cases/${randomUUID()}/acknowledge`, {}, t.staff)).status).toBe(404);
     // only the four clinical_case.* types leave on the topic
     expect(new Set(caseEvents.seen.map((m) => m.type))).toEqual(new Set(caseEvents.seen.map((m) => m.type).filter((x) => x.startsWith('clinical_case.'))));
+  });
+
+  it('an operation that takes no body refuses one with members (400 naming each unknown field) and anything but an object, nothing written; {} or no body pass; authentication first', async () => {
+    const c = await openCase(app, t);
+    const ack = `${t.env}/clinical-cases/${c.caseId}/acknowledge`;
+    const bad = await rawRequest(app, 'POST', ack, { token: t.staff, body: '{"x":1,"note":"hi"}' });
+    expect(bad.status).toBe(400);
+    expect(bad.body).toEqual({ code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'x', message: 'unknown field' }, { path: 'note', message: 'unknown field' }] });
+    for (const body of ['[]', '"x"', '1', 'null']) {
+      const r = await rawRequest(app, 'POST', ack, { token: t.staff, body });
+      expect({ body, status: r.status, code: r.body.code }).toEqual({ body, status: 400, code: 'VALIDATION_FAILED' });
+    }
+    expect((await rawRequest(app, 'POST', ack, { body: '{"x":1}' })).status).toBe(401);
+    expect((await app.api.get(`${t.env}/clinical-cases/${c.caseId}`, t.staff)).body.acknowledgedAt).toBeNull();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(caseEvents.seen.filter((m) => m.type === 'clinical_case.acknowledged' && m.data.caseId === c.caseId)).toHaveLength(0);
+    expect((await rawRequest(app, 'POST', ack, { token: t.staff, body: '{}' })).status).toBe(200);
+    expect((await rawRequest(app, 'POST', ack, { token: t.staff })).status).toBe(200);
   });
 
   it('marks transportDelivered from the dispatcher event of the opened webhook (dedupe by event id)', async () => {

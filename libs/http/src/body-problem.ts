@@ -1,5 +1,6 @@
 import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
-import { GUARDS_METADATA } from '@nestjs/common/constants';
+import { GUARDS_METADATA, ROUTE_ARGS_METADATA } from '@nestjs/common/constants';
+import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 import { ModuleRef, Reflector } from '@nestjs/core';
 import { isObservable, lastValueFrom } from 'rxjs';
 import { ApiError } from './errors';
@@ -51,9 +52,36 @@ export class BodyProblemGuard implements CanActivate {
 
   canActivate(context: ExecutionContext): boolean | Promise<boolean> {
     if (context.getType() !== 'http') return true;
-    const problem = bodyProblemOf(context.switchToHttp().getRequest<object>());
+    const request = context.switchToHttp().getRequest<{ body?: unknown }>();
+    const problem = bodyProblemOf(request) ?? this.bodyNotTaken(context, request.body);
     if (!problem) return true;
     return this.routeGuardsThenProblem(context, problem);
+  }
+
+  /** Route handler -> whether it declares a body parameter (`@Body()` or the whole `@Req()`). */
+  private readonly takesBody = new WeakMap<object, boolean>();
+
+  /**
+   * A body sent to an operation that takes none (acknowledge, activate, rotate, ...): `{}` or no
+   * body passes; members are unknown fields and anything else is not an empty object, both 400
+   * VALIDATION_FAILED (decisions 11), as a DTO route answers them.
+   */
+  private bodyNotTaken(context: ExecutionContext, body: unknown): ApiError | undefined {
+    if (body === undefined) return undefined;
+    const handler = context.getHandler();
+    let takes = this.takesBody.get(handler);
+    if (takes === undefined) {
+      const args = (Reflect.getMetadata(ROUTE_ARGS_METADATA, context.getClass(), handler.name) ?? {}) as Record<string, unknown>;
+      const types = Object.keys(args).map((k) => Number(k.split(':')[0]));
+      takes = types.includes(RouteParamtypes.BODY) || types.includes(RouteParamtypes.REQUEST);
+      this.takesBody.set(handler, takes);
+    }
+    if (takes) return undefined;
+    if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
+      const keys = Object.keys(body);
+      return keys.length ? ApiError.validation(keys.map((path) => ({ path, message: 'unknown field' }))) : undefined;
+    }
+    return ApiError.validation([{ path: '', message: 'this operation takes no request body (or an empty JSON object)' }]);
   }
 
   private async routeGuardsThenProblem(context: ExecutionContext, problem: ApiError): Promise<boolean> {

