@@ -179,10 +179,15 @@ describe('conversations (e2e, real HTTP)', () => {
     expect(none.body.code).toBe('SESSION_REQUIRED');
     expect((await app.api.post(path, { message: 'hi' }, 'garbage')).body.code).toBe('SESSION_REQUIRED');
     const stranger = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: randomUUID() });
-    expect((await app.api.post(path, { message: 'hi' }, stranger)).status).toBe(404);
+    const notTheirs = await app.api.post(path, { message: 'hi' }, stranger);
+    expect(notTheirs.status).toBe(404);
     const anonymous = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: null });
     expect((await app.api.post(path, { message: 'hi' }, anonymous)).status).toBe(404);
-    expect((await app.api.post(`/widget/v1/cases/${randomUUID()}/messages`, { message: 'hi' }, token)).status).toBe(404);
+    // A case id that does not exist gets the very same answer as another patient's case (no existence oracle).
+    for (const [id, session] of [[randomUUID(), token], [randomUUID(), anonymous], ['not-a-uuid', token]] as const) {
+      const r = await app.api.post(`/widget/v1/cases/${id}/messages`, { message: 'hi' }, session);
+      expect({ status: r.status, body: r.body }).toEqual({ status: 404, body: notTheirs.body });
+    }
     expect((await app.api.post(path, { message: '' }, token)).status).toBe(400);
     expect((await app.api.post(path, { message: 'hi', extra: 1 }, token)).status).toBe(400);
   });

@@ -133,8 +133,10 @@ export class ConversationService {
 
   /** The patient's reply in a case thread from the widget (decisions 7). */
   async widgetReply(session: WidgetSessionContext, caseId: string, message: string) {
-    const thread = await this.thread(session.environmentId, caseId);
-    if (thread.kind !== 'case' || !session.patientId || thread.patientId !== session.patientId) throw ApiError.notFound('Clinical case');
+    // One answer for a case that does not exist and one that is not this patient's: a session
+    // (anonymous ones too) must not learn which case ids exist in the environment.
+    const thread = await this.thread(session.environmentId, caseId).catch(() => null);
+    if (!thread || thread.kind !== 'case' || !session.patientId || thread.patientId !== session.patientId) throw ApiError.notFound('Clinical case');
     const requestId = randomUUID();
     const r = await this.append(
       { organizationId: thread.organizationId, environmentId: thread.environmentId },
