@@ -12,7 +12,7 @@ export type EmergencyKind = (typeof EMERGENCY_KINDS)[number];
 /** Built-in emergency terms by kind, English then Spanish (normalized when loaded). */
 const EMERGENCY_TERMS: Record<EmergencyKind, string[]> = {
   chest_pain: [
-    'chest pain', 'pain in my chest', 'pain in the chest', 'chest pressure', 'pressure in my chest', 'chest tightness', 'tight chest', 'tightness in my chest', 'crushing chest', 'heart attack',
+    'chest pain', 'pain in my chest', 'pain in his chest', 'pain in her chest', 'pain in the chest', 'chest pressure', 'pressure in my chest', 'chest tightness', 'tight chest', 'tightness in my chest', 'crushing chest', 'heart attack',
     'dolor de pecho', 'dolor en el pecho', 'dolor toracico', 'presión en el pecho', 'opresión en el pecho', 'ataque al corazón', 'ataque cardiaco', 'infarto',
   ],
   breathing: [
@@ -24,11 +24,16 @@ const EMERGENCY_TERMS: Record<EmergencyKind, string[]> = {
     'stroke', 'face drooping', 'face is drooping', 'drooping face', 'slurred speech', 'slurring my words', 'numb on one side', 'weak on one side', 'sudden weakness', 'sudden numbness',
     'derrame cerebral', 'accidente cerebrovascular', 'ictus', 'cara caída', 'habla arrastrada', 'no puedo hablar bien', 'entumecimiento de un lado', 'debilidad repentina',
     'one side numb',
+    'slurring his words', 'slurring her words', 'slurring their words',
   ],
   self_harm: [
     'kill myself', 'killing myself', 'suicide', 'suicidal', 'end my life', 'hurt myself', 'harm myself', 'self harm', 'want to die', 'better off dead',
     'suicidarme', 'suicidio', 'suicida', 'matarme', 'quitarme la vida', 'hacerme daño', 'quiero morir', 'quiero morirme', 'lastimarme',
     'self-harm',
+    // Told by someone else (a teammate's staff chat request, a relative): third person and infinitive.
+    'kill himself', 'kill herself', 'kill themselves', 'killing himself', 'killing herself', 'killing themselves',
+    'end his life', 'end her life', 'end their life', 'hurt himself', 'hurt herself', 'hurt themselves', 'harm himself', 'harm herself', 'harm themselves',
+    'wants to die', 'suicidarse', 'matarse', 'quitarse la vida', 'hacerse daño', 'quiere morir', 'quiere morirse', 'lastimarse',
   ],
   severe_bleeding: [
     'bleeding heavily', 'heavy bleeding', 'severe bleeding', "won't stop bleeding", "bleeding won't stop", 'bleeding that will not stop', 'lots of blood', 'coughing up blood', 'vomiting blood', 'bleeding a lot',

@@ -16,6 +16,14 @@ describe('the service emergency words', () => {
     ['she passed out in the kitchen', ['unconscious']],
     ['se me cierra la garganta', ['allergic_reaction']],
     ['took too many pills', ['overdose']],
+    // a teammate's or relative's words (third person, infinitive)
+    ['patient says he wants to kill himself', ['self_harm']],
+    ['she wants to end her life', ['self_harm']],
+    ['They are thinking of killing themselves', ['self_harm']],
+    ['el paciente quiere suicidarse', ['self_harm']],
+    ['dice que quiere quitarse la vida', ['self_harm']],
+    ['he has a crushing pain in his chest', ['chest_pain']],
+    ['she is slurring her words', ['stroke']],
     ['refill request for strokes of luck', []],
     ['where is my order', []],
   ])('%s', (text, kinds) => {
