@@ -143,13 +143,14 @@ describe('conversations (e2e, real HTTP)', () => {
     const delivered = await app.api.post(path(provider.id), { externalMessageId: 'sms-99', status: 'delivered' }, t.apiKey);
     expect(delivered.status).toBe(201);
     expect(delivered.body).toEqual({ messageId: provider.id, status: 'delivered', recordedAt: expect.any(String) });
-    expect((await list(c.caseId)).body.messages[0].delivery).toEqual({ status: 'delivered', errorCode: null, reportedAt: delivered.body.recordedAt });
-    const read = await app.api.post(path(provider.id), { externalMessageId: 'sms-99', status: 'read' }, t.apiKey);
+    expect((await list(c.caseId)).body.messages[0].delivery).toEqual({ status: 'delivered', errorCode: null, externalMessageId: 'sms-99', reportedAt: delivered.body.recordedAt });
+    const read = await app.api.post(path(provider.id), { externalMessageId: 'sms-100', status: 'read' }, t.apiKey);
     expect(read.body.status).toBe('read');
     const back = await app.api.post(path(provider.id), { externalMessageId: 'sms-99', status: 'delivered' }, t.apiKey);
     expect(back.status).toBe(201);
     expect(back.body).toEqual({ messageId: provider.id, status: 'read', recordedAt: read.body.recordedAt });
-    expect((await list(c.caseId)).body.messages[0].delivery.status).toBe('read');
+    // The recorded report's own externalMessageId is kept with it (the transport's id of that delivery).
+    expect((await list(c.caseId)).body.messages[0].delivery).toEqual({ status: 'read', errorCode: null, externalMessageId: 'sms-100', reportedAt: read.body.recordedAt });
 
     expect((await app.api.post(path(patientMsg.body.id), { externalMessageId: 'x', status: 'delivered' }, t.apiKey)).status).toBe(404);
     expect((await app.api.post(path(randomUUID()), { externalMessageId: 'x', status: 'delivered' }, t.apiKey)).status).toBe(404);

@@ -72,7 +72,12 @@ export class ConversationService {
           externalMessageId: d.encExternalMessageId === null ? null : this.keyring.decrypt(env, d.encExternalMessageId),
           attachments: JSON.parse(this.keyring.decrypt(env, d.encAttachments)) as Attachment[],
           createdAt: d.createdAt,
-          delivery: d.delivery,
+          delivery: d.delivery && {
+            status: d.delivery.status,
+            errorCode: d.delivery.errorCode,
+            externalMessageId: d.delivery.encExternalMessageId === undefined ? null : this.keyring.decrypt(env, d.delivery.encExternalMessageId),
+            reportedAt: d.delivery.reportedAt,
+          },
         })),
     };
   }

@@ -29,7 +29,8 @@ export interface MessageDoc {
   /** JSON of the attachments, encrypted (file names may hold PHI). */
   encAttachments: string;
   createdAt: string;
-  delivery: { status: DeliveryStatus; errorCode: string | null; reportedAt: string } | null;
+  /** The last recorded report; `encExternalMessageId` is the report's own (encrypted; absent in documents written before it was kept). */
+  delivery: { status: DeliveryStatus; errorCode: string | null; encExternalMessageId?: string; reportedAt: string } | null;
 }
 
 export function conversationProjection(keyring: Keyring): Projection {
@@ -64,7 +65,8 @@ export function conversationProjection(keyring: Keyring): Projection {
         case 'MessageDeliveryReported': {
           const doc = await tx.get<MessageDoc>(MESSAGES, event.messageId);
           if (!doc) return;
-          tx.put(MESSAGES, doc.id, { ...doc, delivery: { status: event.status, errorCode: event.errorCode, reportedAt: event.reportedAt } }, { partition: doc.conversationId, score: doc.sequence });
+          const delivery = { status: event.status, errorCode: event.errorCode, encExternalMessageId: keyring.encrypt(recorded.metadata.environmentId!, event.externalMessageId), reportedAt: event.reportedAt };
+          tx.put(MESSAGES, doc.id, { ...doc, delivery }, { partition: doc.conversationId, score: doc.sequence });
           return;
         }
         case 'CaseThreadClosed': {
