@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { IntegrationEventTypes, Patterns, Topics } from '@svc/messaging';
 import { TestApp } from '@svc/testing';
-import { Tenant, busRequest, eventually, openCase, rawRequest, update, watchTopic } from './case-helpers';
+import { Tenant, busRequest, eventually, openCase, rawHttp, rawRequest, update, watchTopic } from './case-helpers';
 
 /** Issue 4: clinical cases over real HTTP (standalone app, in-process bus). */
 describe('clinical cases (e2e, real HTTP)', () => {
@@ -239,12 +239,24 @@ describe('clinical cases (e2e, real HTTP)', () => {
       const r = await rawRequest(app, method, url, { token: t.apiKey, body });
       expect({ url, status: r.status, body: r.body }).toEqual({ url, status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'url', message: expect.any(String) }] } });
     }
+    // Bytes that are not UTF-8, and a string with an unpaired surrogate escape: not repaired, refused.
+    const invalidUtf8 = Buffer.concat([Buffer.from('{"updateId":"'), Buffer.from([0xff, 0xfe]), Buffer.from('","sequence":1,"status":"processed","externalReference":"r"}')]);
+    const notUtf8 = await rawHttp(app, 'POST', path, { authorization: `Bearer ${t.apiKey}`, 'content-type': 'application/json' }, invalidUtf8 as unknown as string);
+    expect({ status: notUtf8.status, body: notUtf8.body }).toEqual({ status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: 'not UTF-8' }] } });
+    for (const lone of ['{"externalReference":"a\\ud800b"}', '{"x\\udc00":1}', '["\\ud83d"]']) {
+      const r = await app.api.request('POST', path, { rawBody: lone, token: t.apiKey });
+      expect({ lone, status: r.status, details: r.body.details }).toEqual({ lone, status: 400, details: [{ path: '', message: expect.stringContaining('unpaired surrogate') }] });
+    }
+    // A surrogate pair (an emoji) is text like any other.
+    const emoji = await app.api.request('POST', path, { rawBody: JSON.stringify({ ...update(1, 'processed'), externalReference: 'ok \ud83d\ude00' }), token: t.apiKey });
+    expect(emoji.status).toBe(200);
+    expect((await progress(c.caseId)).body.externalReference).toBe('ok \u{1F600}');
     // 2000 members still reach validation (each an unknown field).
     const wide = await app.api.request('POST', path, { rawBody: JSON.stringify({ ...update(1, 'processed'), ...Object.fromEntries(Array.from({ length: 1996 }, (_, i) => [`k${i}`, 1])) }), token: t.apiKey });
     expect(wide.status).toBe(400);
     expect(wide.body.details).toHaveLength(1996);
     expect(wide.body.details[0]).toEqual({ path: 'k0', message: 'unknown field' });
-    expect((await progress(c.caseId)).body.sequence).toBe(0);
+    expect((await progress(c.caseId)).body.sequence).toBe(1);
   });
 
   it('finds a case addressed by its uuid in upper case; another environment still gets 404', async () => {

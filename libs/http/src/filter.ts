@@ -68,6 +68,10 @@ function errorResponse(err: unknown): { status: number; body: ErrorBody; headers
       return { status: 413, body: { code: 'PAYLOAD_TOO_LARGE', message: 'The request body is larger than 1 MiB' } };
     case 'SVC_JSON_TOO_DEEP':
       return bodyError('The request body nests too deeply', 'nested too deeply');
+    case 'SVC_JSON_NOT_UTF8':
+      return bodyError('The request body is not valid JSON', 'not UTF-8');
+    case 'SVC_JSON_LONE_SURROGATE':
+      return bodyError('The request body is not valid JSON', 'unpaired surrogate in a string (not Unicode text)');
     case 'SVC_JSON_TOO_MANY_MEMBERS':
       return bodyError('The request body has an object with too many members', 'more than 2000 members in one object');
     case 'SVC_JSON_FORBIDDEN_KEY':

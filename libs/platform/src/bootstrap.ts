@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { isUtf8 } from 'node:buffer';
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import { INestApplication } from '@nestjs/common';
@@ -33,20 +34,32 @@ export function nestingDepth(value: unknown): number {
  * Nesting depth of a parsed JSON value (stops counting past MAX_JSON_DEPTH) and whether one of its
  * objects has more than MAX_JSON_MEMBERS members, in one iterative walk.
  */
-export function jsonShape(value: unknown): { depth: number; tooManyMembers: boolean } {
+export function jsonShape(value: unknown): { depth: number; tooManyMembers: boolean; loneSurrogate: boolean } {
   let max = 0;
+  let loneSurrogate = typeof value === 'string' && !isWellFormed(value);
   const stack: [unknown, number][] = [[value, 0]];
   while (stack.length) {
     const [v, d] = stack.pop()!;
     if (v === null || typeof v !== 'object') continue;
     if (d + 1 > max) max = d + 1;
-    if (max > MAX_JSON_DEPTH) return { depth: max, tooManyMembers: false };
+    if (max > MAX_JSON_DEPTH) return { depth: max, tooManyMembers: false, loneSurrogate };
+    const isArray = Array.isArray(v);
     const children = Object.values(v as Record<string, unknown>);
-    if (!Array.isArray(v) && children.length > MAX_JSON_MEMBERS) return { depth: max, tooManyMembers: true };
-    for (const child of children) if (child !== null && typeof child === 'object') stack.push([child, d + 1]);
+    if (!isArray && children.length > MAX_JSON_MEMBERS) return { depth: max, tooManyMembers: true, loneSurrogate };
+    if (!loneSurrogate && !isArray) for (const key of Object.keys(v)) if (!isWellFormed(key)) loneSurrogate = true;
+    for (const child of children) {
+      if (child !== null && typeof child === 'object') stack.push([child, d + 1]);
+      else if (!loneSurrogate && typeof child === 'string' && !isWellFormed(child)) loneSurrogate = true;
+    }
   }
-  return { depth: max, tooManyMembers: false };
+  return { depth: max, tooManyMembers: false, loneSurrogate };
 }
+
+/**
+ * No unpaired UTF-16 surrogate (a `\ud800` escape alone): such a string is no Unicode text; stored
+ * as UTF-8 it turns into U+FFFD while a copy sent on as JSON keeps the escape, so the two differ.
+ */
+const isWellFormed = (s: string): boolean => (s as string & { isWellFormed(): boolean }).isWellFormed();
 
 function isJson(text: string): boolean {
   try {
@@ -196,17 +209,25 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   // the contract nests deeply, and a deep body would exhaust the stack in validation.
   const parseJson = fastify.getDefaultJsonParser('error', 'error');
   fastify.removeContentTypeParser(['application/json']);
-  fastify.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
-    parseJson(req, body as string, (err, value) => {
+  fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, raw, done) => {
+    // JSON is UTF-8 (RFC 8259): bytes that are not are malformed, not text to repair with U+FFFD.
+    if (!isUtf8(raw as Buffer)) {
+      deferBodyProblem(req, new BodyParseError(400, 'SVC_JSON_NOT_UTF8', 'JSON body is not UTF-8'));
+      return done(null, undefined);
+    }
+    const body = (raw as Buffer).toString('utf8');
+    parseJson(req, body, (err, value) => {
       if (err) {
         const code = (err as { code?: string }).code ?? 'FST_ERR_CTP_INVALID_JSON_BODY';
         // Valid JSON that the parser still refused holds a prototype-poisoning key.
-        deferBodyProblem(req, new BodyParseError(400, code === 'FST_ERR_CTP_INVALID_JSON_BODY' && isJson(body as string) ? 'SVC_JSON_FORBIDDEN_KEY' : code, err.message));
+        deferBodyProblem(req, new BodyParseError(400, code === 'FST_ERR_CTP_INVALID_JSON_BODY' && isJson(body) ? 'SVC_JSON_FORBIDDEN_KEY' : code, err.message));
         return done(null, undefined);
       }
       const shape = jsonShape(value);
-      if (shape.depth > MAX_JSON_DEPTH || shape.tooManyMembers) {
-        deferBodyProblem(req, shape.tooManyMembers ? new BodyParseError(400, 'SVC_JSON_TOO_MANY_MEMBERS', 'JSON object with too many members') : new BodyParseError(400, 'SVC_JSON_TOO_DEEP', 'JSON nested too deeply'));
+      const problem =
+        shape.depth > MAX_JSON_DEPTH ? 'SVC_JSON_TOO_DEEP' : shape.tooManyMembers ? 'SVC_JSON_TOO_MANY_MEMBERS' : shape.loneSurrogate ? 'SVC_JSON_LONE_SURROGATE' : null;
+      if (problem) {
+        deferBodyProblem(req, new BodyParseError(400, problem, 'JSON body refused'));
         return done(null, undefined);
       }
       done(null, value);
