@@ -68,6 +68,9 @@ export function remoteIssuer(issuer: string, jwksUrl: string, audience: string):
 
 /** Verifies staff ID tokens against the configured issuers; time comes from the service clock. */
 export class StaffTokenVerifier {
+  /** Tolerated clock difference for `iat` and `auth_time` in the future (seconds). */
+  static readonly CLOCK_SKEW_S = 60;
+
   constructor(
     private readonly issuers: StaffIssuer[],
     private readonly now: () => Date,
@@ -82,6 +85,8 @@ export class StaffTokenVerifier {
           audience: issuer.audience,
           currentDate: this.now(),
           algorithms: ['RS256', 'ES256', 'PS256'],
+          // An ID token always expires (decisions 2: exp, 1 hour); one without exp never would.
+          requiredClaims: ['exp', 'iat', 'sub'],
         });
         payload = result.payload;
         break;
@@ -90,6 +95,13 @@ export class StaffTokenVerifier {
       }
     }
     if (!payload || typeof payload.sub !== 'string') throw new InvalidStaffTokenError('invalid staff token');
+    // Issued or signed in later than now (beyond a minute of clock skew): not a token of this
+    // issuer's past, and a future auth_time would pass any "recent sign-in" test for as long as it lies ahead.
+    const nowS = Math.floor(this.now().getTime() / 1000);
+    for (const claim of ['iat', 'auth_time'] as const) {
+      const v = payload[claim];
+      if (v !== undefined && (typeof v !== 'number' || !Number.isFinite(v) || v > nowS + StaffTokenVerifier.CLOCK_SKEW_S)) throw new InvalidStaffTokenError('invalid staff token');
+    }
     const amr = Array.isArray(payload.amr) ? (payload.amr as unknown[]) : [];
     return {
       sub: payload.sub,

@@ -1,0 +1,51 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { JWK, KeyLike, SignJWT, importJWK } from 'jose';
+import { DEV_ISSUER, DevIdentityProvider, STAFF_AUDIENCE, StaffTokenVerifier } from '@svc/security';
+
+describe('StaffTokenVerifier: time claims', () => {
+  const now = new Date('2026-11-25T10:00:00.000Z');
+  const nowS = now.getTime() / 1000;
+  let dir: string;
+  let verifier: StaffTokenVerifier;
+  let idp: DevIdentityProvider;
+  let key: KeyLike;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'staff-tokens-'));
+    const file = join(dir, 'dev-idp.json');
+    idp = await DevIdentityProvider.load(file);
+    key = (await importJWK(JSON.parse(readFileSync(file, 'utf8')) as JWK, 'RS256')) as KeyLike;
+    verifier = new StaffTokenVerifier([{ issuer: DEV_ISSUER, audience: STAFF_AUDIENCE, key: idp.publicKey }], () => now);
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  /** A token of the dev issuer with exactly these time claims (undefined: left out). */
+  const token = (claims: { iat?: number; exp?: number; auth_time?: unknown }) => {
+    const jwt = new SignJWT({ email: 'a@example.test', permissions: [], amr: ['pwd', 'mfa'], ...(claims.auth_time !== undefined ? { auth_time: claims.auth_time } : {}) })
+      .setProtectedHeader({ alg: 'RS256' })
+      .setIssuer(DEV_ISSUER)
+      .setAudience(STAFF_AUDIENCE)
+      .setSubject('u1');
+    if (claims.iat !== undefined) jwt.setIssuedAt(claims.iat);
+    if (claims.exp !== undefined) jwt.setExpirationTime(claims.exp);
+    return jwt.sign(key);
+  };
+
+  it('accepts a token the dev issuer mints, and skew of up to a minute', async () => {
+    expect(await verifier.verify(await idp.mint({ sub: 'u1', email: 'a@example.test', permissions: [], mfa: true }, now))).toMatchObject({ sub: 'u1', mfa: true, authTime: nowS });
+    expect((await verifier.verify(await token({ iat: nowS + 30, exp: nowS + 3600, auth_time: nowS + 30 }))).authTime).toBe(nowS + 30);
+  });
+
+  it.each([
+    ['no exp', { iat: nowS }],
+    ['no iat', { exp: nowS + 3600 }],
+    ['iat in the future', { iat: nowS + 120, exp: nowS + 3600 }],
+    ['auth_time in the future', { iat: nowS, exp: nowS + 3600, auth_time: nowS + 100_000 }],
+    ['auth_time not a number', { iat: nowS, exp: nowS + 3600, auth_time: 'yesterday' }],
+    ['expired', { iat: nowS - 7200, exp: nowS - 3600 }],
+  ])('refuses a token with %s', async (_name, claims) => {
+    await expect(verifier.verify(await token(claims))).rejects.toThrow('invalid staff token');
+  });
+});
