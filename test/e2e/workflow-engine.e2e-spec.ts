@@ -284,6 +284,31 @@ describe('conversation workflows (e2e, real HTTP)', () => {
     expect((await api.post(P, { stableKey: 'temp_flow', name: 'Temp', definition: def }, t.staff)).status).toBe(201);
   });
 
+  it('a variable named like an Object.prototype member is an ordinary unset variable in a test run (was 500, and a function\'s source in replies)', async () => {
+    const def = {
+      category: 'support',
+      description: 'Proto names',
+      triggerPhrases: ['proto names'],
+      steps: [
+        { id: 'k', type: 'condition', variable: 'constructor', operator: 'is_empty', then: 'a', else: 'end' },
+        { id: 'a', type: 'reply', message: 'empty [{{valueOf}}]', next: 'q' },
+        { id: 'q', type: 'ask', variable: 'toString', prompt: 'Name?', format: 'text' },
+        { id: 'b', type: 'reply', message: 'hi {{toString}}' },
+      ],
+    };
+    const c = await app.api.post(P, { stableKey: 'proto_names', name: 'Proto names', definition: def }, t.staff);
+    expect(c.status).toBe(201);
+    const tested = await app.api.post(`${P}/versions/${c.body.draftVersionId}/test`, { expectedRevision: 1, opening: 'proto names', replies: ['Ann'] }, t.staff);
+    expect(tested.status).toBe(201);
+    expect(tested.body.transcript).toEqual([
+      { from: 'patient', text: 'proto names' },
+      { from: 'agent', text: 'empty []' },
+      { from: 'agent', text: 'Name?' },
+      { from: 'patient', text: 'Ann' },
+      { from: 'agent', text: 'hi Ann' },
+    ]);
+  });
+
   it('refuses invalid definitions with details naming each step and rule', async () => {
     const r = await app.api.post(
       P,

@@ -1,7 +1,7 @@
 import { deciderSpec } from '../../../libs/eventstore/src/testing';
 import { emergencyKinds, healthQuestion, triggerMatches } from '../src/domain/agent';
 import { Definition, validateDefinition } from '../src/domain/definition';
-import { advance, buildRequest, giveCallResult, giveInput, startRun } from '../src/domain/engine';
+import { advance, buildRequest, getPath, giveCallResult, giveInput, startRun } from '../src/domain/engine';
 import { ordersToShow, parseOrdersResponse } from '../src/domain/orders';
 import { KEY_CLAIM_GRACE_MS, WorkflowEvent, workflowDecider, workflowKeyDecider } from '../src/domain/workflow';
 import { isBlockedAddress, signature, targetUrl } from '../src/application/destination-client';
@@ -111,6 +111,32 @@ describe('step machine', () => {
     const d = answer === '' ? def([condition, reply('yes', 'end'), reply('no')]) : def([{ id: 'q', type: 'ask', variable: 'colour', prompt: 'Colour?', format: 'text' }, condition, reply('yes', 'end'), reply('no')]);
     const r = answer === '' ? advance(d, startRun(d), ctx) : giveInput(d, advance(d, startRun(d), ctx).state, ctx, answer);
     expect(r.replies.at(-1)).toEqual({ type: 'text', text: expected });
+  });
+
+  it('variables named like Object.prototype members are unset until asked, never the inherited member', () => {
+    const d = def([
+      { id: 'c', type: 'condition', variable: 'constructor', operator: 'is_empty', then: 'r', else: 'no' },
+      { id: 'r', type: 'reply', message: '[{{constructor}}][{{toString}}][{{valueOf}}]', next: 'q' },
+      { id: 'q', type: 'ask', variable: 'hasOwnProperty', prompt: 'Name?', format: 'text' },
+      { id: 'c2', type: 'condition', variable: 'valueOf', operator: 'is_not_empty', then: 'no', else: 'end2' },
+      { id: 'end2', type: 'reply', message: 'v={{hasOwnProperty}}', next: 'end' },
+      reply('no'),
+    ]);
+    let r = advance(d, startRun(d), ctx);
+    expect(r.replies).toEqual([{ type: 'text', text: '[][][]' }, { type: 'text', text: 'Name?' }]);
+    r = giveInput(d, r.state, ctx, 'zz');
+    expect(r.replies).toEqual([{ type: 'text', text: 'v=zz' }]);
+    const req = buildRequest({ id: 'c', type: 'call_api', destinationStableKey: 'x', method: 'POST', path: '/p/{{toString}}', body: { a: '{{constructor}}' }, save: [], notFoundReply: 'n', errorReply: 'e' }, {}, ctx);
+    expect(req.path).toBe('/p/');
+    expect(JSON.parse(req.body!)).toEqual({ a: '' });
+  });
+
+  it('reads response paths through own members only', () => {
+    expect(getPath({ a: { b: 1 } }, 'a.b')).toBe(1);
+    expect(getPath({ a: {} }, 'a.constructor')).toBeUndefined();
+    expect(getPath({ a: [1, 2] }, 'a.1')).toBe(2);
+    expect(getPath({ a: [1, 2] }, 'a.length')).toBeUndefined();
+    expect(getPath({}, 'toString')).toBeUndefined();
   });
 
   it('orders_v1: cards, broken contract, empty', () => {

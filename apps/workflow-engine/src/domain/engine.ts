@@ -96,11 +96,21 @@ export function startRun(def: Definition): RunState {
 
 // ---------- templating and paths ----------
 
+/**
+ * A run variable's value, or '' when unset. Own members only: a variable may be named like an
+ * Object.prototype member (`constructor`, `valueOf`, `toString` match the name pattern), and a
+ * plain lookup would hand out the inherited function (shown to patients, sent to Destinations,
+ * or a 500 on `.trim()`).
+ */
+export function varValue(vars: Record<string, string>, name: string): string {
+  return Object.prototype.hasOwnProperty.call(vars, name) ? (vars[name] ?? '') : '';
+}
+
 function lookupVar(name: string, vars: Record<string, string>, ctx: RunContext): string {
   if (name === 'patient.email') return ctx.patient.email ?? '';
   if (name === 'patient.externalId') return ctx.patient.externalId ?? '';
   if (name === 'run.id') return ctx.runId;
-  return vars[name] ?? '';
+  return varValue(vars, name);
 }
 
 /** `{{variable}}`, `{{patient.email}}`, `{{patient.externalId}}`, `{{run.id}}`; `encode` escapes each substituted value. */
@@ -121,7 +131,7 @@ export function getPath(value: unknown, path: string): unknown {
   for (const part of path.split('.')) {
     if (cur === null || cur === undefined) return undefined;
     if (Array.isArray(cur) && /^\d+$/.test(part)) cur = cur[Number(part)];
-    else if (typeof cur === 'object') cur = (cur as Record<string, unknown>)[part];
+    else if (typeof cur === 'object' && !Array.isArray(cur)) cur = Object.prototype.hasOwnProperty.call(cur, part) ? (cur as Record<string, unknown>)[part] : undefined;
     else return undefined;
   }
   return cur;
@@ -241,7 +251,7 @@ export function advance(def: Definition, input: RunState, ctx: RunContext): Adva
         state = { ...trace(state, step, 'replied'), pc: fallthrough(def, i) };
         break;
       case 'condition': {
-        const v = (state.vars[step.variable] ?? '').trim();
+        const v = varValue(state.vars, step.variable).trim();
         const target = (step.value ?? '').trim();
         let ok: boolean;
         switch (step.operator) {
@@ -275,7 +285,7 @@ export function advance(def: Definition, input: RunState, ctx: RunContext): Adva
           message: render(step.message, state.vars, ctx),
           summary: step.summary ? render(step.summary, state.vars, ctx) : null,
           teamAsk: step.teamAsk ? render(step.teamAsk, state.vars, ctx) : null,
-          answers: state.asked.map((a) => `${a.label}: ${state.vars[a.variable] ?? ''}`),
+          answers: state.asked.map((a) => `${a.label}: ${varValue(state.vars, a.variable)}`),
         };
         state = end({ ...trace(state, step, 'handed_off'), handOff }, 'handed_off');
         return { state, replies, next: { kind: 'ended' } };
