@@ -110,22 +110,25 @@ describe('patient pathway on the bus (e2e)', () => {
     }
   });
 
-  it('asks billing before a scheduled check-in and skips it (rescheduling the next) while usage is paused', async () => {
+  it('reserves the credit with billing before a scheduled check-in and skips it (rescheduling the next) while usage is paused', async () => {
     const t = await setUpTenant(app);
     const email = `paused-${randomUUID()}@example.test`;
     const patient = (await app.api.post('/client/patient-events', created('EXT-PAUSED', email, { checkInCadenceDays: 2 }), t.apiKey)).body.patientId;
-    overrides.set(Patterns.usageStatus, () => ({ response: { paused: true }, isDisposed: true }));
+    overrides.set(Patterns.reserveCredit, () => ({ response: { reserved: false }, isDisposed: true }));
     try {
       await app.advanceClock(2 * DAY + 60);
       await sleep(800);
-      expect(requests.some((r) => r.pattern === Patterns.usageStatus && (r.data as { organizationId: string }).organizationId === t.orgId)).toBe(true);
+      // The credit of the check-in about to be sent is asked for (its id as the source).
+      expect(
+        requests.some((r) => r.pattern === Patterns.reserveCredit && (r.data as { organizationId: string; source: string; sourceId: string }).organizationId === t.orgId && (r.data as { source: string }).source === 'check_in'),
+      ).toBe(true);
       expect(await emailsTo(app.api, email)).toHaveLength(0);
       // Staff "send now" while paused: 409 USAGE_PAUSED.
       const now = await app.api.post(`${t.env}/patients/${patient}/check-ins`, undefined, await app.staffToken({ sub: t.ownerSub }));
       expect(now.status).toBe(409);
       expect(now.body.code).toBe('USAGE_PAUSED');
     } finally {
-      overrides.delete(Patterns.usageStatus);
+      overrides.delete(Patterns.reserveCredit);
     }
     // Not paused any more: the next cadence sends it.
     await app.advanceClock(2 * DAY + 60);

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { TestApp } from '@svc/testing';
+import { TestApp, enrollPatient } from '@svc/testing';
 import { EVENT_STORE, EventStore } from '@svc/eventstore';
 import { IntegrationMessage, InProcessBroker, Topics } from '@svc/messaging';
 import { IN_PROCESS_BROKER } from '@svc/platform';
@@ -22,6 +22,22 @@ describe('webhook-dispatcher credits (e2e)', () => {
   const serviceNow = async () => new Date(await app.advanceClock(0));
   const credits = async (orgId: string, at: Date) =>
     (await store.readStream(usageStream(orgId, periodStartOf(at)))).filter((e) => e.type === 'CreditUsed').map((e) => e.data as { source: string; sourceId: string; periodStart: string });
+
+  it('check-ins sent at the same moment cannot together go past the plan: 8 at once with 3 credits left send 3, the rest 409 USAGE_PAUSED', async () => {
+    const t = await app.tenant();
+    expect((await app.api.put(`/organizations/${t.orgId}/plan`, { monthlyCredits: 3 }, t.staff)).status).toBe(200);
+    const patient = await enrollPatient(app.api, t);
+    const sends = await Promise.all(Array.from({ length: 8 }, () => app.api.post(`${t.env}/patients/${patient.patientId}/check-ins`, undefined, t.staff)));
+    expect(sends.map((r) => r.status).sort()).toEqual([201, 201, 201, 409, 409, 409, 409, 409]);
+    for (const r of sends.filter((x) => x.status === 409)) expect(r.body.code).toBe('USAGE_PAUSED');
+    const sent = sends.filter((r) => r.status === 201).map((r) => r.body.checkInId as string);
+    // The credits are the three check-ins sent, each once (the check_in.sent event that follows counts nothing more).
+    const now = await serviceNow();
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await credits(t.orgId, now)).map((c) => c.sourceId).sort()).toEqual([...sent].sort());
+    const plan = await app.api.put(`/organizations/${t.orgId}/plan`, { monthlyCredits: 3 }, t.staff); // answers the usage status
+    expect(plan.body).toMatchObject({ monthlyCredits: 3, creditsUsed: 3, paused: true });
+  });
 
   it('a clinical_case.opened redelivered after the month rolled over is not charged again (one credit, in the source month)', async () => {
     const t = await app.tenant();

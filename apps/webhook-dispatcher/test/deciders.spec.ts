@@ -224,6 +224,16 @@ describe('usage decider', () => {
     expect(bigger.map((e) => e.type)).toEqual(['CreditUsed']);
     expect(periodStartOf(new Date('2026-03-31T23:59:59Z'))).toBe('2026-03-01T00:00:00.000Z');
   });
+
+  it('a reservation (withinPlan) is refused once the credits are used up, unless its source already has its credit; a recorded fact never is', () => {
+    let events: UsageEvent[] = [];
+    for (let i = 1; i <= 3; i++) events = [...events, ...deciderSpec(usageDecider).given(events).when({ ...use(`r${i}`, 3), withinPlan: true }, now).result()];
+    expect(events.filter((e) => e.type === 'CreditUsed')).toHaveLength(3);
+    expect(() => deciderSpec(usageDecider).given(events).when({ ...use('r4', 3), withinPlan: true }, now).result()).toThrow(expect.objectContaining({ code: 'USAGE_PAUSED', status: 409 }));
+    deciderSpec(usageDecider).given(events).when({ ...use('r2', 3), withinPlan: true }, now).then([]); // already reserved: idempotent
+    expect(deciderSpec(usageDecider).given(events).when(use('late-fact', 3), now).result().map((e) => e.type)).toEqual(['CreditUsed']);
+    expect(deciderSpec(usageDecider).given(events).when({ ...use('r4', 4), withinPlan: true }, now).result().map((e) => e.type)).toEqual(['CreditUsed']); // a larger plan has room
+  });
 });
 
 describe('usage thresholds: once each per period (spec: "sent once each ... as use reaches")', () => {

@@ -68,6 +68,21 @@ export interface UsageStatusReply {
   paused: boolean;
 }
 
+/**
+ * Patterns.reserveCredit: the credit of a check-in about to be sent or a workflow run about to
+ * start, recorded now if the month's plan has room (idempotent by source and sourceId; the credit
+ * the work's own event brings later counts once). `reserved: false`: usage is paused.
+ */
+export interface ReserveCreditCommand {
+  organizationId: string;
+  environmentId: string | null;
+  source: 'check_in' | 'workflow_run';
+  sourceId: string;
+}
+export interface ReserveCreditReply {
+  reserved: boolean;
+}
+
 /** Patterns.appendConversationMessage: idempotent by (conversationId, requestId). */
 export interface AppendConversationMessageCommand {
   requestId: string;

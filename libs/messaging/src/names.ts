@@ -11,6 +11,8 @@ export const Patterns = {
   patientContact: 'patient-pathway.query.patient-contact',
   /** Query to the webhook-dispatcher (billing): whether usage is paused for an organization. */
   usageStatus: 'webhook-dispatcher.query.usage-status',
+  /** Command to the webhook-dispatcher (billing): reserve the credit of work about to be done, within the plan. */
+  reserveCredit: 'webhook-dispatcher.command.reserve-credit',
   /** Command to the conversation service: append a message to a conversation (case threads, work items). */
   appendConversationMessage: 'conversation.command.append-message',
   /** Command to the conversation service: start or close a case's thread (answered once its read model has it). */

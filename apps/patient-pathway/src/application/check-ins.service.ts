@@ -5,7 +5,7 @@ import { lastValueFrom, timeout } from 'rxjs';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, DomainError, EVENT_STORE, EventStore, toDomainEvent } from '@svc/eventstore';
 import { getLogger } from '@svc/http';
-import { AnyClientProxy, BUS_CLIENT, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns, UsageStatusReply } from '@svc/messaging';
+import { AnyClientProxy, BUS_CLIENT, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns, ReserveCreditCommand, ReserveCreditReply } from '@svc/messaging';
 import { CONFIG, MAILER, Mailer, ServiceConfig } from '@svc/platform';
 import { KEYRING, Keyring, safeEqual, sha256Hex } from '@svc/security';
 import { CaseOpenDoc, CheckInTimerDoc, DispatchDoc } from '../adapters/projections/pathway.projection';
@@ -61,12 +61,18 @@ export class CheckInsService {
     return `http://localhost:${port}/api`;
   }
 
-  async usagePaused(organizationId: string): Promise<boolean> {
+  /**
+   * Reserves the credit of a check-in about to be sent (Patterns.reserveCredit): true when usage is
+   * paused (no credit left in the month). Reservations are decided one at a time in billing, so
+   * check-ins sent at the same moment cannot together go past the plan.
+   */
+  async usagePaused(organizationId: string, environmentId: string | null, checkInId: string): Promise<boolean> {
     try {
-      const r = await lastValueFrom(this.bus.send<UsageStatusReply>(Patterns.usageStatus, { organizationId }).pipe(timeout(USAGE_TIMEOUT_MS)));
-      return r?.paused === true;
+      const command: ReserveCreditCommand = { organizationId, environmentId, source: 'check_in', sourceId: checkInId };
+      const r = await lastValueFrom(this.bus.send<ReserveCreditReply>(Patterns.reserveCredit, command).pipe(timeout(USAGE_TIMEOUT_MS)));
+      return r?.reserved === false;
     } catch {
-      // No billing handler (or no answer in time): not paused.
+      // No billing handler (or no answer in time): not paused; the check-in's own event brings its credit.
       return false;
     }
   }
@@ -80,7 +86,7 @@ export class CheckInsService {
     // A stale timer (cancelled, fired or replaced) is left alone: the event that made it stale
     // removes its document through the projection (a rebuild gives the same documents).
     if (state.status !== 'active' || state.scheduled?.checkInId !== timer.id) return;
-    const paused = await this.usagePaused(state.organizationId!);
+    const paused = await this.usagePaused(state.organizationId!, state.environmentId, timer.id);
     const r = await this.pathway.patients.handle(
       stream,
       { type: 'FireScheduledCheckIn', checkInId: timer.id, paused, nextCheckInId: randomUUID() },
@@ -97,8 +103,8 @@ export class CheckInsService {
     const stream = patientStream(patientId);
     const { state } = await this.pathway.patients.load(stream);
     if (state.status === 'none' || state.environmentId !== tenancy.environmentId) throw new DomainError(404, 'NOT_FOUND', 'Patient not found');
-    if (await this.usagePaused(tenancy.organizationId)) throw new DomainError(409, 'USAGE_PAUSED', 'Check-ins are paused: the month’s credits are used up');
     const checkInId = randomUUID();
+    if (await this.usagePaused(tenancy.organizationId, tenancy.environmentId, checkInId)) throw new DomainError(409, 'USAGE_PAUSED', 'Check-ins are paused: the month’s credits are used up');
     const r = await this.pathway.patients.handle(stream, { type: 'SendCheckInNow', checkInId }, { actor, ...tenancy });
     // Emailed by the dispatch timer (due now), the one sending path.
     await this.pathway.applied(r.position);

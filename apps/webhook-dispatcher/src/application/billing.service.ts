@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, Clock } from '@svc/clock';
-import { CommandHandler, EVENT_STORE, EventStore } from '@svc/eventstore';
+import { CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
 import { PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
 import { sha256Hex } from '@svc/security';
@@ -42,7 +42,7 @@ export class BillingService {
    * (one read and fold of the month's stream, one append, no revision conflicts between them):
    * the relays deliver events concurrently, and every credit of an organization goes to one stream.
    */
-  useCredit(organizationId: string, environmentId: string | null, source: CreditSource, sourceId: string, recordedAt: string | undefined): Promise<void> {
+  useCredit(organizationId: string, environmentId: string | null, source: CreditSource, sourceId: string, recordedAt: string | undefined, withinPlan = false): Promise<void> {
     // The month of the fact (the source event's service-clock time), not of its processing: a
     // redelivery or a late delivery after the month rolled over lands in the same month's stream,
     // where the source id dedupes it. The processing time stands in only for a message without one.
@@ -50,7 +50,7 @@ export class BillingService {
     const periodStart = periodStartOf(at && Number.isFinite(at.getTime()) ? at : this.clock.now());
     const stream = usageStream(organizationId, periodStart);
     return new Promise<void>((resolve, reject) => {
-      const item = { organizationId, environmentId, source, sourceId, periodStart, resolve, reject };
+      const item = { organizationId, environmentId, source, sourceId, periodStart, withinPlan, resolve, reject };
       const queued = this.creditQueues.get(stream);
       if (queued) {
         queued.push(item); // taken by the drain loop of this stream
@@ -61,9 +61,26 @@ export class BillingService {
     });
   }
 
+  /**
+   * Reserves the credit of work about to be done (Patterns.reserveCredit): true when it is recorded
+   * within the plan (or was already), false when the period's credits are used up. Reservations
+   * of one organization are decided one after another in its month's stream, so work started at
+   * the same moment can never together go past the plan; the credit the work's own event brings
+   * later has the same source id and counts once.
+   */
+  async reserveCredit(organizationId: string, environmentId: string | null, source: CreditSource, sourceId: string): Promise<boolean> {
+    try {
+      await this.useCredit(organizationId, environmentId, source, sourceId, undefined, true);
+      return true;
+    } catch (err) {
+      if (err instanceof DomainError && err.code === 'USAGE_PAUSED') return false;
+      throw err;
+    }
+  }
+
   private readonly creditQueues = new Map<
     string,
-    { organizationId: string; environmentId: string | null; source: CreditSource; sourceId: string; periodStart: string; resolve(): void; reject(err: unknown): void }[]
+    { organizationId: string; environmentId: string | null; source: CreditSource; sourceId: string; periodStart: string; withinPlan: boolean; resolve(): void; reject(err: unknown): void }[]
   >();
 
   /**
@@ -88,7 +105,7 @@ export class BillingService {
         const results = await this.usage.handleAll(
           stream,
           items.map((i) => ({
-            command: { type: 'UseCredit' as const, organizationId, environmentId: i.environmentId, source: i.source, sourceId: i.sourceId, periodStart: i.periodStart, monthlyCredits: state.monthlyCredits },
+            command: { type: 'UseCredit' as const, organizationId, environmentId: i.environmentId, source: i.source, sourceId: i.sourceId, periodStart: i.periodStart, monthlyCredits: state.monthlyCredits, withinPlan: i.withinPlan },
             ctx: { actor: SYSTEM, organizationId },
           })),
           known,

@@ -1,4 +1,4 @@
-import { Decider } from '@svc/eventstore';
+import { Decider, DomainError } from '@svc/eventstore';
 
 export const USAGE_THRESHOLD_REACHED = 'billing.usage_threshold_reached';
 export const THRESHOLDS = [80, 95, 100] as const;
@@ -35,6 +35,13 @@ export type UsageCommand =
       periodStart: string;
       /** The plan in force now (from the account). */
       monthlyCredits: number;
+      /**
+       * A reservation before the work is done (a check-in about to be sent, a run about to start):
+       * refused with 409 USAGE_PAUSED when the period's credits are used up, so that work started
+       * at the same moment cannot together go past the plan. Without it, a credit is recorded
+       * whatever the count (a fact that already happened).
+       */
+      withinPlan?: boolean;
     }
   | {
       /** A plan change (or a repeat of it): report what the period's usage has reached under the new plan. */
@@ -103,6 +110,7 @@ export const usageDecider: Decider<UsageCommand, UsageEvent, UsageState> = {
     switch (command.type) {
       case 'UseCredit': {
         if (hasSource(state.sources, `${command.source}:${command.sourceId}`)) return [];
+        if (command.withinPlan && state.creditsUsed >= command.monthlyCredits) throw new DomainError(409, 'USAGE_PAUSED', 'The month’s credits are used up');
         const creditsUsed = state.creditsUsed + 1;
         return [
           { type: 'CreditUsed', organizationId: command.organizationId, environmentId: command.environmentId, source: command.source, sourceId: command.sourceId, periodStart: command.periodStart, creditsUsed, usedAt: now.toISOString() },

@@ -8,7 +8,8 @@ import { ApiError, TenantDirectory, WidgetSessionContext, getLogger } from '@svc
 import {
   BUS_CLIENT,
   Patterns,
-  UsageStatusReply,
+  ReserveCreditCommand,
+  ReserveCreditReply,
 } from '@svc/messaging';
 import { CONFIG, ServiceConfig } from '@svc/platform';
 import { READ_STORE, ReadStore } from '@svc/read-store';
@@ -155,12 +156,14 @@ export class RunnerService {
 
   // ---------- the patient agent ----------
 
-  private async usagePaused(organizationId: string): Promise<boolean> {
+  /** Reserves the credit of a run about to start (Patterns.reserveCredit): true when usage is paused. */
+  private async usagePaused(organizationId: string, environmentId: string, runId: string): Promise<boolean> {
     try {
-      const r = await lastValueFrom(this.bus.send<UsageStatusReply>(Patterns.usageStatus, { organizationId }).pipe(timeout(1000)));
-      return !!r?.paused;
+      const command: ReserveCreditCommand = { organizationId, environmentId, source: 'workflow_run', sourceId: runId };
+      const r = await lastValueFrom(this.bus.send<ReserveCreditReply>(Patterns.reserveCredit, command).pipe(timeout(1000)));
+      return r?.reserved === false;
     } catch {
-      return false; // nobody answered within ~1 s: not paused
+      return false; // nobody answered within ~1 s: not paused (the run's own event brings its credit)
     }
   }
 
@@ -261,8 +264,8 @@ export class RunnerService {
     const live = await this.workflows.liveWorkflows(envId);
     const match = live.map((w) => ({ w, v: w.versions.find((v) => v.id === w.liveVersionId)! })).find(({ v }) => v && triggerMatches(v.definition, message));
     if (!match) return { conversationId, replies: [{ type: 'text', text: GENERIC_REPLY }] as Reply[], handedOff: false };
-    if (await this.usagePaused(session.organizationId)) return { conversationId, replies: [{ type: 'text', text: PAUSED_REPLY }] as Reply[], handedOff: false };
     const runId = randomUUID();
+    if (await this.usagePaused(session.organizationId, envId, runId)) return { conversationId, replies: [{ type: 'text', text: PAUSED_REPLY }] as Reply[], handedOff: false };
     const ctx: RunContext = { runId, patient };
     const def = match.v.definition;
     const r = await this.drive(envId, def, ctx, advance(def, startRun(def), ctx));

@@ -1,6 +1,6 @@
 import { Controller, Inject } from '@nestjs/common';
 import { EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
-import { IntegrationEventTypes, IntegrationMessage, Patterns, ProcessedEvents, Topics, UsageStatusQuery, UsageStatusReply } from '@svc/messaging';
+import { IntegrationEventTypes, IntegrationMessage, Patterns, ProcessedEvents, ReserveCreditCommand, ReserveCreditReply, Topics, UsageStatusQuery, UsageStatusReply } from '@svc/messaging';
 import { READ_STORE, ReadStore } from '@svc/read-store';
 import { BillingService } from '../../application/billing.service';
 import { WebhooksService } from '../../application/webhooks.service';
@@ -80,5 +80,10 @@ export class DispatcherEventsController {
   async usageStatus(@Payload() q: UsageStatusQuery): Promise<UsageStatusReply> {
     const s = await this.billing.status(q.organizationId);
     return { paused: s.paused };
+  }
+
+  @MessagePattern(Patterns.reserveCredit)
+  async reserveCredit(@Payload() c: ReserveCreditCommand): Promise<ReserveCreditReply> {
+    return { reserved: await this.billing.reserveCredit(c.organizationId, c.environmentId, c.source, c.sourceId) };
   }
 }
