@@ -342,6 +342,8 @@ describe('patient pathway (e2e, real HTTP)', () => {
       [{ ...base, redFlags: { scores: [{ question: 'pain', tier: 'critical', op: '>=', value: 1 }] } }, 'redFlags.scores[0].tier'],
       [{ ...base, redFlags: { scores: [{ question: 'pain', tier: 'urgent', op: '>', value: 1 }] } }, 'redFlags.scores[0].op'],
       [{ ...base, redFlags: { phrases: [{ phrase: '', tier: 'urgent' }] } }, 'redFlags.phrases[0].phrase'],
+      [{ ...base, redFlags: { phrases: [{ phrase: 'боль', tier: 'urgent' }, { phrase: '...', tier: 'urgent' }] } }, 'redFlags.phrases[1].phrase'],
+      [{ ...base, redFlags: { semanticPhrases: [{ phrase: 'the and of', tier: 'urgent' }] } }, 'redFlags.semanticPhrases[0].phrase'],
       [{ ...base, redFlags: { emergencyTerms: 'yes' } }, 'redFlags.emergencyTerms'],
       [{ ...base, redFlags: undefined }, 'redFlags'],
       [{ ...base, surprise: true }, 'surprise'],

@@ -251,4 +251,16 @@ describe('protocol decider and body rules', () => {
     expect(protocolProblems({ ...def, questions: [{ key: 'pain', text: 'P', type: 'text', max: 3 }] }).map((p) => p.path)).toContain('questions[0].max');
     expect(protocolProblems({ ...def, redFlags: { scores: [{ question: 'mood', tier: 'urgent', op: '<=', value: 2 }] } }).map((p) => p.path)).toEqual(['redFlags.scores[0].question']);
   });
+
+  it('refuses red-flag phrases that could never match (no letter or digit; semantic: only stop words)', () => {
+    const phrases = ['...', '😀', '   ', 'боль', '頭痛', 'ok!'].map((phrase) => ({ phrase, tier: 'urgent' as const }));
+    const semanticPhrases = ['!!!', 'the and of', 'leg swelling', 'сильная боль'].map((phrase) => ({ phrase, tier: 'urgent' as const }));
+    expect(protocolProblems({ ...def, redFlags: { phrases, semanticPhrases } }).map((p) => p.path)).toEqual([
+      'redFlags.phrases[0].phrase',
+      'redFlags.phrases[1].phrase',
+      'redFlags.phrases[2].phrase',
+      'redFlags.semanticPhrases[0].phrase',
+      'redFlags.semanticPhrases[1].phrase',
+    ]);
+  });
 });

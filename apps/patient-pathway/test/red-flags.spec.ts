@@ -21,6 +21,36 @@ describe('stemmers', () => {
   });
 });
 
+describe('phrases in any script', () => {
+  const rule = (phrase: string) => ({ phrase, tier: 'urgent' as const });
+  it.each([
+    ['боль', 'сильная боль в спине', true],
+    ['Боль', 'СИЛЬНАЯ БОЛЬ', true],
+    ['боль', 'больница рядом', false], // whole words
+    ['πόνος', 'έχω πόνος στο κεφάλι', true],
+    ['ألم', 'عندي ألم شديد', true],
+    ['頭痛', '今日は頭痛がします', true], // no spaces between words: anywhere in the text
+    ['頭痛', '頭痛', true],
+    ['腹痛', '今日は頭痛がします', false],
+    ['straße', 'an der Straße', true],
+    ['náusea', 'tengo nausea', true],
+  ])('%s in %s: %s', (phrase, text, expected) => {
+    expect(evaluateRedFlags({ phrases: [rule(phrase)], emergencyTerms: false }, {}, [text]).length > 0).toBe(expected);
+  });
+
+  it('semantic phrases match words of any script (stems are Latin-only; the word itself still counts)', () => {
+    expect(semanticMatch('у меня сильная боль', 'боль')).toBe(true);
+    expect(semanticMatch('боль сильная', 'сильная боль')).toBe(true);
+    expect(semanticMatch('у меня всё хорошо', 'боль')).toBe(false);
+  });
+
+  it('normalizes every script the same way, Latin accents folded', () => {
+    expect(normalize('  ¡Dolor FUERTE!  ')).toBe('dolor fuerte');
+    expect(normalize('Сильная, боль!')).toBe('сильная боль');
+    expect(normalize('I 😀 can’t')).toBe('i can t');
+  });
+});
+
 describe('semantic phrases', () => {
   it('match across stems, word order, synonyms, accents and the two languages', () => {
     expect(semanticMatch('my legs are swollen', 'leg swelling')).toBe(true);

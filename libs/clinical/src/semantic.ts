@@ -107,6 +107,11 @@ export function textForms(text: string): Set<string> {
 const PHRASE_FORMS = new Map<string, string[][]>();
 const MAX_PHRASES = 10_000;
 
+/** A semantic phrase that can match some text: it has a content word (not only stop words or punctuation). */
+export function matchableSemanticPhrase(phrase: string): boolean {
+  return contentTokens(phrase).length > 0;
+}
+
 /** `semanticMatch` against forms from `textForms`. */
 export function matchesForms(present: Set<string>, phrase: string): boolean {
   let wanted = PHRASE_FORMS.get(phrase);

@@ -1,5 +1,6 @@
 import { Decider, DomainError } from '@svc/eventstore';
 import { RedFlags, Tier } from './red-flags';
+import { matchablePhrase, matchableSemanticPhrase } from '@svc/clinical';
 
 export type QuestionType = 'scale' | 'yes_no' | 'text';
 export interface Question {
@@ -81,6 +82,13 @@ export function protocolProblems(def: ProtocolDefinition): { path: string; messa
   };
   dupes(def.redFlags.phrases, 'redFlags.phrases');
   dupes(def.redFlags.semanticPhrases, 'redFlags.semanticPhrases');
+  // A red flag that can never fire is refused, not stored as if it watched for something.
+  (def.redFlags.phrases ?? []).forEach((p, i) => {
+    if (!matchablePhrase(p.phrase)) out.push({ path: `redFlags.phrases[${i}].phrase`, message: 'must contain a letter or digit (it could never match)' });
+  });
+  (def.redFlags.semanticPhrases ?? []).forEach((p, i) => {
+    if (!matchableSemanticPhrase(p.phrase)) out.push({ path: `redFlags.semanticPhrases[${i}].phrase`, message: 'must contain a word that is not a stop word (it could never match)' });
+  });
   return out;
 }
 
