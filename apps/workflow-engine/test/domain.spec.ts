@@ -44,6 +44,13 @@ describe('definition validation', () => {
     const typed = validateDefinition(base([ask, lookup({ path: '/orders/lookup?n={{orderNo}}', ownership: { emailPath: 'customer.email' } })]));
     expect(typed).toEqual([{ path: 'definition.steps[1].path', message: expect.stringMatching(/order lookup never contains what the patient typed/) }]);
   });
+  it('refuses an orders_v1 call made with GET (its body is the order_lookup.requested payload)', () => {
+    const t = orderStatusTemplate();
+    const steps = t.definition.steps.map((s: { type: string }) => (s.type === 'call_api' ? { ...s, method: 'GET' } : s));
+    const problems = validateDefinition({ ...t.definition, steps } as Definition);
+    expect(problems.map((p) => p.message)).toContainEqual(expect.stringContaining('cannot be a GET'));
+  });
+
   it('refuses a cycle without an ask, allows one through an ask', () => {
     expect(validateDefinition(base([reply('a', 'b'), reply('b', 'a')])).map((x) => x.message).join()).toMatch(/cycle without an ask/);
     expect(validateDefinition(base([{ id: 'q', type: 'ask', variable: 'v', prompt: 'p', format: 'text' }, reply('b', 'q')]))).toEqual([]);

@@ -254,6 +254,8 @@ export function validateDefinition(def: unknown, prefix = 'definition'): Detail[
         if (raw.contract !== undefined) {
           check(raw.contract === 'orders_v1', `${p}.contract`, 'must be orders_v1');
           check(raw.select === undefined, `${p}.contract`, 'contract cannot be combined with select');
+          // The order_lookup.requested payload is a JSON body, and a GET carries none (spec: body is for non-GET calls).
+          check(raw.method !== 'GET', `${p}.method`, 'an orders_v1 call sends the order_lookup.requested body: it cannot be a GET');
           if (raw.body !== undefined) check(canonicalJson(raw.body) === canonicalJson(ORDERS_V1_BODY), `${p}.body`, 'with contract orders_v1 the body must be the order_lookup.requested payload (or left out)');
         }
         text(check, raw.notFoundReply, `${p}.notFoundReply`, 1, 500);
