@@ -422,5 +422,32 @@ describe('conversation workflows (e2e, real HTTP)', () => {
     const r = await app.api.post(`${u.env}/conversation-workflows/versions/${created.body.draftVersionId}/test`, { expectedRevision: 1, opening: 'where is my order', replies: [], patientId: 'x' }, u.staff);
     expect(r.status).toBe(403);
     expect(r.body.code).toBe('BAA_REQUIRED');
+    // Nothing recorded.
+    const list = await app.api.get(`${u.env}/conversation-workflows`, u.staff);
+    expect(list.body.workflows.find((w: { id: string }) => w.id === created.body.id).versions[0].lastTest).toBeNull();
+    // A test that would not call (no patient: the lookup ends at sign-in) runs before the BAA.
+    const signIn = await app.api.post(`${u.env}/conversation-workflows/versions/${created.body.draftVersionId}/test`, { expectedRevision: 1, opening: 'where is my order', replies: [] }, u.staff);
+    expect(signIn.status).toBe(201);
+    expect(signIn.body.passed).toBe(false);
+    // Nor does one whose call is on a branch the test does not take.
+    const def = {
+      category: 'support',
+      description: 'Branch',
+      triggerPhrases: ['branch'],
+      steps: [
+        { id: 'q', type: 'ask', variable: 'go', prompt: 'Call?', format: 'text' },
+        { id: 'c', type: 'condition', variable: 'go', operator: 'equals', value: 'yes', then: 'call', else: 'bye' },
+        { id: 'bye', type: 'reply', message: 'Bye', next: 'end' },
+        { id: 'call', type: 'call_api', destinationStableKey: 'nowhere', method: 'GET', path: '/x', save: [], notFoundReply: 'n', errorReply: 'e' },
+      ],
+    };
+    const branch = await app.api.post(`${u.env}/conversation-workflows`, { stableKey: 'branchy', name: 'Branchy', definition: def }, u.staff);
+    expect(branch.status).toBe(201);
+    const not = await app.api.post(`${u.env}/conversation-workflows/versions/${branch.body.draftVersionId}/test`, { expectedRevision: 1, opening: 'branch', replies: ['no'] }, u.staff);
+    expect(not.status).toBe(201);
+    expect(not.body.transcript.at(-1)).toEqual({ from: 'agent', text: 'Bye' });
+    const would = await app.api.post(`${u.env}/conversation-workflows/versions/${branch.body.draftVersionId}/test`, { expectedRevision: 1, opening: 'branch', replies: ['yes'] }, u.staff);
+    expect(would.status).toBe(403);
+    expect(would.body.code).toBe('BAA_REQUIRED');
   });
 });

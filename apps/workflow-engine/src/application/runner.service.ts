@@ -83,10 +83,11 @@ export class RunnerService {
   }
 
   /** Drives the machine through its calls until it waits for the patient or ends. */
-  private async drive(envId: string, def: Definition, ctx: RunContext, first: Advance, traces?: CallTrace[]): Promise<Advance> {
+  private async drive(envId: string, def: Definition, ctx: RunContext, first: Advance, traces?: CallTrace[], beforeCall?: () => void): Promise<Advance> {
     let r = first;
     const replies: Reply[] = [...first.replies];
     while (r.next.kind === 'call') {
+      beforeCall?.();
       const result = await this.call(envId, r.next.request, traces);
       r = giveCallResult(def, r.state, ctx, result);
       replies.push(...r.replies);
@@ -110,7 +111,13 @@ export class RunnerService {
     if (!version || version.state === 'discarded' || state.deleted) throw ApiError.notFound('Workflow version');
     if (body.expectedRevision !== version.revision) throw new DomainError(409, 'STALE_REVISION', `The version is at revision ${version.revision}`);
     const def = version.definition;
-    if (!baaSigned && def.steps.some((s) => s.type === 'call_api')) throw new ApiError(403, 'BAA_REQUIRED', 'A test run that calls a Destination needs a signed business associate agreement');
+    // Refused when the run reaches a Destination call (spec: "when a test run would call a real
+    // Destination before the BAA is signed"), before the call is made and before anything is recorded.
+    const beforeCall = baaSigned
+      ? undefined
+      : () => {
+          throw new ApiError(403, 'BAA_REQUIRED', 'A test run that calls a Destination needs a signed business associate agreement');
+        };
     const runId = randomUUID();
     const ctx: RunContext = { runId, patient: { email: body.patientEmail ?? null, externalId: body.patientId ?? null } };
     const transcript: { from: 'patient' | 'agent'; text: string }[] = [{ from: 'patient', text: body.opening }];
@@ -122,12 +129,12 @@ export class RunnerService {
         else transcript.push({ from: 'agent', text: `[upload: ${r.variable}]` });
       }
     };
-    let r = await this.drive(scope.environmentId, def, ctx, advance(def, startRun(def), ctx), traces);
+    let r = await this.drive(scope.environmentId, def, ctx, advance(def, startRun(def), ctx), traces, beforeCall);
     say(r.replies);
     for (const reply of body.replies) {
       if (r.next.kind !== 'await') break;
       transcript.push({ from: 'patient', text: reply });
-      r = await this.drive(scope.environmentId, def, ctx, giveInput(def, r.state, ctx, reply, 0), traces);
+      r = await this.drive(scope.environmentId, def, ctx, giveInput(def, r.state, ctx, reply, 0), traces, beforeCall);
       say(r.replies);
     }
     const s = r.state;
