@@ -58,6 +58,12 @@ describe('widget sessions (e2e, real HTTP)', () => {
     // An identity token issued in the future (to live long) is refused.
     const future = await identityToken(secret, { sub: 'x' }, now + 365 * 86400, 300);
     expect((await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: future })).body.code).toBe('INVALID_IDENTITY_TOKEN');
+    // ... but a caller's clock a few seconds ahead is tolerated (up to a minute).
+    const clockNow = Math.floor(new Date(await app.advanceClock(0)).getTime() / 1000);
+    const skewed = await identityToken(secret, { sub: 'x' }, clockNow + 30, 300);
+    expect((await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: skewed })).status).toBe(201);
+    const tooFar = await identityToken(secret, { sub: 'x' }, clockNow + 120, 300);
+    expect((await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: tooFar })).body.code).toBe('INVALID_IDENTITY_TOKEN');
 
     expect((await app.api.post('/widget/v1/sessions', { environmentId: '00000000-0000-4000-8000-000000000000' })).status).toBe(404);
     expect((await app.api.post('/widget/v1/sessions', { environmentId: 'nope' })).status).toBe(400);

@@ -241,6 +241,9 @@ describe('agent heuristics', () => {
     expect(triggerMatches(d, '¿Dónde está mi pedido?')).toBe(true);
     expect(triggerMatches(d, 'Where is my order??')).toBe(true);
     expect(triggerMatches(d, 'please cancel my order, where is my order')).toBe(false);
+    // Whole words: a phrase inside other words is no match.
+    expect(triggerMatches(d, 'somewhere is my orderly')).toBe(false);
+    expect(triggerMatches(d, 'hi! where is my order. thanks')).toBe(true);
   });
 });
 

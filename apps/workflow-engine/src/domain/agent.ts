@@ -2,8 +2,8 @@
  * The patient agent's pure decisions (decisions 7): emergency terms, health questions and
  * trigger-phrase matching, English and Spanish, accent-insensitive.
  */
+import { containsPhrase, normalize } from '@svc/clinical';
 import { Definition } from './definition';
-import { normalize } from './engine';
 
 export const EMERGENCY_GUIDANCE =
   'This may be an emergency. Call your local emergency number (911 in the US) now or go to the nearest emergency room. / Esto puede ser una emergencia: llame al número de emergencias (911) o acuda a urgencias ahora.';
@@ -18,11 +18,11 @@ const HEALTH_TERMS = [
 /** Words that make a health question urgent rather than routine. */
 const URGENT_TERMS = ['severe', 'worse', 'worsening', 'getting worse', 'high fever', 'a lot of pain', 'grave', 'peor', 'empeora', 'fiebre alta', 'mucho dolor', 'intenso'];
 
-const contains = (text: string, phrase: string) => {
-  const p = normalize(phrase);
-  if (!p) return false;
-  return ` ${text} `.includes(` ${p} `) || (p.includes(' ') && text.includes(p));
-};
+/**
+ * Whole words (or, in a script written without spaces, anywhere): "where is my order" is not in
+ * "somewhere is my orderly", which used to trigger a signed order lookup.
+ */
+const contains = (text: string, phrase: string) => containsPhrase(text, phrase);
 
 const wordStem = (text: string, term: string) => {
   const t = normalize(term);

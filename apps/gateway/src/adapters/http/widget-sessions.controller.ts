@@ -46,6 +46,9 @@ export class WidgetSessionsController {
           // Short-lived means issued recently too: an `iat` in the future or older than the
           // lifetime is refused (jose checks both with maxTokenAge).
           maxTokenAge: MAX_IDENTITY_TOKEN_LIFETIME_S,
+          // The caller's servers mint these: a clock a few seconds ahead of ours must not lock
+          // patients out (a minute, as for staff tokens' iat and auth_time).
+          clockTolerance: 60,
         });
         // 1-200 characters (code points), as the lifecycle events' externalPatientId.
         if (typeof payload.sub !== 'string' || payload.sub.length < 1 || [...payload.sub].length > 200) throw new Error('sub');
