@@ -21,6 +21,8 @@ const BAD_BODIES: { name: string; headers: Record<string, string>; body: string;
   { name: 'a __proto__ key', headers: JSON_CT, body: '{"a":1,"__proto__":{"admin":true}}', status: 400, answer: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: expect.stringContaining('__proto__') }] } },
   { name: 'JSON nested too deeply', headers: JSON_CT, body: `{"a":${'['.repeat(40)}${']'.repeat(40)}}`, status: 400, answer: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: 'nested too deeply' }] } },
   { name: 'a text/plain body', headers: { 'content-type': 'text/plain' }, body: 'name=A', status: 415, answer: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.any(String) } },
+  { name: 'a gzip-encoded JSON body', headers: { ...JSON_CT, 'content-encoding': 'gzip' }, body: '\u001f\u008b', status: 415, answer: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.stringContaining('Content-Encoding') } },
+  { name: 'a plain JSON body labelled br', headers: { ...JSON_CT, 'content-encoding': 'br' }, body: '{"name":"A"}', status: 415, answer: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.stringContaining('Content-Encoding') } },
   { name: 'a form body', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'name=A', status: 415, answer: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.any(String) } },
   { name: 'a body without a content type', headers: {}, body: '{"name":"A"}', status: 415, answer: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.any(String) } },
   { name: 'an unreadable content type', headers: { 'content-type': 'nonsense' }, body: '{"name":"A"}', status: 415, answer: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.any(String) } },

@@ -210,6 +210,13 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   const parseJson = fastify.getDefaultJsonParser('error', 'error');
   fastify.removeContentTypeParser(['application/json']);
   fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, raw, done) => {
+    // The service decodes no content encoding: a gzip or br body is not JSON text, and a plain
+    // body labelled as compressed is not what it says. Either way 415, not "malformed JSON".
+    const encoding = req.headers['content-encoding'];
+    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
+      deferBodyProblem(req, new BodyParseError(415, 'SVC_CONTENT_ENCODING', 'unsupported content encoding'));
+      return done(null, undefined);
+    }
     // JSON is UTF-8 (RFC 8259): bytes that are not are malformed, not text to repair with U+FFFD.
     if (!isUtf8(raw as Buffer)) {
       deferBodyProblem(req, new BodyParseError(400, 'SVC_JSON_NOT_UTF8', 'JSON body is not UTF-8'));
