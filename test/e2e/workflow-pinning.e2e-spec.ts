@@ -62,4 +62,33 @@ describe('workflow runs are pinned to their version (e2e, real HTTP)', () => {
     expect(live1.length).toBe(2); // the v1 test run and the pinned run
     expect(live2.length).toBe(2); // the v2 test run and the new run
   });
+
+  it('a run waiting for its answer when its workflow is switched off (or archived) ends there: the next message is a new one', async () => {
+    const t = await app.tenant();
+    const P = `${t.env}/conversation-workflows`;
+    const secret = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff)).body.secret as string;
+    const session = async (sub: string) => {
+      const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
+      const token = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject(sub).setIssuedAt(now).setExpirationTime(now + 300).sign(new TextEncoder().encode(secret));
+      return (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: token })).body.sessionToken as string;
+    };
+    for (const action of ['deactivate', 'archive']) {
+      const key = `hours_${action}`;
+      const created = await app.api.post(P, { stableKey: key, name: `Hours ${action}`, definition: definition('9-17') }, t.staff);
+      const v1 = created.body.draftVersionId;
+      expect((await app.api.post(`${P}/versions/${v1}/test`, { expectedRevision: 1, opening: 'opening hours', replies: ['Monday'] }, t.staff)).body.passed).toBe(true);
+      expect((await app.api.post(`${P}/versions/${v1}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
+      const s = await session(`ext-off-${action}`);
+      expect((await app.api.post('/widget/v1/messages', { message: 'opening hours?' }, s)).body.replies).toEqual([{ type: 'text', text: 'Which day?' }]);
+      expect((await app.api.post(`${P}/${created.body.id}/${action}`, undefined, t.staff)).status).toBe(200);
+      const next = await app.api.post('/widget/v1/messages', { message: 'Monday' }, s);
+      expect(next.status).toBe(201);
+      expect(next.body.replies).not.toEqual([{ type: 'text', text: '9-17 on Monday' }]);
+      expect(next.body.handedOff).toBe(false);
+      const runs = await app.api.get(`${P}/${created.body.id}/runs`, t.staff);
+      const live = runs.body.runs.filter((r: { outcome: string; endedAt: string | null }) => r.outcome === 'switched_off');
+      expect(live).toHaveLength(1);
+      expect(live[0].endedAt).toEqual(expect.any(String));
+    }
+  });
 });

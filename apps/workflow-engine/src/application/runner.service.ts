@@ -15,7 +15,7 @@ import { CONFIG, ServiceConfig } from '@svc/platform';
 import { READ_STORE, ReadStore } from '@svc/read-store';
 import { EMERGENCY_ALERTED, EMERGENCY_GUIDANCE, GENERIC_REPLY, emergencyKinds, healthQuestion, triggerMatches } from '../domain/agent';
 import { Definition } from '../domain/definition';
-import { Advance, CallRequest, CallResult, Patient, Reply, RunContext, RunState, advance, giveCallResult, giveInput, startRun } from '../domain/engine';
+import { Advance, CallRequest, CallResult, Patient, Reply, RunContext, RunState, advance, giveCallResult, giveInput, startRun, switchedOff } from '../domain/engine';
 import { runDecider, runStream } from '../domain/run';
 import { WorkflowState, workflowStream } from '../domain/workflow';
 import { WorkflowCollections } from '../adapters/projections/workflow.projection';
@@ -247,7 +247,21 @@ export class RunnerService {
       const loaded = await this.runs.load(runStream(pending.runId));
       const wf = await this.readStore.get<WorkflowState>(WorkflowCollections.workflows, pending.workflowId);
       const version = wf?.versions.find((v) => v.id === pending.versionId);
-      if (loaded.state.state && version && (loaded.state.state.status === 'waiting' || loaded.state.openTurn)) {
+      const waiting = !!loaded.state.state && (loaded.state.state.status === 'waiting' || loaded.state.openTurn);
+      if (waiting && version && wf && (!wf.active || wf.archivedAt)) {
+        // Switched off (or archived) since the run started: off means off, also for a run that
+        // waits for its next answer. The run ends where it stood; this message is a new one.
+        const meta = { actor: this.actor(session), organizationId: session.organizationId, environmentId: envId };
+        const turn = loaded.state.turn + 1;
+        try {
+          await this.runs.handle(runStream(pending.runId), { type: 'StartTurn', turn }, meta);
+          const ended = await this.runs.handle(runStream(pending.runId), { type: 'Advance', turn, state: switchedOff(loaded.state.state!) }, meta);
+          await this.workflows.applied(ended.position);
+        } catch (err) {
+          if (err instanceof DomainError && err.code === 'TURN_IN_PROGRESS') return { conversationId, replies: [{ type: 'text', text: BUSY_REPLY }] as Reply[], handedOff: false };
+          throw err;
+        }
+      } else if (loaded.state.state && version && waiting) {
         const ctx: RunContext = { runId: pending.runId, patient };
         const def = version.definition;
         const meta = { actor: this.actor(session), organizationId: session.organizationId, environmentId: envId };

@@ -36,7 +36,7 @@ export interface StepTrace {
   outcome: StepOutcome;
 }
 
-export type RunOutcome = 'completed' | 'handed_off' | 'declined' | 'not_found' | 'call_failed' | 'sign_in_required' | 'error';
+export type RunOutcome = 'completed' | 'handed_off' | 'declined' | 'not_found' | 'call_failed' | 'sign_in_required' | 'error' | 'switched_off';
 
 export interface HandOff {
   category: HandOffCategory;
@@ -212,6 +212,11 @@ function fallthrough(def: Definition, i: number): string {
 
 function end(state: RunState, outcome: RunOutcome): RunState {
   return { ...state, status: 'ended', pc: END, outcome };
+}
+
+/** A waiting run whose workflow was switched off or archived: ended where it stood (the patient's message is then handled as a new one). */
+export function switchedOff(state: RunState): RunState {
+  return end(state, 'switched_off');
 }
 
 const trace = (state: RunState, step: Step, outcome: StepOutcome): RunState => ({ ...state, steps: [...state.steps, { stepId: step.id, type: step.type, outcome }] });
