@@ -91,4 +91,34 @@ describe('workflow runs are pinned to their version (e2e, real HTTP)', () => {
       expect(live[0].endedAt).toEqual(expect.any(String));
     }
   });
+
+  it('the same opening sent 10 times at once: one run at a time (no orphans, one credit each), the others told to wait', async () => {
+    const t = await app.tenant();
+    const P = `${t.env}/conversation-workflows`;
+    const created = await app.api.post(P, { stableKey: 'hours_burst', name: 'Hours burst', definition: definition('9-17') }, t.staff);
+    const v1 = created.body.draftVersionId;
+    expect((await app.api.post(`${P}/versions/${v1}/test`, { expectedRevision: 1, opening: 'opening hours', replies: ['Monday'] }, t.staff)).body.passed).toBe(true);
+    expect((await app.api.post(`${P}/versions/${v1}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
+    const secret = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff)).body.secret as string;
+    const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
+    const token = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject('ext-burst').setIssuedAt(now).setExpirationTime(now + 300).sign(new TextEncoder().encode(secret));
+    const session = (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: token })).body.sessionToken as string;
+    const answers = await Promise.all(Array.from({ length: 10 }, () => app.api.post('/widget/v1/messages', { message: 'opening hours?' }, session)));
+    expect(answers.map((a) => a.status)).toEqual(Array(10).fill(201));
+    const texts = answers.map((a) => a.body.replies[0].text as string);
+    // Each message either started a run (asked), was told to wait while another was answered, or
+    // (arriving after the question) answered it: never two runs at once, never an orphan.
+    const asked = texts.filter((x) => x === 'Which day?').length;
+    const waited = texts.filter((x) => /still working on your previous message/.test(x)).length;
+    const answered = texts.filter((x) => x === '9-17 on opening hours?').length;
+    expect(asked + waited + answered).toBe(10);
+    expect(waited).toBeGreaterThan(0);
+    expect(answered === asked || answered === asked - 1).toBe(true);
+    // One run per question asked (each with its one credit), at most one of them still waiting.
+    const runs = (await app.api.get(`${P}/${created.body.id}/runs`, t.staff)).body.runs.filter((r: { test?: boolean }) => r.test !== true);
+    expect(runs).toHaveLength(asked);
+    expect(runs.filter((r: { outcome: string }) => r.outcome === 'waiting_for_patient')).toHaveLength(asked - answered);
+    // A run still waiting takes the patient's actual answer.
+    if (asked > answered) expect((await app.api.post('/widget/v1/messages', { message: 'Monday' }, session)).body.replies).toEqual([{ type: 'text', text: '9-17 on Monday' }]);
+  });
 });

@@ -242,6 +242,24 @@ export class RunnerService {
       const text = passed ? HEALTH_REPLY : session.externalPatientId ? HEALTH_DIRECT_REPLY : HEALTH_ANON_REPLY;
       return { conversationId, replies: [{ type: 'text', text }] as Reply[], handedOff: passed, ...(caseReference ? { caseReference } : {}) };
     }
+    // One workflow message of a conversation at a time in this process: a message that arrives
+    // while another is being answered is told to wait (as a second answer to a turn is, B1), so
+    // a double-sent opening starts one run, not several that then take each other's messages as
+    // answers (each with its credit). Emergencies and health questions above are never held.
+    if (this.answering.has(conversationId)) return { conversationId, replies: [{ type: 'text', text: BUSY_REPLY }] as Reply[], handedOff: false };
+    this.answering.add(conversationId);
+    try {
+      return await this.workflowMessage(session, conversationId, envId, patient, message, attachments);
+    } finally {
+      this.answering.delete(conversationId);
+    }
+  }
+
+  /** Conversations with a workflow message being answered in this process. */
+  private readonly answering = new Set<string>();
+
+  /** The waiting run's next turn, or a new run of the live workflow the message triggers. */
+  private async workflowMessage(session: WidgetSessionContext, conversationId: string, envId: string, patient: Patient, message: string, attachments: number) {
     const pending = await this.readStore.get<{ runId: string; workflowId: string; versionId: string }>(WorkflowCollections.pending, conversationId);
     if (pending) {
       const loaded = await this.runs.load(runStream(pending.runId));
