@@ -25,7 +25,7 @@ const CANARY = {
   errorCode: 'CANARY-ERRCODE-77aa',
 };
 /** Clinical text that must not be in clear anywhere under the data dir either (decisions 12). */
-const AT_REST = [CANARY.request, CANARY.note, CANARY.provider, CANARY.inbound, CANARY.widget, CANARY.patientNotes, CANARY.fileName];
+const AT_REST = [CANARY.request, CANARY.note, CANARY.provider, CANARY.inbound, CANARY.widget, CANARY.patientNotes, CANARY.fileName, CANARY.errorCode, CANARY.externalMessageId, CANARY.externalReference, CANARY.providerRef];
 
 function filesUnder(dir: string): string[] {
   const out: string[] = [];
@@ -69,6 +69,9 @@ describe('log canary: case and conversation PHI never logged', () => {
     const thread = await app.api.get(`/v1/conversations/${caseId}/messages?afterSequence=0`, t.apiKey);
     const provider = thread.body.messages.find((m: { sender: string }) => m.sender === 'provider');
     expect((await app.api.post(`/v1/conversations/${caseId}/messages/${provider.id}/delivery`, { externalMessageId: CANARY.externalMessageId, status: 'failed', errorCode: CANARY.errorCode }, t.apiKey)).status).toBe(201);
+    // Encrypted at rest, shown as sent.
+    const reported = (await app.api.get(`/v1/conversations/${caseId}/messages`, t.apiKey)).body.messages.find((m: { id: string }) => m.id === provider.id);
+    expect(reported.delivery).toMatchObject({ status: 'failed', errorCode: CANARY.errorCode, externalMessageId: CANARY.externalMessageId });
     const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId });
     expect((await app.api.post(`/widget/v1/cases/${caseId}/messages`, { message: CANARY.widget }, token)).status).toBe(201);
     expect((await app.api.post(`/v1/clinical-cases/${caseId}/updates`, up(2, 'resolved', { resolutionOutcome: 'other', resolutionNote: CANARY.note }), t.apiKey)).status).toBe(200);

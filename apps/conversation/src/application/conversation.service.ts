@@ -74,7 +74,7 @@ export class ConversationService {
           createdAt: d.createdAt,
           delivery: d.delivery && {
             status: d.delivery.status,
-            errorCode: d.delivery.errorCode,
+            errorCode: d.delivery.encErrorCode ? this.keyring.decrypt(env, d.delivery.encErrorCode) : (d.delivery.errorCode ?? null),
             externalMessageId: d.delivery.encExternalMessageId === undefined ? null : this.keyring.decrypt(env, d.delivery.encExternalMessageId),
             reportedAt: d.delivery.reportedAt,
           },

@@ -30,7 +30,14 @@ export interface MessageDoc {
   encAttachments: string;
   createdAt: string;
   /** The last recorded report; `encExternalMessageId` is the report's own (encrypted; absent in documents written before it was kept). */
-  delivery: { status: DeliveryStatus; errorCode: string | null; encExternalMessageId?: string; reportedAt: string } | null;
+  delivery: {
+    status: DeliveryStatus;
+    /** Caller's free text: encrypted (`encErrorCode`); `errorCode` in clear only in documents written before that. */
+    encErrorCode?: string | null;
+    errorCode?: string | null;
+    encExternalMessageId?: string;
+    reportedAt: string;
+  } | null;
 }
 
 export function conversationProjection(keyring: Keyring): Projection {
@@ -65,7 +72,13 @@ export function conversationProjection(keyring: Keyring): Projection {
         case 'MessageDeliveryReported': {
           const doc = await tx.get<MessageDoc>(MESSAGES, event.messageId);
           if (!doc) return;
-          const delivery = { status: event.status, errorCode: event.errorCode, encExternalMessageId: keyring.encrypt(recorded.metadata.environmentId!, event.externalMessageId), reportedAt: event.reportedAt };
+          const env = recorded.metadata.environmentId!;
+          const delivery = {
+            status: event.status,
+            encErrorCode: event.errorCode === null ? null : keyring.encrypt(env, event.errorCode),
+            encExternalMessageId: keyring.encrypt(env, event.externalMessageId),
+            reportedAt: event.reportedAt,
+          };
           tx.put(MESSAGES, doc.id, { ...doc, delivery }, { partition: doc.conversationId, score: doc.sequence });
           return;
         }
