@@ -39,6 +39,19 @@ describe('webhook-dispatcher credits (e2e)', () => {
     expect(plan.body).toMatchObject({ monthlyCredits: 3, creditsUsed: 3, paused: true });
   });
 
+  it('a send-now refused for a cancelled patient (409 OUT_OF_ORDER) uses no credit', async () => {
+    const t = await app.tenant();
+    expect((await app.api.put(`/organizations/${t.orgId}/plan`, { monthlyCredits: 3 }, t.staff)).status).toBe(200);
+    const patient = await enrollPatient(app.api, t);
+    const cancelled = await app.api.post('/client/patient-events', { eventId: randomUUID(), type: 'patient.cancelled', externalPatientId: patient.externalPatientId }, t.apiKey);
+    expect(cancelled.status).toBeLessThan(300);
+    for (let i = 0; i < 3; i++) {
+      const r = await app.api.post(`${t.env}/patients/${patient.patientId}/check-ins`, undefined, t.staff);
+      expect({ status: r.status, code: r.body.code }).toEqual({ status: 409, code: 'OUT_OF_ORDER' });
+    }
+    expect(await credits(t.orgId, await serviceNow())).toEqual([]);
+  });
+
   it('a clinical_case.opened redelivered after the month rolled over is not charged again (one credit, in the source month)', async () => {
     const t = await app.tenant();
     const opened = await serviceNow();

@@ -34,6 +34,8 @@ describe('phrases in any script', () => {
     ['腹痛', '今日は頭痛がします', false],
     ['straße', 'an der Straße', true],
     ['náusea', 'tengo nausea', true],
+    ['fiebre de 40', 'tengo fiebre de 40º', true], // º typed for the degree sign
+    ['39 grados', 'tengo 39ª grados', true],
   ])('%s in %s: %s', (phrase, text, expected) => {
     expect(evaluateRedFlags({ phrases: [rule(phrase)], emergencyTerms: false }, {}, [text]).length > 0).toBe(expected);
   });

@@ -234,6 +234,7 @@ describe('agent heuristics', () => {
   it('recognises health questions', () => {
     expect(healthQuestion('What dose should I take?')).toEqual({ matched: true, priority: 'routine' });
     expect(healthQuestion('el dolor es peor hoy')).toEqual({ matched: true, priority: 'urgent' });
+    expect(healthQuestion('I have had high fevers since Monday')).toEqual({ matched: true, priority: 'urgent' });
     expect(healthQuestion('where is my order').matched).toBe(false);
   });
   it('matches trigger phrases (EN/ES) unless an exclude phrase is present', () => {

@@ -11,6 +11,9 @@ export function normalize(text: string): string {
     .normalize('NFD')
     .replace(/[\u0300-\u036f]/g, '')
     .toLowerCase()
+    // Spacing modifier letters (U+02B0-U+02FF: the apostrophe look-alike in "canʼt") and the
+    // ordinal indicators ª º (typed for the degree sign: "40º") separate words, as before.
+    .replace(/[\u02b0-\u02ff\u00aa\u00ba]/g, ' ')
     .replace(/[^\p{L}\p{N}\p{M}]+/gu, ' ')
     .trim();
 }

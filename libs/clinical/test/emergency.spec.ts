@@ -24,6 +24,9 @@ describe('the service emergency words', () => {
     ['dice que quiere quitarse la vida', ['self_harm']],
     ['he has a crushing pain in his chest', ['chest_pain']],
     ['she is slurring her words', ['stroke']],
+    // modifier-letter apostrophe (U+02BC), as phone keyboards type it
+    ['I can\u02bct breathe', ['breathing']],
+    ["he won\u02bct wake up", ['unconscious']],
     ['refill request for strokes of luck', []],
     ['where is my order', []],
   ])('%s', (text, kinds) => {

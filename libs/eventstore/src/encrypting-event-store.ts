@@ -47,10 +47,15 @@ export class EncryptingEventStore implements EventStore {
    * the answer is the one decryption would give (the keys of `keyFor` do not change while the
    * process runs). It spares one AES-GCM decryption per event that a subscriber or a stream read
    * opens right after this process wrote it (every command's own event, on its projections).
-   * Bounded (oldest first out); a sealed event that was never written only takes a slot.
+   * Bounded by count and by size (oldest first out), and an event larger than MAX_SEALED_MEMO_CHARS
+   * is not kept at all; a sealed event that was never written only takes a slot.
    */
   private readonly recentlySealed = new Map<string, { streamId: string; type: string; keyId: string; tag: string; ct: string; json: string }>();
+  private recentlySealedChars = 0;
   static readonly MAX_RECENTLY_SEALED = 4096;
+  /** Largest event data (JSON characters) kept, and the most characters (JSON + ciphertext) kept in all. */
+  static readonly MAX_SEALED_MEMO_CHARS = 16 * 1024;
+  static readonly MAX_SEALED_MEMO_TOTAL_CHARS = 8 * 1024 * 1024;
 
   constructor(
     private readonly inner: EventStore,
@@ -122,10 +127,20 @@ export class EncryptingEventStore implements EventStore {
     const json = JSON.stringify(e.data ?? null);
     const ct = Buffer.concat([cipher.update(json, 'utf8'), cipher.final()]);
     const sealed: EncryptedData = { enc: 'v1', iv: iv.toString('base64'), tag: cipher.getAuthTag().toString('base64'), ct: ct.toString('base64') };
-    const recent = this.recentlySealed;
-    recent.set(sealed.iv, { streamId, type: e.type, keyId, tag: sealed.tag, ct: sealed.ct, json });
-    if (recent.size > EncryptingEventStore.MAX_RECENTLY_SEALED) recent.delete(recent.keys().next().value as string);
+    if (json.length <= EncryptingEventStore.MAX_SEALED_MEMO_CHARS) this.rememberSealed(sealed, { streamId, type: e.type, keyId, tag: sealed.tag, ct: sealed.ct, json });
     return sealed;
+  }
+
+  private rememberSealed(sealed: EncryptedData, entry: { streamId: string; type: string; keyId: string; tag: string; ct: string; json: string }): void {
+    const recent = this.recentlySealed;
+    recent.set(sealed.iv, entry);
+    this.recentlySealedChars += entry.json.length + entry.ct.length;
+    while (recent.size > EncryptingEventStore.MAX_RECENTLY_SEALED || this.recentlySealedChars > EncryptingEventStore.MAX_SEALED_MEMO_TOTAL_CHARS) {
+      const oldest = recent.keys().next().value as string;
+      const gone = recent.get(oldest)!;
+      recent.delete(oldest);
+      this.recentlySealedChars -= gone.json.length + gone.ct.length;
+    }
   }
 
   private open(e: RecordedEvent): RecordedEvent {

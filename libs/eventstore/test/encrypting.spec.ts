@@ -225,6 +225,19 @@ describe('EncryptingEventStore at rest', () => {
       await store.close();
     });
 
+    it('larger than 16 KiB are not remembered (decrypted on read)', async () => {
+      const k = counting();
+      const store = new EncryptingEventStore(new SqliteEventStore(file), k.keyFor);
+      await store.append('big', [ev('N', { text: 'x'.repeat(EncryptingEventStore.MAX_SEALED_MEMO_CHARS + 1) }, { environmentId: 'env_p' })], 'no_stream');
+      await store.append('small', [ev('N', { text: 'x' }, { environmentId: 'env_p' })], 'no_stream');
+      k.asked.length = 0;
+      expect(((await store.readStream('big'))[0].data as { text: string }).text).toHaveLength(EncryptingEventStore.MAX_SEALED_MEMO_CHARS + 1);
+      expect(k.asked).toEqual(['env_p']);
+      await store.readStream('small');
+      expect(k.asked).toEqual(['env_p']);
+      await store.close();
+    });
+
     it('are remembered up to a bound, oldest first out', async () => {
       const k = counting();
       const store = new EncryptingEventStore(new SqliteEventStore(file), k.keyFor);

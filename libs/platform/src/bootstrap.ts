@@ -86,6 +86,9 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   socket.destroy(err);
 }
 
+/** Content codings that compress (RFC 9110 registry and common ones), alone or in a list. Others (empty, `identity`, a mislabelled `utf-8`) pass as before. */
+const COMPRESSED = /(^|,)\s*(gzip|x-gzip|deflate|br|compress|x-compress|zstd)\s*(,|$)/;
+
 /** A body the parsers refused, with its code: the error filter answers by code (details included). */
 class BodyParseError extends Error {
   constructor(
@@ -212,8 +215,8 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, raw, done) => {
     // The service decodes no content encoding: a gzip or br body is not JSON text, and a plain
     // body labelled as compressed is not what it says. Either way 415, not "malformed JSON".
-    const encoding = req.headers['content-encoding'];
-    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
+    const encoding = req.headers['content-encoding']?.trim().toLowerCase();
+    if (encoding !== undefined && COMPRESSED.test(encoding)) {
       deferBodyProblem(req, new BodyParseError(415, 'SVC_CONTENT_ENCODING', 'unsupported content encoding'));
       return done(null, undefined);
     }

@@ -104,7 +104,9 @@ export class CheckInsService {
     const { state } = await this.pathway.patients.load(stream);
     if (state.status === 'none' || state.environmentId !== tenancy.environmentId) throw new DomainError(404, 'NOT_FOUND', 'Patient not found');
     const checkInId = randomUUID();
-    if (await this.usagePaused(tenancy.organizationId, tenancy.environmentId, checkInId)) throw new DomainError(409, 'USAGE_PAUSED', 'Check-ins are paused: the month’s credits are used up');
+    // Only a check-in that would be sent reserves a credit: for a patient who is not active the
+    // decider refuses it (409 OUT_OF_ORDER) and nothing may be charged.
+    if (state.status === 'active' && (await this.usagePaused(tenancy.organizationId, tenancy.environmentId, checkInId))) throw new DomainError(409, 'USAGE_PAUSED', 'Check-ins are paused: the month’s credits are used up');
     const r = await this.pathway.patients.handle(stream, { type: 'SendCheckInNow', checkInId }, { actor, ...tenancy });
     // Emailed by the dispatch timer (due now), the one sending path.
     await this.pathway.applied(r.position);

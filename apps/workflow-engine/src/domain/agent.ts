@@ -24,6 +24,13 @@ const URGENT_TERMS = ['severe', 'worse', 'worsening', 'getting worse', 'high fev
  */
 const contains = (text: string, phrase: string) => containsPhrase(text, phrase);
 
+/** Urgency words of a health question, as before: a multi-word term also inside longer words ("high fevers"). */
+const mentions = (text: string, phrase: string) => {
+  const p = normalize(phrase);
+  if (!p) return false;
+  return ` ${text} `.includes(` ${p} `) || (p.includes(' ') && text.includes(p));
+};
+
 const wordStem = (text: string, term: string) => {
   const t = normalize(term);
   return new RegExp(`(^|\\s)${t.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`).test(text);
@@ -35,7 +42,7 @@ export { emergencyKinds } from '@svc/clinical';
 export function healthQuestion(message: string): { matched: boolean; priority: 'urgent' | 'routine' } {
   const t = normalize(message);
   const matched = HEALTH_TERMS.some((term) => wordStem(t, term));
-  return { matched, priority: matched && URGENT_TERMS.some((u) => contains(t, u)) ? 'urgent' : 'routine' };
+  return { matched, priority: matched && URGENT_TERMS.some((u) => mentions(t, u)) ? 'urgent' : 'routine' };
 }
 
 /** A workflow matches when a trigger phrase is in the message and no exclude phrase is. */
