@@ -127,13 +127,13 @@ export class EncryptingEventStore implements EventStore {
     const json = JSON.stringify(e.data ?? null);
     const ct = Buffer.concat([cipher.update(json, 'utf8'), cipher.final()]);
     const sealed: EncryptedData = { enc: 'v1', iv: iv.toString('base64'), tag: cipher.getAuthTag().toString('base64'), ct: ct.toString('base64') };
-    if (json.length <= EncryptingEventStore.MAX_SEALED_MEMO_CHARS) this.rememberSealed(sealed, { streamId, type: e.type, keyId, tag: sealed.tag, ct: sealed.ct, json });
+    if (json.length <= EncryptingEventStore.MAX_SEALED_MEMO_CHARS) this.rememberSealed(sealed.iv, { streamId, type: e.type, keyId, tag: sealed.tag, ct: sealed.ct, json });
     return sealed;
   }
 
-  private rememberSealed(sealed: EncryptedData, entry: { streamId: string; type: string; keyId: string; tag: string; ct: string; json: string }): void {
+  private rememberSealed(iv: string, entry: { streamId: string; type: string; keyId: string; tag: string; ct: string; json: string }): void {
     const recent = this.recentlySealed;
-    recent.set(sealed.iv, entry);
+    recent.set(iv, entry);
     this.recentlySealedChars += entry.json.length + entry.ct.length;
     while (recent.size > EncryptingEventStore.MAX_RECENTLY_SEALED || this.recentlySealedChars > EncryptingEventStore.MAX_SEALED_MEMO_TOTAL_CHARS) {
       const oldest = recent.keys().next().value as string;

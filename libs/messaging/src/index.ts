@@ -33,3 +33,4 @@ export * from './kafka';
 export * from './bus';
 export * from './relay';
 export * from './dedupe';
+export * from './credits';

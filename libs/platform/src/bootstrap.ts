@@ -25,14 +25,11 @@ export const MAX_JSON_DEPTH = 32;
  */
 export const MAX_JSON_MEMBERS = 2000;
 
-/** Nesting depth of a parsed JSON value, iteratively (a deep value must not exhaust the stack). */
-export function nestingDepth(value: unknown): number {
-  return jsonShape(value).depth;
-}
-
 /**
- * Nesting depth of a parsed JSON value (stops counting past MAX_JSON_DEPTH) and whether one of its
- * objects has more than MAX_JSON_MEMBERS members, in one iterative walk.
+ * What the JSON parser checks of a parsed value, in one iterative walk (a deep value must not
+ * exhaust the stack): its nesting depth (counting stops past MAX_JSON_DEPTH), whether one of its
+ * objects has more than MAX_JSON_MEMBERS members, and whether a string or key holds an unpaired
+ * surrogate.
  */
 export function jsonShape(value: unknown): { depth: number; tooManyMembers: boolean; loneSurrogate: boolean } {
   let max = 0;

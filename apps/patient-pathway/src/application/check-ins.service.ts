@@ -5,7 +5,7 @@ import { lastValueFrom, timeout } from 'rxjs';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, DomainError, EVENT_STORE, EventStore, toDomainEvent } from '@svc/eventstore';
 import { getLogger } from '@svc/http';
-import { AnyClientProxy, BUS_CLIENT, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns, ReserveCreditCommand, ReserveCreditReply } from '@svc/messaging';
+import { AnyClientProxy, BUS_CLIENT, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns, creditRefused } from '@svc/messaging';
 import { CONFIG, MAILER, Mailer, ServiceConfig } from '@svc/platform';
 import { KEYRING, Keyring, safeEqual, sha256Hex } from '@svc/security';
 import { CaseOpenDoc, CheckInTimerDoc, DispatchDoc } from '../adapters/projections/pathway.projection';
@@ -66,15 +66,8 @@ export class CheckInsService {
    * paused (no credit left in the month). Reservations are decided one at a time in billing, so
    * check-ins sent at the same moment cannot together go past the plan.
    */
-  async usagePaused(organizationId: string, environmentId: string | null, checkInId: string): Promise<boolean> {
-    try {
-      const command: ReserveCreditCommand = { organizationId, environmentId, source: 'check_in', sourceId: checkInId };
-      const r = await lastValueFrom(this.bus.send<ReserveCreditReply>(Patterns.reserveCredit, command).pipe(timeout(USAGE_TIMEOUT_MS)));
-      return r?.reserved === false;
-    } catch {
-      // No billing handler (or no answer in time): not paused; the check-in's own event brings its credit.
-      return false;
-    }
+  usagePaused(organizationId: string, environmentId: string | null, checkInId: string): Promise<boolean> {
+    return creditRefused(this.bus, { organizationId, environmentId, source: 'check_in', sourceId: checkInId }, USAGE_TIMEOUT_MS);
   }
 
   // ---- scheduling ----

@@ -1,15 +1,13 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import type { ClientProxy } from '@nestjs/microservices';
-import { lastValueFrom, timeout } from 'rxjs';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
 import { ApiError, TenantDirectory, WidgetSessionContext, getLogger } from '@svc/http';
 import {
   BUS_CLIENT,
   Patterns,
-  ReserveCreditCommand,
-  ReserveCreditReply,
+  creditRefused,
 } from '@svc/messaging';
 import { CONFIG, ServiceConfig } from '@svc/platform';
 import { READ_STORE, ReadStore } from '@svc/read-store';
@@ -164,14 +162,8 @@ export class RunnerService {
   // ---------- the patient agent ----------
 
   /** Reserves the credit of a run about to start (Patterns.reserveCredit): true when usage is paused. */
-  private async usagePaused(organizationId: string, environmentId: string, runId: string): Promise<boolean> {
-    try {
-      const command: ReserveCreditCommand = { organizationId, environmentId, source: 'workflow_run', sourceId: runId };
-      const r = await lastValueFrom(this.bus.send<ReserveCreditReply>(Patterns.reserveCredit, command).pipe(timeout(1000)));
-      return r?.reserved === false;
-    } catch {
-      return false; // nobody answered within ~1 s: not paused (the run's own event brings its credit)
-    }
+  private usagePaused(organizationId: string, environmentId: string, runId: string): Promise<boolean> {
+    return creditRefused(this.bus, { organizationId, environmentId, source: 'workflow_run', sourceId: runId }, 1000);
   }
 
   /** Records a case for an identified (enrolled) patient, then tries to deliver it at once. */
@@ -265,23 +257,7 @@ export class RunnerService {
       const loaded = await this.runs.load(runStream(pending.runId));
       const wf = await this.readStore.get<WorkflowState>(WorkflowCollections.workflows, pending.workflowId);
       const version = wf?.versions.find((v) => v.id === pending.versionId);
-      const waiting = !!loaded.state.state && (loaded.state.state.status === 'waiting' || loaded.state.openTurn);
-      if (waiting && version && wf && (!wf.active || wf.archivedAt)) {
-        // Switched off (or archived) since the run started: off means off, also for a run that
-        // waits for its next answer. The run ends where it stood; this message is a new one.
-        const meta = { actor: this.actor(session), organizationId: session.organizationId, environmentId: envId };
-        const turn = loaded.state.turn + 1;
-        try {
-          await this.runs.handle(runStream(pending.runId), { type: 'StartTurn', turn }, meta);
-          const ended = await this.runs.handle(runStream(pending.runId), { type: 'Advance', turn, state: switchedOff(loaded.state.state!) }, meta);
-          await this.workflows.applied(ended.position);
-        } catch (err) {
-          if (err instanceof DomainError && err.code === 'TURN_IN_PROGRESS') return { conversationId, replies: [{ type: 'text', text: BUSY_REPLY }] as Reply[], handedOff: false };
-          throw err;
-        }
-      } else if (loaded.state.state && version && waiting) {
-        const ctx: RunContext = { runId: pending.runId, patient };
-        const def = version.definition;
+      if (loaded.state.state && version && wf && (loaded.state.state.status === 'waiting' || loaded.state.openTurn)) {
         const meta = { actor: this.actor(session), organizationId: session.organizationId, environmentId: envId };
         // Claim the turn before any call: of replies that arrive together, one answers the turn
         // and makes its calls; the others are told to wait (B1).
@@ -293,11 +269,20 @@ export class RunnerService {
           if (err instanceof DomainError && err.code === 'TURN_IN_PROGRESS') return { conversationId, replies: [{ type: 'text', text: BUSY_REPLY }] as Reply[], handedOff: false };
           throw err;
         }
-        const r = await this.drive(envId, def, ctx, giveInput(def, claimed.state.state!, ctx, message, attachments));
-        const handOff = await this.recordHandOff(session, pending.runId, r);
-        const w = await this.runs.handle(runStream(pending.runId), { type: 'Advance', turn, state: r.state }, meta);
-        await this.workflows.applied(w.position);
-        return this.finish(conversationId, r, handOff);
+        if (!wf.active || wf.archivedAt) {
+          // Switched off (or archived) since the run started: off means off, also for a run that
+          // waits for its next answer. The run ends where it stood; this message is a new one.
+          const ended = await this.runs.handle(runStream(pending.runId), { type: 'Advance', turn, state: switchedOff(claimed.state.state!) }, meta);
+          await this.workflows.applied(ended.position);
+        } else {
+          const ctx: RunContext = { runId: pending.runId, patient };
+          const def = version.definition;
+          const r = await this.drive(envId, def, ctx, giveInput(def, claimed.state.state!, ctx, message, attachments));
+          const handOff = await this.recordHandOff(session, pending.runId, r);
+          const w = await this.runs.handle(runStream(pending.runId), { type: 'Advance', turn, state: r.state }, meta);
+          await this.workflows.applied(w.position);
+          return this.finish(conversationId, r, handOff);
+        }
       }
     }
     const live = await this.workflows.liveWorkflows(envId);

@@ -18,12 +18,6 @@ const HEALTH_TERMS = [
 /** Words that make a health question urgent rather than routine. */
 const URGENT_TERMS = ['severe', 'worse', 'worsening', 'getting worse', 'high fever', 'a lot of pain', 'grave', 'peor', 'empeora', 'fiebre alta', 'mucho dolor', 'intenso'];
 
-/**
- * Whole words (or, in a script written without spaces, anywhere): "where is my order" is not in
- * "somewhere is my orderly", which used to trigger a signed order lookup.
- */
-const contains = (text: string, phrase: string) => containsPhrase(text, phrase);
-
 /** Urgency words of a health question, as before: a multi-word term also inside longer words ("high fevers"). */
 const mentions = (text: string, phrase: string) => {
   const p = normalize(phrase);
@@ -45,11 +39,15 @@ export function healthQuestion(message: string): { matched: boolean; priority: '
   return { matched, priority: matched && URGENT_TERMS.some((u) => mentions(t, u)) ? 'urgent' : 'routine' };
 }
 
-/** A workflow matches when a trigger phrase is in the message and no exclude phrase is. */
+/**
+ * A workflow matches when a trigger phrase is in the message and no exclude phrase is, as whole
+ * words (or, in a script written without spaces, anywhere): "where is my order" is not in
+ * "somewhere is my orderly", which used to trigger a signed order lookup.
+ */
 export function triggerMatches(def: Definition, message: string): boolean {
   const t = normalize(message);
-  const hit = (def.triggerPhrases ?? []).some((p) => contains(t, p));
-  return hit && !(def.excludePhrases ?? []).some((p) => contains(t, p));
+  const hit = (def.triggerPhrases ?? []).some((p) => containsPhrase(t, p));
+  return hit && !(def.excludePhrases ?? []).some((p) => containsPhrase(t, p));
 }
 
 export const GENERIC_REPLY = "I'm not sure I can help with that here. Would you like me to connect you with our team? / ¿Quiere que le comunique con nuestro equipo?";

@@ -46,6 +46,7 @@ export function conversationProjection(keyring: Keyring): Projection {
     streamPrefixes: [CONVERSATION_STREAM_PREFIX],
     async apply(recorded: RecordedEvent, tx: ProjectionTx) {
       const event = { type: recorded.type, ...(recorded.data as object) } as ConversationEvent;
+      const env = recorded.metadata.environmentId!;
       switch (event.type) {
         case 'ConversationStarted': {
           const doc: ThreadDoc = { conversationId: event.conversationId, kind: event.kind, organizationId: event.organizationId, environmentId: event.environmentId, patientId: event.patientId, closed: false, startedAt: event.startedAt };
@@ -53,7 +54,6 @@ export function conversationProjection(keyring: Keyring): Projection {
           return;
         }
         case 'ConversationMessageAppended': {
-          const env = recorded.metadata.environmentId!;
           const doc: MessageDoc = {
             id: event.id,
             conversationId: event.conversationId,
@@ -72,7 +72,6 @@ export function conversationProjection(keyring: Keyring): Projection {
         case 'MessageDeliveryReported': {
           const doc = await tx.get<MessageDoc>(MESSAGES, event.messageId);
           if (!doc) return;
-          const env = recorded.metadata.environmentId!;
           const delivery = {
             status: event.status,
             encErrorCode: event.errorCode === null ? null : keyring.encrypt(env, event.errorCode),
