@@ -168,7 +168,7 @@ describe('conversations (e2e, real HTTP)', () => {
     const path = `/widget/v1/cases/${c.caseId}/messages`;
     const r = await app.api.post(path, { message: 'Thank you, I feel better today.' }, token);
     expect(r.status).toBe(201);
-    expect(r.body).toEqual({ id: expect.any(String), conversationId: c.caseId, sequence: 1, createdAt: expect.any(String) });
+    expect(r.body).toEqual({ id: expect.any(String), conversationId: c.caseId, sequence: 1, duplicate: false, createdAt: expect.any(String) });
     const thread = await list(c.caseId);
     expect(thread.body.messages[0]).toMatchObject({ sender: 'patient', message: 'Thank you, I feel better today.' });
     const ev = await eventually(async () => caseEvents.seen.find((m) => m.type === 'clinical_case.patient_message_created' && m.data.messageId === r.body.id), (v) => !!v);
@@ -191,6 +191,60 @@ describe('conversations (e2e, real HTTP)', () => {
     }
     expect((await app.api.post(path, { message: '' }, token)).status).toBe(400);
     expect((await app.api.post(path, { message: 'hi', extra: 1 }, token)).status).toBe(400);
+  });
+
+  it('recognises a retried widget reply by its Idempotency-Key: same message once, another message 409, keys scoped to the patient, 10 at once one message', async () => {
+    const c = await caseThread();
+    const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: c.patientId });
+    const path = `/widget/v1/cases/${c.caseId}/messages`;
+    const send = (message: string, key?: string, session = token, to = path) =>
+      app.api.request('POST', to, { token: session, body: { message }, headers: key === undefined ? {} : { 'idempotency-key': key } });
+    const key = randomUUID();
+    const first = await send('Is it normal that the rash itches?', key);
+    expect(first.status).toBe(201);
+    expect(first.body).toEqual({ id: expect.any(String), conversationId: c.caseId, sequence: 1, duplicate: false, createdAt: expect.any(String) });
+    const retry = await send('Is it normal that the rash itches?', key.toUpperCase());
+    expect(retry.status).toBe(201);
+    expect(retry.body).toEqual({ ...first.body, duplicate: true });
+    const reused = await send('Something else entirely', key);
+    expect(reused.status).toBe(409);
+    expect(reused.body.code).toBe('IDEMPOTENCY_KEY_REUSED');
+    for (const bad of ['not-a-uuid', `${key}, ${key}`, '']) {
+      const r = await send('hello', bad);
+      expect(r.status).toBe(400);
+      expect(r.body.code).toBe('VALIDATION_FAILED');
+      expect(r.body.details[0].path).toBe('Idempotency-Key');
+    }
+    // Without a key every reply is a new message (the contract's behaviour).
+    expect((await send('Two of the same')).body.sequence).toBe(2);
+    expect((await send('Two of the same')).body.sequence).toBe(3);
+    // Ten identical retries at once: one message.
+    const burstKey = randomUUID();
+    const burst = await Promise.all(Array.from({ length: 10 }, () => send('Sent from a flaky network', burstKey)));
+    expect(burst.map((r) => r.status)).toEqual(burst.map(() => 201));
+    expect(new Set(burst.map((r) => r.body.id)).size).toBe(1);
+    expect(burst.filter((r) => !r.body.duplicate)).toHaveLength(1);
+    // The same key is the patient's own: another patient using it in their own case writes a new message,
+    // and a caller's inbound requestId equal to the key is a different request.
+    const other = await caseThread();
+    const otherToken = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: other.patientId });
+    const theirs = await send('Is it normal that the rash itches?', key, otherToken, `/widget/v1/cases/${other.caseId}/messages`);
+    expect(theirs.status).toBe(201);
+    expect(theirs.body.duplicate).toBe(false);
+    const relayed = await inbound(c.caseId, { requestId: key, message: 'Is it normal that the rash itches?' });
+    expect(relayed.status).toBe(201);
+    expect(relayed.body.duplicate).toBe(false);
+    const thread = (await list(c.caseId)).body.messages;
+    expect(thread.map((m: { message: string }) => m.message)).toEqual([
+      'Is it normal that the rash itches?', 'Two of the same', 'Two of the same', 'Sent from a flaky network', 'Is it normal that the rash itches?',
+    ]);
+    // A retry after the case was resolved is still the first reply, not CASE_RESOLVED.
+    expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(1, 'processed'), t.apiKey)).status).toBe(200);
+    expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(2, 'resolved', { resolutionOutcome: 'no_further_action', resolutionNote: 'Answered in the thread' }), t.apiKey)).status).toBe(200);
+    const late = await send('Is it normal that the rash itches?', key);
+    expect(late.status).toBe(201);
+    expect(late.body).toEqual({ ...first.body, duplicate: true });
+    expect((await send('A new question', randomUUID())).body.code).toBe('CASE_RESOLVED');
   });
 
   it('takes 200 messages sent at once to one case (inbound, widget replies, provider messages): every one answered 2xx, sequences 1..600 without gaps', async () => {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
+import { v5 as uuidv5 } from 'uuid';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
 import { ApiError, WidgetSessionContext } from '@svc/http';
@@ -11,6 +12,9 @@ import { CONVERSATION_PROJECTION, MESSAGES, MessageDoc, THREADS, ThreadDoc } fro
 import { Attachment, ConversationCommand, ConversationEvent, ConversationState, DeliveryStatus, Sender, conversationDecider, conversationStream } from '../domain/conversation';
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
+/** Namespace of the requestIds derived from widget replies' idempotency keys (uuid v5). */
+const WIDGET_REPLY_NAMESPACE = '5b0f3c2e-8f7d-4d55-9a57-2f1f8e0c6a41';
+export const widgetReplyRequestId = (patientId: string, idempotencyKey: string) => uuidv5(`widget-reply:${patientId}:${idempotencyKey.toLowerCase()}`, WIDGET_REPLY_NAMESPACE);
 export const isUuid = (v: unknown): v is string => typeof v === 'string' && UUID_RE.test(v);
 
 const hashOf = bodyHash;
@@ -137,12 +141,19 @@ export class ConversationService {
   }
 
   /** The patient's reply in a case thread from the widget (decisions 7). */
-  async widgetReply(session: WidgetSessionContext, caseId: string, message: string) {
+  /**
+   * The patient's reply in their case thread. `idempotencyKey` (the optional `Idempotency-Key`
+   * header, a uuid) makes a retry recognisable: the same key with the same message is the first
+   * reply again (`duplicate: true`), with another message 409 `IDEMPOTENCY_KEY_REUSED`. The
+   * thread's requestId is derived from the patient and the key, so a patient's keys can never
+   * meet the caller's inbound requestIds or another patient's keys.
+   */
+  async widgetReply(session: WidgetSessionContext, caseId: string, message: string, idempotencyKey?: string) {
     // One answer for a case that does not exist and one that is not this patient's: a session
     // (anonymous ones too) must not learn which case ids exist in the environment.
     const thread = await this.thread(session.environmentId, caseId).catch(() => null);
     if (!thread || thread.kind !== 'case' || !session.patientId || thread.patientId !== session.patientId) throw ApiError.notFound('Clinical case');
-    const requestId = randomUUID();
+    const requestId = idempotencyKey === undefined ? randomUUID() : widgetReplyRequestId(session.patientId, idempotencyKey);
     const r = await this.append(
       { organizationId: thread.organizationId, environmentId: thread.environmentId },
       caseId,
@@ -150,7 +161,7 @@ export class ConversationService {
       { requestId, sender: 'patient', message, externalMessageId: null, attachments: [], bodyHash: hashOf({ requestId, message }) },
       null,
     );
-    return { id: r.id, conversationId: r.conversationId, sequence: r.sequence, createdAt: r.createdAt };
+    return { id: r.id, conversationId: r.conversationId, sequence: r.sequence, duplicate: r.duplicate, createdAt: r.createdAt };
   }
 
   async reportDelivery(tenant: Tenant, actor: string, conversationId: string, messageId: string, input: { externalMessageId: string; status: DeliveryStatus; errorCode?: string | null }) {
