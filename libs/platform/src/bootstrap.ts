@@ -10,6 +10,7 @@ import { BusExceptionFilter, busServerStrategy } from '@svc/messaging';
 import { ArgumentsHost, Catch, ExceptionFilter } from '@nestjs/common';
 import { DynamicModule } from '@nestjs/common';
 import { ServiceConfig, loadConfig } from './config';
+import { corsHook } from './cors';
 import { IN_PROCESS_BROKER, PlatformModule } from './platform.module';
 
 export const BODY_LIMIT = 1024 * 1024;
@@ -200,6 +201,9 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
     if (ct !== undefined && !readableContentType(ct)) req.headers = { 'content-type': UNREADABLE_CONTENT_TYPE };
     done();
   });
+  // CORS by path (./cors.ts): the widget from its pages' origins, the staff API from the staff
+  // app's, API-key routes never. A preflight anywhere else is 404 like any unknown route.
+  fastify.addHook('onRequest', corsHook(config.cors));
   // Uuids are case-insensitive: every uuid path id reaches the guards and handlers in lower case.
   fastify.addHook('preHandler', (req, _reply, done) => {
     lowercaseUuidParams(req.params);
@@ -264,7 +268,6 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
       done();
     });
   }
-  void config;
   return app;
 }
 

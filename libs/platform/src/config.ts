@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { CorsPolicy, parseOrigins } from './cors';
 
 /** Every setting of decisions section 1, read once from the environment. */
 export interface ServiceConfig {
@@ -24,6 +25,8 @@ export interface ServiceConfig {
   mfaMaxAgeS: number;
   /** Base64 master key (32 bytes); standalone generates one in the data dir when unset. */
   masterKey: string | null;
+  /** Browser origins allowed to call the API (CORS): the widget's and the staff app's. */
+  cors: CorsPolicy;
 }
 
 function pick<T extends string>(value: string | undefined, allowed: readonly T[], fallback: T, name: string): T {
@@ -62,6 +65,10 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env, mode: 'standalo
     staffOidc: issuer ? { issuer, jwksUrl: env.STAFF_OIDC_JWKS_URL ?? `${issuer.replace(/\/$/, '')}/.well-known/jwks.json`, audience: env.STAFF_OIDC_AUDIENCE ?? 'svc-staff' } : null,
     mfaMaxAgeS: Number(env.STAFF_MFA_MAX_AGE_S ?? 3600),
     masterKey: env.SVC_MASTER_KEY ?? null,
+    cors: {
+      widgetOrigins: parseOrigins(env.WIDGET_ALLOWED_ORIGINS, 'WIDGET_ALLOWED_ORIGINS', '*', true),
+      staffOrigins: parseOrigins(env.STAFF_APP_ORIGINS, 'STAFF_APP_ORIGINS', [], false) as string[],
+    },
   };
 }
 

@@ -3,3 +3,4 @@ export * from './mailer';
 export * from './platform.module';
 export * from './bootstrap';
 export * from './background';
+export * from './cors';
