@@ -122,6 +122,41 @@ describe('gateway access (e2e, real HTTP)', () => {
     expect((await app.api.get('/v1/ping', key.body.key)).status).toBe(401);
   });
 
+  it("keeps staff whose sub is named like an object's inherited member out of organizations they do not belong to (404), and lets them in once added", async () => {
+    const api = app.api;
+    const owner = await app.staffToken({ sub: 'owner-proto' });
+    const org = await api.post('/organizations', { name: 'Inherited Names Clinic' }, owner);
+    const orgId = org.body.id;
+    const env = `/organizations/${orgId}/environments/${org.body.environments[0].id}`;
+    for (const sub of ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf', 'isPrototypeOf', '__defineGetter__']) {
+      const stranger = await app.staffToken({ sub });
+      const calls = [
+        await api.get(`/organizations/${orgId}`, stranger),
+        await api.get(`${env}/api-keys`, stranger),
+        await api.post(`${env}/api-keys`, { name: 'not yours' }, stranger),
+        await api.post(`${env}/secrets/rotate`, { kind: 'identity_token' }, stranger),
+        await api.post(`${env}/webhook-endpoints`, { url: 'https://receiver.example/hook', events: ['clinical_case.opened'] }, stranger),
+        await api.get(`${env}/clinical-cases`, stranger),
+        await api.post(`/organizations/${orgId}/members`, { sub: 'someone', email: 'someone@example.test', role: 'admin' }, stranger),
+        await api.post(`/organizations/${orgId}/baa`, { signerName: 'Not A Member', signerTitle: 'None' }, stranger),
+        await api.put(`/organizations/${orgId}/plan`, { monthlyCredits: 1 }, stranger),
+      ];
+      expect({ sub, answers: calls.map((r) => `${r.status} ${r.body?.code}`) }).toEqual({ sub, answers: calls.map(() => '404 NOT_FOUND') });
+    }
+    expect((await api.get(`${env}/api-keys`, owner)).body.apiKeys).toEqual([]);
+    expect((await api.get(`${env}/webhook-endpoints`, owner)).body.webhookEndpoints).toEqual([]);
+    // Such a sub is an ordinary identity once it is a member, with the role it was given.
+    expect((await api.post(`/organizations/${orgId}/members`, { sub: 'constructor', email: 'c@example.test', role: 'member' }, owner)).status).toBe(201);
+    const member = await app.staffToken({ sub: 'constructor' });
+    expect((await api.get(`/organizations/${orgId}`, member)).status).toBe(200);
+    expect((await api.post(`/organizations/${orgId}/baa`, { signerName: 'Con Structor', signerTitle: 'Member' }, member)).body.code).toBe('ROLE_REQUIRED');
+    expect((await api.put(`/organizations/${orgId}/plan`, { monthlyCredits: 5 }, member)).body.code).toBe('ROLE_REQUIRED');
+    expect((await api.post(`/organizations/${orgId}/members`, { sub: '__proto__', email: 'p@example.test', role: 'admin' }, owner)).status).toBe(201);
+    const admin = await app.staffToken({ sub: '__proto__' });
+    expect((await api.put(`/organizations/${orgId}/plan`, { monthlyCredits: 5 }, admin)).status).toBe(200);
+    expect((await api.get(`/organizations/${orgId}`, await app.staffToken({ sub: 'toString' }))).status).toBe(404);
+  });
+
   it('answers edge errors with the error body, never 500', async () => {
     const api = app.api;
     const owner = await app.staffToken({ sub: 'owner-edge' });

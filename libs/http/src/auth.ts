@@ -5,7 +5,7 @@ import type { FastifyRequest } from 'fastify';
 import { CLOCK, Clock } from '@svc/clock';
 import { STAFF_TOKEN_VERIFIER, StaffPrincipal, StaffTokenVerifier, hashApiKey, looksLikeApiKey } from '@svc/security';
 import { ApiError } from './errors';
-import { AccessCollections, EnvironmentKind, OrganizationDoc, TenantDirectory } from './tenants';
+import { AccessCollections, EnvironmentKind, OrganizationDoc, TenantDirectory, membership } from './tenants';
 
 /** Who an API key speaks for. */
 export interface ApiTenant {
@@ -120,7 +120,7 @@ export class StaffGuard implements CanActivate {
     const orgId = params.orgId ?? params.organizationId;
     if (orgId !== undefined) {
       const org = await this.tenants.organization(orgId);
-      if (!org || !org.members[principal.sub]) throw ApiError.notFound('Organization');
+      if (!org || !membership(org, principal.sub)) throw ApiError.notFound('Organization');
       staff.organization = org;
       const envId = params.envId ?? params.environmentId;
       if (envId !== undefined) {

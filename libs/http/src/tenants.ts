@@ -27,6 +27,15 @@ export interface OrganizationDoc {
   createdAt: string;
 }
 
+/**
+ * The staff user's membership of an organization, or null. `members` is keyed by the token's
+ * `sub`, which the identity provider chooses: a lookup must find own members only, never what
+ * every object inherits (`constructor`, `toString`, `__proto__`...).
+ */
+export function membership(org: Pick<OrganizationDoc, 'members'>, sub: string): OrganizationDoc['members'][string] | null {
+  return Object.prototype.hasOwnProperty.call(org.members, sub) ? org.members[sub] : null;
+}
+
 export interface EnvironmentDoc {
   id: string;
   organizationId: string;

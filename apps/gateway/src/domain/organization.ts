@@ -26,8 +26,11 @@ export interface OrganizationState {
   baaSignedAt: string | null;
 }
 
+/** A member's role; `sub` is the identity provider's choice, so inherited names are no members. */
+const roleOf = (state: OrganizationState, sub: string): Role | undefined => (Object.prototype.hasOwnProperty.call(state.members, sub) ? state.members[sub] : undefined);
+
 function requireManager(state: OrganizationState, by: string): void {
-  const role = state.members[by];
+  const role = roleOf(state, by);
   if (role !== 'owner' && role !== 'admin') throw new DomainError(403, 'ROLE_REQUIRED', 'Only an owner or administrator may do this');
 }
 
@@ -66,8 +69,8 @@ export const organizationDecider: Decider<OrganizationCommand, OrganizationEvent
       case 'AddMember':
         if (!state.exists) throw new DomainError(404, 'NOT_FOUND', 'Organization not found');
         requireManager(state, command.by);
-        if (state.members[command.sub] === 'owner') throw new DomainError(409, 'INVALID_TRANSITION', 'The owner cannot be changed to another role');
-        if (state.members[command.sub] === command.role) return [];
+        if (roleOf(state, command.sub) === 'owner') throw new DomainError(409, 'INVALID_TRANSITION', 'The owner cannot be changed to another role');
+        if (roleOf(state, command.sub) === command.role) return [];
         return [{ type: 'MemberAdded', sub: command.sub, email: command.email, role: command.role, addedBy: command.by, addedAt: now.toISOString() }];
       case 'SignBaa':
         if (!state.exists) throw new DomainError(404, 'NOT_FOUND', 'Organization not found');

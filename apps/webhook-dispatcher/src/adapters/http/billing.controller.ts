@@ -1,10 +1,10 @@
 import { Body, Controller, HttpCode, Param, Post, Put, UseGuards } from '@nestjs/common';
-import { ApiError, Staff, StaffContext, StaffGuard } from '@svc/http';
+import { ApiError, Staff, StaffContext, StaffGuard, membership } from '@svc/http';
 import { BillingService } from '../../application/billing.service';
 import { BillingEventDto, ChangePlanDto } from './dto';
 
 function ownerOrAdmin(staff: StaffContext): string {
-  const role = staff.organization?.members[staff.principal.sub]?.role;
+  const role = staff.organization ? membership(staff.organization, staff.principal.sub)?.role : undefined;
   if (role !== 'owner' && role !== 'admin') throw new ApiError(403, 'ROLE_REQUIRED', 'Only an owner or admin may change billing');
   return staff.principal.sub;
 }
