@@ -469,6 +469,13 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
       { status: 'canceled', previousStatus: 'active' },
     ]);
 
+    // occurredAt is a spec date-time: ISO 8601 with a time zone; a local time or a date alone names no instant.
+    for (const occurredAt of ['2026-11-25T10:00:00', '2026-11-25', '2026-11-31T10:00:00Z', 'yesterday', 1795600000]) {
+      const r = await bill('evt_bad_time', 'payment_failed', { occurredAt });
+      expect({ occurredAt, status: r.status, code: r.body.code, paths: r.body.details?.map((d: { path: string }) => d.path) }).toEqual({ occurredAt, status: 400, code: 'VALIDATION_FAILED', paths: ['occurredAt'] });
+    }
+    expect((await bill('evt_bad_time', 'payment_failed', { occurredAt: '2026-11-25T10:00:00+01:00' })).status).toBe(202);
+
     // Members may not change billing.
     expect((await app.api.post(`/organizations/${t.orgId}/members`, { sub: `m-${t.orgId}`, email: 'm@example.test', role: 'member' }, t.staff)).status).toBe(201);
     const member = await app.staffToken({ sub: `m-${t.orgId}` });

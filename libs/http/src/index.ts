@@ -6,3 +6,4 @@ export * from './logger';
 export * from './tenants';
 export * from './auth';
 export * from './widget-session';
+export * from './date-time';

@@ -1,30 +1,6 @@
-import { IsIn, IsInt, IsString, IsUUID, Length, Matches, Max, Min, ValidateBy, ValidationOptions } from 'class-validator';
+import { IsIn, IsInt, IsString, IsUUID, Length, Matches, Max, Min } from 'class-validator';
 import type { ResolutionOutcome, UpdateStatus } from '../../domain/case';
-import { toRfc3339 } from '../../application/canonical';
-import { IfPresent, LowercaseUuid } from '@svc/http';
-
-/**
- * ISO 8601 date-time with a time zone (spec "date-time"), in the extended format: RFC 3339
- * (`T`/`Z` in either case, any number of fraction digits) and the ISO offsets `±hh` and `±hhmm`.
- */
-export const DATE_TIME_RE = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}(:?\d{2})?)$/;
-
-/** A real date-time: the DATE_TIME_RE shape, and every part in range (month, day of that month, hour, minute, second, offset). */
-export function isRealDateTime(v: unknown): boolean {
-  if (typeof v !== 'string' || !DATE_TIME_RE.test(v)) return false;
-  const t = toRfc3339(v);
-  if (!Number.isFinite(Date.parse(t))) return false;
-  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2}))?/.exec(t)!;
-  const [y, mo, d, h, mi, sec] = [m[1], m[2], m[3], m[4], m[5], m[6] ?? '0'].map(Number);
-  const utc = new Date(Date.UTC(y, mo - 1, d, h, mi, sec));
-  const roundTrip = utc.getUTCFullYear() === y && utc.getUTCMonth() === mo - 1 && utc.getUTCDate() === d && utc.getUTCHours() === h && utc.getUTCMinutes() === mi && utc.getUTCSeconds() === sec;
-  const off = /([+-])(\d{2}):(\d{2})$/.exec(t);
-  return roundTrip && (!off || (Number(off[2]) <= 23 && Number(off[3]) <= 59));
-}
-
-export const IsRealDateTime = (options?: ValidationOptions) =>
-  ValidateBy({ name: 'isRealDateTime', validator: { validate: isRealDateTime, defaultMessage: () => '$property must be a real ISO 8601 date-time with a time zone' } }, options);
-
+import { DATE_TIME_RE, IfPresent, IsRealDateTime, LowercaseUuid } from '@svc/http';
 
 export const UPDATE_STATUSES: UpdateStatus[] = ['processed', 'scheduled', 'clinician_responded', 'patient_contacted', 'resolved'];
 export const RESOLUTION_OUTCOMES: ResolutionOutcome[] = ['patient_contacted', 'provider_follow_up', 'medication_adjusted', 'emergency_referral', 'no_further_action', 'other'];

@@ -1,7 +1,7 @@
-import { ArrayMaxSize, ArrayMinSize, IsArray, IsIn, IsInt, IsISO8601, IsString, Length, Max, MaxLength, Min } from 'class-validator';
+import { ArrayMaxSize, ArrayMinSize, IsArray, IsIn, IsInt, IsString, Length, Max, MaxLength, Min } from 'class-validator';
 import { BillingEventTypes, BillingEventType } from '../../domain/account';
 import { SubscribableEvents } from '../../domain/catalog';
-import { IfPresent } from '@svc/http';
+import { IfPresent, IsRealDateTime } from '@svc/http';
 
 export class CreateWebhookEndpointDto {
   @IsString() @Length(1, 2000) url!: string;
@@ -17,5 +17,6 @@ export class BillingEventDto {
   @IsString() @Length(1, 200) eventId!: string;
   @IsIn(BillingEventTypes) type!: BillingEventType;
   @IfPresent() @IsString() @MaxLength(200) invoiceId?: string;
-  @IfPresent() @IsISO8601({ strict: true }) occurredAt?: string;
+  /** Spec "date-time": ISO 8601 with a time zone (a local time names no instant). */
+  @IfPresent() @IsRealDateTime() occurredAt?: string;
 }
