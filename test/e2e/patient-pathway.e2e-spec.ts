@@ -347,6 +347,13 @@ describe('patient pathway (e2e, real HTTP)', () => {
       [{ ...base, redFlags: { emergencyTerms: 'yes' } }, 'redFlags.emergencyTerms'],
       [{ ...base, redFlags: undefined }, 'redFlags'],
       [{ ...base, surprise: true }, 'surprise'],
+      // Items that are arrays are not objects (class-validator walks nested arrays as if they were the list).
+      [{ ...base, questions: [[{ key: 'pain', text: 'x', type: 'scale' }]] }, 'questions'],
+      [{ ...base, questions: [[]] }, 'questions'],
+      [{ ...base, redFlags: { phrases: [[]] } }, 'redFlags.phrases'],
+      [{ ...base, redFlags: { phrases: [[{ phrase: 'x', tier: 'urgent' }]] } }, 'redFlags.phrases'],
+      [{ ...base, redFlags: { semanticPhrases: [[]] } }, 'redFlags.semanticPhrases'],
+      [{ ...base, redFlags: { scores: [[]] } }, 'redFlags.scores'],
     ];
     for (const [body, path] of bad) {
       const r = await post(body);

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { IncomingMessage, Server, createServer } from 'node:http';
 import { SignJWT } from 'jose';
@@ -127,6 +128,13 @@ describe('workflow agent conversations (e2e, real HTTP)', () => {
     const identityToken = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject(OWNER).setIssuedAt(now).setExpirationTime(now + 300).sign(new TextEncoder().encode(rotated.body.secret));
     const session = (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken })).body.sessionToken;
 
+    // Attachment items are objects: an array in their place is 400 naming it, and nothing runs.
+    const att = { id: randomUUID(), fileName: 'a.jpg', contentType: 'image/jpeg', sha256: 'a'.repeat(64) };
+    for (const attachments of [[[]], [[att]], [null], ['x']]) {
+      const r = await app.api.post('/widget/v1/messages', { message: 'Quiero devolver mi pedido', attachments }, session);
+      expect({ status: r.status, code: r.body.code }).toEqual({ status: 400, code: 'VALIDATION_FAILED' });
+      expect(r.body.details.map((d: { path: string }) => d.path)).toContain('attachments');
+    }
     const m1 = await app.api.post('/widget/v1/messages', { message: 'Quiero devolver mi pedido' }, session);
     expect(m1.status).toBe(201);
     expect(m1.body.replies).toEqual([{ type: 'text', text: 'Which order number?' }]);

@@ -92,9 +92,9 @@ export class PhraseRuleDto {
 }
 
 export class RedFlagsDto {
-  @IfPresent() @IsArray() @ArrayMaxSize(100) @ValidateNested({ each: true }) @Type(() => ScoreRuleDto) scores?: ScoreRuleDto[];
-  @IfPresent() @IsArray() @ArrayMaxSize(100) @ValidateNested({ each: true }) @Type(() => PhraseRuleDto) phrases?: PhraseRuleDto[];
-  @IfPresent() @IsArray() @ArrayMaxSize(100) @ValidateNested({ each: true }) @Type(() => PhraseRuleDto) semanticPhrases?: PhraseRuleDto[];
+  @IfPresent() @IsArray() @ArrayMaxSize(100) @IsObject({ each: true }) @ValidateNested({ each: true }) @Type(() => ScoreRuleDto) scores?: ScoreRuleDto[];
+  @IfPresent() @IsArray() @ArrayMaxSize(100) @IsObject({ each: true }) @ValidateNested({ each: true }) @Type(() => PhraseRuleDto) phrases?: PhraseRuleDto[];
+  @IfPresent() @IsArray() @ArrayMaxSize(100) @IsObject({ each: true }) @ValidateNested({ each: true }) @Type(() => PhraseRuleDto) semanticPhrases?: PhraseRuleDto[];
   @IfPresent() @IsBoolean() emergencyTerms?: boolean;
 }
 
@@ -103,7 +103,7 @@ export class CreateProtocolDto {
   @IsString() @Matches(PROGRAM_KEY) programKey!: string;
   @IsString() @Length(1, 120) name!: string;
   @IsInt() @Min(1) @Max(30) defaultCadenceDays!: number;
-  @IsArray() @ArrayMinSize(1) @ArrayMaxSize(50) @ValidateNested({ each: true }) @Type(() => QuestionDto) questions!: QuestionDto[];
+  @IsArray() @ArrayMinSize(1) @ArrayMaxSize(50) @IsObject({ each: true }) @ValidateNested({ each: true }) @Type(() => QuestionDto) questions!: QuestionDto[];
   @IsDefined() @IsObject() @ValidateNested() @Type(() => RedFlagsDto) redFlags!: RedFlagsDto;
 }
 

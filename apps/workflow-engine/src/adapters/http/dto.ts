@@ -56,5 +56,5 @@ export class AttachmentDto {
 
 export class WidgetMessageDto {
   @IsString() @Length(1, 4000) message!: string;
-  @IfPresent() @IsArray() @ArrayMaxSize(20) @ValidateNested({ each: true }) @Type(() => AttachmentDto) attachments?: AttachmentDto[];
+  @IfPresent() @IsArray() @ArrayMaxSize(20) @IsObject({ each: true }) @ValidateNested({ each: true }) @Type(() => AttachmentDto) attachments?: AttachmentDto[];
 }
