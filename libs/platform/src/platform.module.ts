@@ -40,6 +40,9 @@ export class PlatformLifecycle implements OnApplicationBootstrap, OnModuleDestro
 
   async onApplicationBootstrap(): Promise<void> {
     await this.projections.start();
+    // Serve nothing before the read models have caught up with the log (a first start on an
+    // existing log, or read models lost: a new read-store file, a Redis that kept nothing).
+    await this.projections.caughtUp(await this.store.headPosition());
     await this.background.start();
   }
 

@@ -29,6 +29,12 @@ export interface ProjectionRunnerOptions {
    * they saw, and that state is still what the store holds.
    */
   checkpointIntervalMs?: number;
+  /**
+   * With a store that `canLoseData`: how often (real time) each projection checks that its stored
+   * checkpoint is still there (default 2000 ms). Its commits check it too; this finds a loss while
+   * the projection has nothing to commit.
+   */
+  lossCheckIntervalMs?: number;
 }
 
 /** waitFor gave up: names the projections still behind (no event data). */
@@ -103,6 +109,10 @@ class ProjectionWorker {
   private checkpointTimer: NodeJS.Timeout | null = null;
   private subscription: Subscription | null = null;
   private stopping = false;
+  /** stop() was called: a rebuild in progress must not subscribe again. */
+  private closed = false;
+  private rebuilding: Promise<void> | null = null;
+  private lossTimer: NodeJS.Timeout | null = null;
   private cancelSleep: (() => void) | null = null;
   readonly waiters = new Set<Waiter>();
 
@@ -121,6 +131,7 @@ class ProjectionWorker {
   }
 
   async start(): Promise<void> {
+    this.closed = false;
     this.stopping = false;
     this.batch = new Map();
     this.recent.clear();
@@ -131,18 +142,71 @@ class ProjectionWorker {
     // No server-side stream filter: every event reaches the worker, so events of other streams
     // still move the position that waitFor compares against (and, periodically, the checkpoint).
     this.subscription = this.options.eventStore.subscribeToAll({ fromPosition: checkpoint, passOver: (e) => this.tryPassOver(e) }, (e) => this.handle(e));
+    this.scheduleLossCheck();
   }
 
   async stop(): Promise<void> {
+    this.closed = true;
     this.stopping = true;
     this.cancelSleep?.();
     if (this.checkpointTimer) clearTimeout(this.checkpointTimer);
     this.checkpointTimer = null;
+    if (this.lossTimer) clearTimeout(this.lossTimer);
+    this.lossTimer = null;
+    await this.rebuilding;
     const sub = this.subscription;
     this.subscription = null;
     if (sub) await sub.close();
     // Whatever was fully applied is still worth committing (one attempt: stopping).
     await this.serialize(() => this.flushNow(true));
+  }
+
+  /** With a store that can lose its content: now and then, is the stored checkpoint still there? */
+  private scheduleLossCheck(): void {
+    if (!this.store.canLoseData || this.lossTimer || this.closed) return;
+    this.lossTimer = setTimeout(() => {
+      this.lossTimer = null;
+      void (async () => {
+        if (this.stopping) return;
+        try {
+          const stored = this.stored;
+          if (stored > 0 && (await this.store.getCheckpoint(this.name)) === 0 && !this.stopping) this.lost();
+        } catch (err) {
+          this.logger.warn({ projection: this.name, error: errorName(err) }, 'projection checkpoint check failed');
+        }
+        this.scheduleLossCheck();
+      })();
+    }, this.options.lossCheckIntervalMs ?? 2000);
+    this.lossTimer.unref?.();
+  }
+
+  /**
+   * The store lost its content (its checkpoint of this projection is gone although one was
+   * stored): start again from the beginning of the log. Until the rebuild has passed a position,
+   * waitFor for it waits (visible goes back to 0), so a write is still answered only once its
+   * read model has it. Called with the worker's chain possibly running: stopping makes every
+   * queued task return at once; the rebuild runs outside the chain.
+   */
+  private lost(): void {
+    if (this.rebuilding || this.closed) return;
+    this.stopping = true;
+    this.cancelSleep?.();
+    this.logger.warn({ projection: this.name, position: this.stored }, 'read model lost by the store; rebuilding it from the start of the log');
+    this.rebuilding = (async () => {
+      if (this.checkpointTimer) clearTimeout(this.checkpointTimer);
+      this.checkpointTimer = null;
+      const sub = this.subscription;
+      this.subscription = null;
+      if (sub) await sub.close().catch(() => undefined);
+      await this.chain;
+      if (this.closed) return;
+      this.visible = 0;
+      await this.start();
+    })()
+      .catch((err) => this.logger.warn({ projection: this.name, error: errorName(err) }, 'projection rebuild failed to start'))
+      .finally(() => {
+        this.rebuilding = null;
+      });
   }
 
   private serialize(fn: () => Promise<void>): Promise<void> {
@@ -272,7 +336,12 @@ class ProjectionWorker {
     let delay = this.options.retryDelayMs ?? 100;
     for (let attempt = 1; ; attempt++) {
       try {
-        const outcome = await this.store.commit(this.name, position, ops);
+        const outcome = await this.store.commit(this.name, position, ops, { from: this.stored });
+        if (outcome && outcome.lost) {
+          // Nothing written: the store lost the read model this batch builds on.
+          this.lost();
+          return;
+        }
         // Written: remembered with the generation they got inside the commit. Not written (a
         // runner ahead of this one stored a later checkpoint): nothing remembered is trusted.
         if (outcome && outcome.applied) this.remember(ops, outcome.generation);
@@ -462,6 +531,22 @@ export class ProjectionRunner {
         this.settle(waiter, new ProjectionWaitTimeoutError(position, lagging, timeoutMs));
       }, timeoutMs);
     });
+  }
+
+  /**
+   * Resolves once every projection has reached `position` (at start-up: the log's head, so that
+   * nothing is served from a read model still being built). Never gives up: every `reportEveryMs`
+   * it logs which projections are still behind (names and positions only) and keeps waiting.
+   */
+  async caughtUp(position: number, reportEveryMs = 10_000): Promise<void> {
+    for (;;) {
+      try {
+        return await this.waitFor(this.projectionNames, position, reportEveryMs);
+      } catch (err) {
+        if (!(err instanceof ProjectionWaitTimeoutError) || !this.started) throw err;
+        this.logger.warn({ position, lagging: err.lagging }, 'read models still catching up with the event log');
+      }
+    }
   }
 
   private settle(waiter: Waiter, err: Error): void {

@@ -1,5 +1,5 @@
 import Redis from 'ioredis';
-import { ReadEntry, ReadStore, WriteOp, validateCollection, validateOps } from './types';
+import { CommitOptions, CommitOutcome, ReadEntry, ReadStore, WriteOp, validateCollection, validateOps } from './types';
 
 /**
  * Applies ops and (optionally) a checkpoint atomically. A Lua script runs as one unit on the
@@ -9,17 +9,21 @@ import { ReadEntry, ReadStore, WriteOp, validateCollection, validateOps } from '
  *
  * KEYS[1] checkpoint hash; then per op: doc key, pointer key, new index key ('' when none)
  * ARGV[1] projection ('' = plain write), ARGV[2] position, ARGV[3] index key prefix
- *   (`${prefix}:idx:`), then per op: kind ('p'|'d'), collection, key, [doc, hasPartition, partition, score]
+ *   (`${prefix}:idx:`), ARGV[4] the checkpoint the caller last stored (0: none; when it is > 0 and
+ *   the hash has no checkpoint, Redis lost its content: -1, nothing written), then per op: kind
+ *   ('p'|'d'), collection, key, [doc, hasPartition, partition, score]
+ * Returns 1 written, 0 stale (a later checkpoint is stored), -1 lost.
  */
 const COMMIT_LUA = `
 local projection = ARGV[1]
 if projection ~= '' then
   local current = redis.call('HGET', KEYS[1], projection)
   if current and tonumber(current) >= tonumber(ARGV[2]) then return 0 end
+  if (not current) and tonumber(ARGV[4]) > 0 then return -1 end
 end
 local idxPrefix = ARGV[3]
 local k = 2
-local a = 4
+local a = 5
 while a <= #ARGV do
   local docKey, ptrKey, idxKey = KEYS[k], KEYS[k + 1], KEYS[k + 2]
   local kind, collection, key = ARGV[a], ARGV[a + 1], ARGV[a + 2]
@@ -67,7 +71,7 @@ return out
 `;
 
 interface ScriptedRedis extends Redis {
-  readStoreCommitV1(numKeys: number, ...args: (string | number)[]): Promise<number>;
+  readStoreCommitV2(numKeys: number, ...args: (string | number)[]): Promise<number>;
   readStoreEntriesV1(numKeys: number, ...args: (string | number)[]): Promise<string[]>;
 }
 
@@ -81,6 +85,8 @@ interface ScriptedRedis extends Redis {
  * Single-node Redis (the old index key is derived inside the script, which Cluster forbids).
  */
 export class RedisReadStore implements ReadStore {
+  /** Redis may keep nothing on disk, and can be flushed: projection runners watch for a loss. */
+  readonly canLoseData = true;
   private readonly redis: ScriptedRedis;
   private readonly ownsClient: boolean;
 
@@ -94,8 +100,8 @@ export class RedisReadStore implements ReadStore {
       this.ownsClient = false;
     }
     // defineCommand sends EVALSHA and falls back to EVAL when the server lacks the script.
-    if (typeof this.redis.readStoreCommitV1 !== 'function') {
-      this.redis.defineCommand('readStoreCommitV1', { lua: COMMIT_LUA });
+    if (typeof this.redis.readStoreCommitV2 !== 'function') {
+      this.redis.defineCommand('readStoreCommitV2', { lua: COMMIT_LUA });
       this.redis.defineCommand('readStoreEntriesV1', { lua: ENTRIES_LUA });
     }
   }
@@ -154,17 +160,20 @@ export class RedisReadStore implements ReadStore {
     return raw === null ? 0 : Number(raw);
   }
 
-  async commit(projection: string, position: number, ops: WriteOp[]): Promise<void> {
+  async commit(projection: string, position: number, ops: WriteOp[], options?: CommitOptions): Promise<CommitOutcome> {
     if (!projection) throw new TypeError('projection name must not be empty');
     if (!Number.isSafeInteger(position) || position < 0) throw new RangeError('checkpoint position must be an integer >= 0');
-    await this.run(projection, position, ops);
+    const from = options?.from ?? 0;
+    if (!Number.isSafeInteger(from) || from < 0) throw new RangeError('from must be an integer >= 0');
+    const r = await this.run(projection, position, ops, from);
+    return { applied: r === 1, generation: 0, ...(r === -1 ? { lost: true } : {}) };
   }
 
-  private async run(projection: string, position: number, ops: WriteOp[]): Promise<void> {
+  private async run(projection: string, position: number, ops: WriteOp[], from = 0): Promise<number> {
     validateOps(ops);
-    if (!projection && ops.length === 0) return;
+    if (!projection && ops.length === 0) return 1;
     const keys: string[] = [this.checkpointKey];
-    const args: (string | number)[] = [projection, position, `${this.keyPrefix}:idx:`];
+    const args: (string | number)[] = [projection, position, `${this.keyPrefix}:idx:`, from];
     for (const op of ops) {
       keys.push(this.docKey(op.collection, op.key), this.ptrKey(op.collection, op.key));
       if (op.op === 'delete') {
@@ -176,7 +185,7 @@ export class RedisReadStore implements ReadStore {
         args.push('p', op.collection, op.key, JSON.stringify(op.doc), hasPartition ? '1' : '0', op.partition ?? '', String(op.score ?? 0));
       }
     }
-    await this.redis.readStoreCommitV1(keys.length, ...keys, ...args);
+    return this.redis.readStoreCommitV2(keys.length, ...keys, ...args);
   }
 
   async close(): Promise<void> {

@@ -45,7 +45,14 @@ export interface ReadStore {
    * Apply `ops` and set the projection's checkpoint to `position`, atomically. When the stored
    * checkpoint is already >= `position` nothing is written (two runners racing cannot move it back).
    */
-  commit(projection: string, position: number, ops: WriteOp[]): Promise<void | CommitOutcome>;
+  commit(projection: string, position: number, ops: WriteOp[], options?: CommitOptions): Promise<void | CommitOutcome>;
+  /**
+   * Optional: true when the store's content can vanish while the process runs (a Redis that keeps
+   * nothing on disk restarts, or is flushed). Projection runners then look for their checkpoint
+   * now and then, and commit with `CommitOptions.from`, so that a loss rebuilds the read models
+   * from the event log instead of leaving them empty under a new checkpoint.
+   */
+  readonly canLoseData?: boolean;
   close(): Promise<void>;
   /**
    * Optional, synchronous: a number that changes whenever a document of any of `collections` may have
@@ -71,6 +78,20 @@ export interface ReadStore {
 export interface CommitOutcome {
   applied: boolean;
   generation: number;
+  /**
+   * Nothing was written because the store no longer holds the projection's checkpoint although
+   * the caller had stored one (`CommitOptions.from` > 0): the store lost its content. Only from a
+   * store that `canLoseData`.
+   */
+  lost?: boolean;
+}
+
+export interface CommitOptions {
+  /**
+   * The checkpoint the caller last stored for this projection (0: none). A store that
+   * `canLoseData` refuses the commit (`lost: true`) when it holds no checkpoint while `from` > 0.
+   */
+  from?: number;
 }
 
 export const READ_STORE = Symbol('READ_STORE');

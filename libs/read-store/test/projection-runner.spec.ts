@@ -443,3 +443,88 @@ describe('ProjectionRunner document memory on SQLite, against another connection
     expect(await store.get<Counter>('counters', 'case-1')).toEqual({ count: 101, positions: [r3.position] });
   });
 });
+
+/**
+ * A Redis that loses its content while the service runs (it keeps nothing on disk and restarts,
+ * or someone flushes it): the runner must rebuild from the log, not commit a new checkpoint over
+ * an empty store (which made the loss permanent, found by a review in Redis mode).
+ */
+describe('ProjectionRunner on Redis that loses its content', () => {
+  const prefix = `test:runner-loss:${randomUUID()}`;
+  const admin = new Redis(REDIS_URL);
+  let dir: string;
+  let events: SqliteEventStore;
+  let store: RedisReadStore;
+  let runner: ProjectionRunner;
+  const logs: { meta: Record<string, unknown>; msg: string }[] = [];
+  const wipe = async () => {
+    const keys = await admin.keys(`${prefix}:*`);
+    if (keys.length) await admin.del(...keys);
+  };
+  beforeEach(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'runner-loss-'));
+    events = new SqliteEventStore(join(dir, 'events.db'), { pollIntervalMs: 20 });
+    store = new RedisReadStore(REDIS_URL, prefix);
+    logs.length = 0;
+  });
+  afterEach(async () => {
+    await runner?.stop();
+    await events.close();
+    await store.close();
+    await wipe();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  afterAll(() => admin.quit());
+
+  const start = async (lossCheckIntervalMs: number) => {
+    runner = new ProjectionRunner({ eventStore: events, readStore: store, logger: { warn: (meta, msg) => logs.push({ meta, msg }) }, retryDelayMs: 10, lossCheckIntervalMs });
+    runner.register(counterProjection('counter', []));
+    await runner.start();
+  };
+
+  it('refuses a commit from a stored checkpoint that is gone (lost), and writes nothing', async () => {
+    expect(store.canLoseData).toBe(true);
+    expect(await store.commit('p', 5, [{ op: 'put', collection: 'c', key: 'a', doc: 1 }], { from: 0 })).toEqual({ applied: true, generation: 0 });
+    expect(await store.commit('p', 7, [{ op: 'put', collection: 'c', key: 'b', doc: 2 }], { from: 5 })).toEqual({ applied: true, generation: 0 });
+    await wipe();
+    expect(await store.commit('p', 9, [{ op: 'put', collection: 'c', key: 'c', doc: 3 }], { from: 7 })).toEqual({ applied: false, generation: 0, lost: true });
+    expect(await store.get('c', 'c')).toBeNull();
+    expect(await store.getCheckpoint('p')).toBe(0);
+    // Without `from` (a relay's own checkpoint, which does not build on stored documents) it writes.
+    expect((await store.commit('p', 9, [], {})).applied).toBe(true);
+    expect(await store.getCheckpoint('p')).toBe(9);
+  });
+
+  it('rebuilds from the log when its next commit finds the store emptied, and waitFor waits for the rebuild', async () => {
+    await start(60_000); // the commit finds it, not the periodic check
+    const r1 = await events.append('case-1', [ev('A'), ev('B')], 'no_stream');
+    await runner.waitFor(['counter'], r1.position);
+    await wipe();
+    const r2 = await events.append('case-2', [ev('A')], 'no_stream');
+    await runner.waitFor(['counter'], r2.position);
+    expect(await store.get<Counter>('counters', 'case-1')).toEqual({ count: 2, positions: [1, 2] });
+    expect(await store.get<Counter>('counters', 'case-2')).toEqual({ count: 1, positions: [3] });
+    expect(await store.getCheckpoint('counter')).toBe(3);
+    expect(logs.map((l) => l.msg)).toContain('read model lost by the store; rebuilding it from the start of the log');
+    expect(JSON.stringify(logs)).not.toContain('case-1');
+  });
+
+  it('finds the loss while idle (periodic check) and rebuilds without any new event', async () => {
+    await start(50);
+    const r1 = await events.append('case-1', [ev('A'), ev('B'), ev('C')], 'no_stream');
+    await runner.waitFor(['counter'], r1.position);
+    await new Promise((r) => setTimeout(r, 150)); // checkpoint stored
+    await wipe();
+    const until = Date.now() + 5000;
+    while (Date.now() < until && (await store.get('counters', 'case-1')) === null) await new Promise((r) => setTimeout(r, 25));
+    expect(await store.get<Counter>('counters', 'case-1')).toEqual({ count: 3, positions: [1, 2, 3] });
+    await runner.waitFor(['counter'], r1.position);
+  });
+
+  it('caughtUp waits until every projection has reached the position', async () => {
+    const r1 = await events.append('case-1', Array.from({ length: 50 }, () => ev('A')), 'no_stream');
+    await start(60_000);
+    await runner.caughtUp(r1.position);
+    expect((await store.get<Counter>('counters', 'case-1'))?.count).toBe(50);
+  });
+});
