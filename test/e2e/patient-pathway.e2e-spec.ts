@@ -470,9 +470,14 @@ describe('patient pathway (e2e, real HTTP)', () => {
     const now = await api.post(`${t.env}/patients/${p.body.patientId}/check-ins`, undefined, t.staff);
     expect(now.status).toBe(201);
     expect(now.body).toEqual({ checkInId: expect.any(String) });
-    const [mail] = await waitForEmails(api, email, 1);
-    const { checkInId, token } = link(mail.text);
+    // When the 201 is sent the email is out and its link works (no waiting).
+    const outbox = await api.get(`/dev/outbox?to=${encodeURIComponent(email)}`);
+    expect(outbox.body.emails).toHaveLength(1);
+    const { checkInId, token } = link(outbox.body.emails[0].text);
     expect(checkInId).toBe(now.body.checkInId);
+    expect((await api.get(`/widget/v1/check-ins/${checkInId}?token=${token}`)).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 700)); // a dispatch timer tick later: still one email
+    expect(await waitForEmails(api, email, 1)).toHaveLength(1);
 
     expect((await api.post(`${t.env}/patients/${randomUUID()}/check-ins`, undefined, t.staff)).status).toBe(404);
     const other = await app.tenant();

@@ -101,8 +101,16 @@ export class CheckInsService {
     // decider refuses it (409 OUT_OF_ORDER) and nothing may be charged.
     if (state.status === 'active' && (await this.usagePaused(tenancy.organizationId, tenancy.environmentId, checkInId))) throw new DomainError(409, 'USAGE_PAUSED', 'Check-ins are paused: the month’s credits are used up');
     const r = await this.pathway.patients.handle(stream, { type: 'SendCheckInNow', checkInId }, { actor, ...tenancy });
-    // Emailed by the dispatch timer (due now), the one sending path.
     await this.pathway.applied(r.position);
+    // The dispatch timer (due now) is the durable sending path; the answer runs the same dispatch
+    // itself, so that when the 201 is sent the email is out and the check-in's link works. Of this
+    // and a timer tick, the claim in the check-in stream lets one mail. If it fails here, the send
+    // is recorded all the same and the timer retries it: still 201.
+    try {
+      await this.dispatch({ id: checkInId, dueAt: this.clock.now().toISOString(), patientId });
+    } catch (err) {
+      this.log.warn({ checkInId, error: (err as Error)?.name }, 'check-in dispatch failed; the dispatch timer retries it');
+    }
     return { checkInId };
   }
 
