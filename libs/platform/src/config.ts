@@ -35,6 +35,40 @@ function pick<T extends string>(value: string | undefined, allowed: readonly T[]
   return value as T;
 }
 
+/** A whole number within [min, max] from a variable; anything else stops start-up (never NaN). */
+function integer(value: string | undefined, name: string, fallback: number, min: number, max: number): number {
+  if (value === undefined) return fallback;
+  const n = /^\d+$/.test(value.trim()) ? Number(value.trim()) : NaN;
+  if (!Number.isSafeInteger(n) || n < min || n > max) throw new Error(`${name} must be a whole number from ${min} to ${max}`);
+  return n;
+}
+
+const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]']);
+
+/**
+ * The staff ID-token issuer. In production its addresses must be https (a JWKS fetched over plain
+ * http could be swapped on the way, and with it every staff identity), except on loopback.
+ */
+function staffOidc(env: NodeJS.ProcessEnv, production: boolean): ServiceConfig['staffOidc'] {
+  const issuer = env.STAFF_OIDC_ISSUER;
+  if (!issuer) {
+    if (env.STAFF_OIDC_JWKS_URL || env.STAFF_OIDC_AUDIENCE) throw new Error('STAFF_OIDC_JWKS_URL and STAFF_OIDC_AUDIENCE need STAFF_OIDC_ISSUER');
+    return null;
+  }
+  const jwksUrl = env.STAFF_OIDC_JWKS_URL ?? `${issuer.replace(/\/$/, '')}/.well-known/jwks.json`;
+  for (const [name, value] of [['STAFF_OIDC_ISSUER', issuer], ['STAFF_OIDC_JWKS_URL', jwksUrl]] as const) {
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      throw new Error(`${name} must be an http(s) URL`);
+    }
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new Error(`${name} must be an http(s) URL`);
+    if (production && url.protocol === 'http:' && !LOOPBACK.has(url.hostname)) throw new Error(`${name} must be https in production mode`);
+  }
+  return { issuer, jwksUrl, audience: env.STAFF_OIDC_AUDIENCE ?? 'svc-staff' };
+}
+
 /**
  * `mode`: standalone (one process, all six apps) or distributed (one app per process). Dev tools
  * (decisions sections 1-2) are never on in production mode; otherwise they are on in standalone
@@ -44,9 +78,8 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env, mode: 'standalo
   // An empty variable counts as unset.
   const env = Object.fromEntries(Object.entries(raw).filter(([, v]) => v !== undefined && v !== '')) as NodeJS.ProcessEnv;
   const production = env.NODE_ENV === 'production';
-  const issuer = env.STAFF_OIDC_ISSUER;
   return {
-    port: Number(env.PORT ?? 3000),
+    port: integer(env.PORT, 'PORT', 3000, 0, 65535),
     host: env.HOST ?? '0.0.0.0',
     dataDir: resolve(env.SVC_DATA_DIR ?? './data'),
     production,
@@ -62,8 +95,8 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env, mode: 'standalo
     smtpUrl: env.SMTP_URL ?? 'smtp://localhost:1025',
     mailFrom: env.MAIL_FROM ?? 'Care Team <care@svc.invalid>',
     widgetBaseUrl: env.WIDGET_BASE_URL ?? null,
-    staffOidc: issuer ? { issuer, jwksUrl: env.STAFF_OIDC_JWKS_URL ?? `${issuer.replace(/\/$/, '')}/.well-known/jwks.json`, audience: env.STAFF_OIDC_AUDIENCE ?? 'svc-staff' } : null,
-    mfaMaxAgeS: Number(env.STAFF_MFA_MAX_AGE_S ?? 3600),
+    staffOidc: staffOidc(env, production),
+    mfaMaxAgeS: integer(env.STAFF_MFA_MAX_AGE_S, 'STAFF_MFA_MAX_AGE_S', 3600, 1, 31_536_000),
     masterKey: env.SVC_MASTER_KEY ?? null,
     cors: {
       widgetOrigins: parseOrigins(env.WIDGET_ALLOWED_ORIGINS, 'WIDGET_ALLOWED_ORIGINS', '*', true),

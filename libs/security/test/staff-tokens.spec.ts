@@ -49,3 +49,23 @@ describe('StaffTokenVerifier: time claims', () => {
     await expect(verifier.verify(await token(claims))).rejects.toThrow('invalid staff token');
   });
 });
+
+describe('StaffTokenVerifier: subject', () => {
+  const now = new Date('2026-11-25T10:00:00.000Z');
+  let dir: string;
+  let verifier: StaffTokenVerifier;
+  let idp: DevIdentityProvider;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'staff-sub-'));
+    idp = await DevIdentityProvider.load(join(dir, 'dev-idp.json'));
+    verifier = new StaffTokenVerifier([{ issuer: DEV_ISSUER, audience: STAFF_AUDIENCE, key: idp.publicKey }], () => now);
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const mint = (sub: string) => idp.mint({ sub, email: 'a@example.test', permissions: [], mfa: true }, now);
+
+  it('refuses an empty sub (one identity every such token would share) and one over 255 characters (OIDC Core 2)', async () => {
+    await expect(verifier.verify(await mint(''))).rejects.toThrow('invalid staff token');
+    await expect(verifier.verify(await mint('x'.repeat(256)))).rejects.toThrow('invalid staff token');
+    expect((await verifier.verify(await mint('x'.repeat(255)))).sub).toHaveLength(255);
+  });
+});
