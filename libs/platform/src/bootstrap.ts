@@ -168,6 +168,12 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
     logger: false,
     return503OnClosing: false,
     routerOptions: { maxParamLength: 2048 },
+    // Fastify's default (0) lifts Node's limit: a client that declared a body and sent part of it
+    // held its connection for ever. Checked every second; the late request gets 408 REQUEST_TIMEOUT.
+    // Given to Node when the server is created too: set afterwards (as Fastify does with its own
+    // option), Node 20 applies it to slow headers but not to a body that stops arriving.
+    requestTimeout: config.requestTimeoutMs,
+    http: { requestTimeout: config.requestTimeoutMs, connectionsCheckingInterval: 1000 } as never,
     clientErrorHandler: answerClientError,
     frameworkErrors: answerFrameworkError as never, // typed by its ErrorReply (Fastify's generic reply types do not narrow)
   });

@@ -25,6 +25,8 @@ export interface ServiceConfig {
   mfaMaxAgeS: number;
   /** Base64 master key (32 bytes); standalone generates one in the data dir when unset. */
   masterKey: string | null;
+  /** Longest time a request may take to arrive, headers and body (slow senders are answered 408). */
+  requestTimeoutMs: number;
   /** Browser origins allowed to call the API (CORS): the widget's and the staff app's. */
   cors: CorsPolicy;
 }
@@ -98,6 +100,7 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env, mode: 'standalo
     staffOidc: staffOidc(env, production),
     mfaMaxAgeS: integer(env.STAFF_MFA_MAX_AGE_S, 'STAFF_MFA_MAX_AGE_S', 3600, 1, 31_536_000),
     masterKey: env.SVC_MASTER_KEY ?? null,
+    requestTimeoutMs: integer(env.SVC_REQUEST_TIMEOUT_MS, 'SVC_REQUEST_TIMEOUT_MS', 30_000, 1000, 600_000),
     cors: {
       widgetOrigins: parseOrigins(env.WIDGET_ALLOWED_ORIGINS, 'WIDGET_ALLOWED_ORIGINS', '*', true),
       staffOrigins: parseOrigins(env.STAFF_APP_ORIGINS, 'STAFF_APP_ORIGINS', [], false) as string[],
