@@ -23,6 +23,16 @@ describe('webhook-dispatcher credits (e2e)', () => {
   const credits = async (orgId: string, at: Date) =>
     (await store.readStream(usageStream(orgId, periodStartOf(at)))).filter((e) => e.type === 'CreditUsed').map((e) => e.data as { source: string; sourceId: string; periodStart: string });
 
+  it('a payment notice delivered late (occurredAt before the one that set the status) changes nothing; a later one does', async () => {
+    const t = await app.tenant();
+    const bill = (eventId: string, type: string, occurredAt: Date) => app.api.post(`/organizations/${t.orgId}/billing-events`, { eventId, type, occurredAt: occurredAt.toISOString() }, t.staff);
+    const now = await serviceNow();
+    expect((await bill('in_paid', 'payment_succeeded', now)).body).toEqual({ eventId: 'in_paid', duplicate: false, subscriptionStatus: 'active' });
+    const yesterday = new Date(now.getTime() - 86_400_000);
+    expect((await bill('in_failed_yesterday', 'payment_failed', yesterday)).body).toEqual({ eventId: 'in_failed_yesterday', duplicate: false, subscriptionStatus: 'active' });
+    expect((await bill('in_failed_later', 'payment_failed', new Date(now.getTime() + 1000))).body.subscriptionStatus).toBe('grace_period');
+  });
+
   it('check-ins sent at the same moment cannot together go past the plan: 8 at once with 3 credits left send 3, the rest 409 USAGE_PAUSED', async () => {
     const t = await app.tenant();
     expect((await app.api.put(`/organizations/${t.orgId}/plan`, { monthlyCredits: 3 }, t.staff)).status).toBe(200);

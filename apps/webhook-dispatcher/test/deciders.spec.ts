@@ -196,6 +196,28 @@ describe('account decider (subscription)', () => {
     deciderSpec(accountDecider).given(e1).when(rec('a', 'payment_succeeded', 'other'), now).thenThrows('IDEMPOTENCY_KEY_REUSED');
   });
 
+  it('a notice that happened before the one that set the status changes nothing (providers deliver out of order); a cancellation always applies', () => {
+    const at = (eventId: string, billingType: Parameters<typeof rec>[1], occurredAt: string | null) => ({ ...rec(eventId, billingType), occurredAt });
+    const paid = run([], at('paid', 'payment_succeeded', '2026-03-10T09:00:00Z'));
+    expect(paid.at(-1)).toEqual({ type: 'subscription.updated', status: 'active', previousStatus: 'active' });
+    // Yesterday's failure arrives after today's payment: recorded, no grace period.
+    const late = run(paid, at('failed-yesterday', 'payment_failed', '2026-03-09T09:00:00Z'));
+    expect(late.map((e) => e.type)).toEqual(['BillingEventReceived']);
+    // A failure after the payment applies; so does one without occurredAt (it happened when received, `now`).
+    expect(run(paid, at('failed-later', 'payment_failed', '2026-03-10T09:30:00Z')).at(-1)).toMatchObject({ status: 'grace_period' });
+    expect(run(paid, at('failed-undated', 'payment_failed', null)).at(-1)).toMatchObject({ status: 'grace_period' });
+    // In grace since 10:00: an older expiry notice does not restrict, an older payment does not recover.
+    const grace = [...paid, ...run(paid, at('f', 'payment_failed', '2026-03-10T10:00:00Z'))];
+    expect(run(grace, at('old-expiry', 'grace_period_expired', '2026-03-10T08:00:00Z')).map((e) => e.type)).toEqual(['BillingEventReceived']);
+    expect(run(grace, at('old-payment', 'payment_succeeded', '2026-03-10T09:59:59Z')).map((e) => e.type)).toEqual(['BillingEventReceived']);
+    expect(run(grace, at('new-payment', 'payment_succeeded', '2026-03-10T10:00:01Z')).at(-1)).toMatchObject({ status: 'active', recovered: true });
+    expect(run(grace, at('old-cancel', 'subscription_canceled', '2026-03-05T00:00:00Z')).at(-1)).toMatchObject({ status: 'canceled', previousStatus: 'grace_period' });
+    // A notice dated in the future counts as happening when received: it cannot make every later one stale.
+    const future = [...paid, ...run(paid, at('future', 'payment_failed', '2099-01-01T00:00:00Z'))];
+    expect(future.at(-1)).toMatchObject({ status: 'grace_period' });
+    expect(run(future, at('paid-now', 'payment_succeeded', null)).at(-1)).toMatchObject({ status: 'active', recovered: true });
+  });
+
   it('accepts eventIds that are Object.prototype member names on first use (no 409), and dedupes them after', () => {
     for (const id of ['constructor', 'toString', '__proto__', 'hasOwnProperty', 'valueOf']) {
       const first = run([], rec(id, 'payment_failed'));

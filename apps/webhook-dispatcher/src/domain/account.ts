@@ -40,7 +40,21 @@ export interface AccountState {
   billingEvents: ReadonlyMap<string, { bodyHash: string; status: SubscriptionStatus }>;
   /** The billing event just received, whose status a following subscription.updated sets. */
   lastBillingEventId: string | null;
+  /** When the billing event just received happened (its occurredAt, else when it was received), ms. */
+  lastBillingEventAt: number | null;
+  /**
+   * When the notice that set the current status happened (ms), or null. A later-arriving notice
+   * that happened before it is recorded but changes nothing: payment providers deliver out of
+   * order, and a day-old `payment_failed` must not undo today's `payment_succeeded`.
+   */
+  statusSetAt: number | null;
 }
+
+/**
+ * When a billing notice happened: its own occurredAt, else when the service received it; never
+ * later than its receipt (a notice dated in the future would otherwise make every real one stale).
+ */
+const happenedAt = (occurredAt: string | null, receivedAt: string): number => Math.min(Date.parse(occurredAt ?? receivedAt), Date.parse(receivedAt));
 
 function subscriptionChange(status: SubscriptionStatus, type: BillingEventType): SubscriptionUpdatedData | null {
   switch (type) {
@@ -61,7 +75,7 @@ function subscriptionChange(status: SubscriptionStatus, type: BillingEventType):
 }
 
 export const accountDecider: Decider<AccountCommand, AccountEvent, AccountState> = {
-  initialState: () => ({ opened: false, monthlyCredits: DEFAULT_MONTHLY_CREDITS, status: 'active', billingEvents: new Map(), lastBillingEventId: null }),
+  initialState: () => ({ opened: false, monthlyCredits: DEFAULT_MONTHLY_CREDITS, status: 'active', billingEvents: new Map(), lastBillingEventId: null, lastBillingEventAt: null, statusSetAt: null }),
   evolve(state, event) {
     switch (event.type) {
       case 'AccountOpened':
@@ -69,12 +83,17 @@ export const accountDecider: Decider<AccountCommand, AccountEvent, AccountState>
       case 'PlanChanged':
         return { ...state, monthlyCredits: event.monthlyCredits, lastBillingEventId: null };
       case 'BillingEventReceived':
-        return { ...state, billingEvents: new Map(state.billingEvents).set(event.eventId, { bodyHash: event.bodyHash, status: state.status }), lastBillingEventId: event.eventId };
+        return {
+          ...state,
+          billingEvents: new Map(state.billingEvents).set(event.eventId, { bodyHash: event.bodyHash, status: state.status }),
+          lastBillingEventId: event.eventId,
+          lastBillingEventAt: happenedAt(event.occurredAt, event.receivedAt),
+        };
       case SUBSCRIPTION_UPDATED: {
         // Appended right after the billing event that caused it: that event's result is this status.
         const last = state.lastBillingEventId === null ? undefined : state.billingEvents.get(state.lastBillingEventId);
         const billingEvents = last ? new Map(state.billingEvents).set(state.lastBillingEventId!, { ...last, status: event.status }) : state.billingEvents;
-        return { ...state, status: event.status, billingEvents, lastBillingEventId: null };
+        return { ...state, status: event.status, billingEvents, lastBillingEventId: null, statusSetAt: state.lastBillingEventAt ?? state.statusSetAt };
       }
       default: {
         const never: never = event;
@@ -101,7 +120,10 @@ export const accountDecider: Decider<AccountCommand, AccountEvent, AccountState>
           ...open(command.organizationId),
           { type: 'BillingEventReceived', organizationId: command.organizationId, eventId: command.eventId, billingType: command.billingType, invoiceId: command.invoiceId, occurredAt: command.occurredAt, bodyHash: command.bodyHash, receivedAt: nowIso },
         ];
-        const change = subscriptionChange(state.status, command.billingType);
+        // A notice older than the one that set the current status changes nothing (recorded, and
+        // answered with the current status); a cancellation always applies.
+        const stale = command.billingType !== 'subscription_canceled' && state.statusSetAt !== null && happenedAt(command.occurredAt, nowIso) < state.statusSetAt;
+        const change = stale ? null : subscriptionChange(state.status, command.billingType);
         if (change) events.push({ type: SUBSCRIPTION_UPDATED, ...change });
         return events;
       }
