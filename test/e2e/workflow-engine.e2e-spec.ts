@@ -372,6 +372,10 @@ describe('conversation workflows (e2e, real HTTP)', () => {
       expect(r.body.code).toBe('VALIDATION_FAILED');
       expect(r.body.details.map((d: { path: string }) => d.path)).toEqual([path]);
     }
+    for (const baseUrl of [dest.baseUrl.replace('http://', 'http://user:secret@'), dest.baseUrl.replace('http://', 'http://user@')]) {
+      const r = await app.api.post(`${t.env}/destinations`, { stableKey: 'with_credentials', name: 'Creds', baseUrl }, t.staff);
+      expect({ status: r.status, code: r.body.code, path: r.body.details?.[0]?.path }).toEqual({ status: 400, code: 'VALIDATION_FAILED', path: 'baseUrl' });
+    }
     const latin1 = await app.api.post(`${t.env}/destinations`, { stableKey: 'latin1_headers', name: 'Latin-1', baseUrl: dest.baseUrl, headers: { 'x-name': 'caf\u00e9' } }, t.staff);
     expect(latin1.status).toBe(201);
     expect((await app.api.delete(`${t.env}/destinations/${latin1.body.id}`, t.staff)).status).toBe(204);

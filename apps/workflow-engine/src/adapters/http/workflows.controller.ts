@@ -135,11 +135,15 @@ export class DestinationsController {
     const headers = body.headers ?? {};
     const bad = Object.entries(headers).filter(([k, v]) => !validHeader(k, v));
     if (bad.length || Object.keys(headers).length > 20) throw ApiError.validation(bad.map(([k]) => ({ path: `headers.${k}`, message: 'must be an HTTP token header name (not x-svc-*) with a string value of up to 4000 characters, no CR, LF or other control characters, Latin-1 only' })).concat(Object.keys(headers).length > 20 ? [{ path: 'headers', message: 'at most 20 headers' }] : []));
+    let url: URL;
     try {
-      new URL(body.baseUrl);
+      url = new URL(body.baseUrl);
     } catch {
       throw ApiError.validation([{ path: 'baseUrl', message: 'must be an http(s) URL' }]);
     }
+    // fetch refuses a URL with credentials, so every call would fail; and the URL is shown back in
+    // lists and test transcripts, where a secret must never be. Credentials go in `headers`.
+    if (url.username || url.password) throw ApiError.validation([{ path: 'baseUrl', message: 'must not hold credentials (user:password@): put them in headers' }]);
     return this.workflows.createDestination(scope(staff), body, actor(staff));
   }
 
