@@ -96,6 +96,20 @@ describe('patient decider', () => {
     expect(state.profile).toEqual({ email: 'a@example.test', firstName: 'Ana', phone: '5550001234' });
   });
 
+  it('a new cadence moves the pending check-in to one new cadence after its basis (at the earliest now); the same cadence moves nothing', () => {
+    // Enrolled 2026-02-01 with 3 days: c1 due 02-04. Seen on 02-02 (clock `early`).
+    const early = new Date('2026-02-02T00:00:00.000Z');
+    const update = (days: number, at: Date) => spec.given([enrolled]).when(lifecycle({ eventId: 'e2', lifecycle: 'patient.updated', profile: {}, checkInCadenceDays: days }), at).result();
+    expect(update(2, early)).toEqual([{ type: 'PatientUpdated', eventId: 'e2', bodyHash: 'h1', changes: {}, cadenceDays: 2, rescheduled: { checkInId: 'c1', dueAt: '2026-02-03T00:00:00.000Z', patientId: P }, updatedAt: early.toISOString() }]);
+    expect((update(10, early)[0] as Extract<PatientEvent, { type: 'PatientUpdated' }>).rescheduled?.dueAt).toBe('2026-02-11T00:00:00.000Z');
+    // Shorter than the time already gone: due now.
+    const later = new Date('2026-02-03T12:00:00.000Z');
+    expect((update(1, later)[0] as Extract<PatientEvent, { type: 'PatientUpdated' }>).rescheduled?.dueAt).toBe(later.toISOString());
+    expect((update(3, early)[0] as Extract<PatientEvent, { type: 'PatientUpdated' }>).rescheduled).toBeUndefined();
+    const state = [enrolled, ...update(2, early)].reduce(patientDecider.evolve, patientDecider.initialState());
+    expect(state).toMatchObject({ cadenceDays: 2, scheduled: { checkInId: 'c1', dueAt: '2026-02-03T00:00:00.000Z' } });
+  });
+
   it('cancellation removes the scheduled check-in; a stale timer then decides nothing', () => {
     spec.given([enrolled]).when(lifecycle({ eventId: 'e9', bodyHash: 'h9', lifecycle: 'patient.cancelled' }), now).then([cancelled].map((e) => ({ ...e, cancelledAt: now.toISOString() })));
     spec.given([enrolled, cancelled]).when({ type: 'FireScheduledCheckIn', checkInId: 'c1', paused: false, nextCheckInId: 'c2' }, now).then([]);

@@ -61,7 +61,16 @@ export type PatientEvent =
       enrolledAt: string;
       next: ScheduledCheckIn;
     }
-  | { type: 'PatientUpdated'; eventId: string; bodyHash: string; changes: Profile; cadenceDays?: number; updatedAt: string }
+  | {
+      type: 'PatientUpdated';
+      eventId: string;
+      bodyHash: string;
+      changes: Profile;
+      cadenceDays?: number;
+      /** A new cadence moves the pending check-in: due one new cadence after the previous send (or enrolment), at the earliest now. */
+      rescheduled?: ScheduledCheckIn & { patientId: string };
+      updatedAt: string;
+    }
   | { type: 'PatientCancelled'; eventId: string; bodyHash: string; cancelledAt: string; cancelledCheckInId: string | null }
   | {
       type: 'CheckInSent';
@@ -122,6 +131,7 @@ export const patientDecider: Decider<PatientCommand, PatientEvent, PatientState>
           profile: { ...state.profile, ...event.changes },
           cadenceDays: event.cadenceDays ?? state.cadenceDays,
           processed: { ...state.processed, [event.eventId]: event.bodyHash },
+          scheduled: event.rescheduled ? { checkInId: event.rescheduled.checkInId, dueAt: event.rescheduled.dueAt } : state.scheduled,
         };
       case 'PatientCancelled':
         return { ...state, status: 'cancelled', scheduled: null, processed: { ...state.processed, [event.eventId]: event.bodyHash } };
@@ -172,7 +182,17 @@ export const patientDecider: Decider<PatientCommand, PatientEvent, PatientState>
             if (state.status !== 'active') throw new DomainError(409, 'OUT_OF_ORDER', 'The patient has no active pathway');
             refuseUnknownProtocol(command.protocol);
             const event: PatientEvent = { type: 'PatientUpdated', ...base, changes: definedFields(command.profile), updatedAt: now.toISOString() };
-            if (command.checkInCadenceDays !== undefined) event.cadenceDays = command.checkInCadenceDays;
+            if (command.checkInCadenceDays !== undefined) {
+              event.cadenceDays = command.checkInCadenceDays;
+              // The pending check-in was set one old cadence after the last send (or the enrolment):
+              // it moves to one new cadence after that, at the earliest now. Going from 30 days to 1
+              // no longer waits out the 30.
+              if (state.scheduled && command.checkInCadenceDays !== state.cadenceDays) {
+                const basis = Date.parse(state.scheduled.dueAt) - state.cadenceDays * DAY_MS;
+                const dueAt = new Date(Math.max(now.getTime(), basis + command.checkInCadenceDays * DAY_MS)).toISOString();
+                event.rescheduled = { checkInId: state.scheduled.checkInId, dueAt, patientId: state.patientId! };
+              }
+            }
             return [event];
           }
           case 'patient.cancelled':

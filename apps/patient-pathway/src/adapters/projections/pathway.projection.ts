@@ -72,6 +72,9 @@ export function pathwayProjection(): Projection {
         case 'PatientEnrolled':
           scheduleTimer(tx, PathwayCollections.checkInTimers, TIMER_PARTITION, { id: event.next.checkInId, dueAt: event.next.dueAt, patientId: event.patientId });
           return;
+        case 'PatientUpdated':
+          if (event.rescheduled) scheduleTimer(tx, PathwayCollections.checkInTimers, TIMER_PARTITION, { id: event.rescheduled.checkInId, dueAt: event.rescheduled.dueAt, patientId: event.rescheduled.patientId });
+          return;
         case 'PatientCancelled':
           if (event.cancelledCheckInId) cancelTimer(tx, PathwayCollections.checkInTimers, event.cancelledCheckInId);
           return;
