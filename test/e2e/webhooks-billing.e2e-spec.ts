@@ -30,6 +30,12 @@ describe('webhook-dispatcher credits (e2e)', () => {
     expect((await bill('in_paid', 'payment_succeeded', now)).body).toEqual({ eventId: 'in_paid', duplicate: false, subscriptionStatus: 'active' });
     const yesterday = new Date(now.getTime() - 86_400_000);
     expect((await bill('in_failed_yesterday', 'payment_failed', yesterday)).body).toEqual({ eventId: 'in_failed_yesterday', duplicate: false, subscriptionStatus: 'active' });
+    // Every ISO 8601 offset form is read as the instant it names: yesterday at +02, +0200, lower-case t/z.
+    const iso = yesterday.toISOString().slice(0, 19);
+    for (const [id, occurredAt] of [['in_f_plus02', `${iso}+02`], ['in_f_plus0200', `${iso}+0200`], ['in_f_lower', `${iso.replace('T', 't')}z`]]) {
+      const r = await app.api.post(`/organizations/${t.orgId}/billing-events`, { eventId: id, type: 'payment_failed', occurredAt }, t.staff);
+      expect({ id, status: r.status, subscriptionStatus: r.body.subscriptionStatus }).toEqual({ id, status: 202, subscriptionStatus: 'active' });
+    }
     expect((await bill('in_failed_later', 'payment_failed', new Date(now.getTime() + 1000))).body.subscriptionStatus).toBe('grace_period');
   });
 

@@ -182,7 +182,7 @@ describe('endpoint decider', () => {
 });
 
 describe('account decider (subscription)', () => {
-  const rec = (eventId: string, billingType: 'payment_failed' | 'payment_succeeded' | 'grace_period_expired' | 'subscription_canceled', bodyHash = eventId) => ({ type: 'RecordBillingEvent' as const, organizationId: 'o', eventId, billingType, invoiceId: null, occurredAt: null, bodyHash });
+  const rec = (eventId: string, billingType: 'payment_failed' | 'payment_succeeded' | 'grace_period_expired' | 'subscription_canceled', bodyHash = eventId) => ({ type: 'RecordBillingEvent' as const, organizationId: 'o', eventId, billingType, invoiceId: null, occurredAt: null as string | null, bodyHash });
   const run = (given: AccountEvent[], cmd: ReturnType<typeof rec>) => deciderSpec(accountDecider).given(given).when(cmd, now).result();
   it('walks active → grace_period → restricted → active (recovered) and refuses a reused eventId', () => {
     const e1 = run([], rec('a', 'payment_failed'));

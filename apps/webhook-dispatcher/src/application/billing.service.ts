@@ -1,3 +1,4 @@
+import { toRfc3339 } from '@svc/http';
 import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
@@ -141,7 +142,9 @@ export class BillingService {
     const canonical = { eventId: input.eventId, type: input.type, invoiceId: input.invoiceId ?? null, occurredAt: input.occurredAt ?? null };
     const r = await this.accounts.handle(
       accountStream(organizationId),
-      { type: 'RecordBillingEvent', organizationId, eventId: input.eventId, billingType: input.type, invoiceId: canonical.invoiceId, occurredAt: canonical.occurredAt, bodyHash: sha256Hex(JSON.stringify(canonical)) },
+      // occurredAt in RFC 3339 form for the decider (`+02`, `t`/`z` are valid ISO 8601 that Date.parse
+      // cannot read); the body hash stays over what was sent, so earlier retries still match.
+      { type: 'RecordBillingEvent', organizationId, eventId: input.eventId, billingType: input.type, invoiceId: canonical.invoiceId, occurredAt: canonical.occurredAt === null ? null : toRfc3339(canonical.occurredAt), bodyHash: sha256Hex(JSON.stringify(canonical)) },
       { actor: `staff:${by}`, organizationId },
     );
     await this.applied(r.position);

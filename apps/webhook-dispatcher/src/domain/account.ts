@@ -54,7 +54,12 @@ export interface AccountState {
  * When a billing notice happened: its own occurredAt, else when the service received it; never
  * later than its receipt (a notice dated in the future would otherwise make every real one stale).
  */
-const happenedAt = (occurredAt: string | null, receivedAt: string): number => Math.min(Date.parse(occurredAt ?? receivedAt), Date.parse(receivedAt));
+const happenedAt = (occurredAt: string | null, receivedAt: string): number => {
+  const received = Date.parse(receivedAt);
+  const occurred = occurredAt === null ? NaN : Date.parse(occurredAt);
+  // An unreadable occurredAt (the command carries RFC 3339; older events as sent) counts as its receipt.
+  return Number.isFinite(occurred) ? Math.min(occurred, received) : received;
+};
 
 function subscriptionChange(status: SubscriptionStatus, type: BillingEventType): SubscriptionUpdatedData | null {
   switch (type) {
