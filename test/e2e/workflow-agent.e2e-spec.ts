@@ -253,13 +253,21 @@ describe('destinations in production mode (e2e)', () => {
     await oidc.stop();
   });
 
-  it('refuses loopback addresses at connect time (no request reaches them)', async () => {
-    const { t, workflow } = await setUp(app, dest, 'x');
-    const r = await app.api.post(`${t.env}/conversation-workflows/versions/${workflow.draftVersionId}/test`, { expectedRevision: 1, opening: 'return my order', replies: ['B-1'], patientId: 'x' }, t.staff);
-    expect(r.status).toBe(201);
-    expect(r.body.passed).toBe(false);
-    const lookup = r.body.steps.find((s: { stepId: string; response?: unknown }) => s.stepId === 'lookup' && s.response);
-    expect(lookup.response).toEqual({ status: null, error: 'refused_address' });
+  it('refuses at creation a Destination that is not https or not public, in every spelling of a private address (400 naming baseUrl); nothing is stored', async () => {
+    const t = await app.tenant();
+    const port = new URL(dest.baseUrl).port;
+    const cases: [string, string][] = [
+      [dest.baseUrl, 'must be an https URL'],
+      ...['127.0.0.1', '127.1', '0x7f000001', '2130706433', '[::1]', '[::ffff:127.0.0.1]', '[::ffff:7f00:1]', '[0:0:0:0:0:ffff:127.0.0.1]', '[::ffff:a9fe:a9fe]', '169.254.169.254', '10.0.0.1', '192.168.1.1', '[fd00::1]', '0.0.0.0', 'localhost', 'shop.localhost'].map(
+        (host): [string, string] => [`https://${host}:${port}/api`, 'must not point to a loopback, private or link-local address'],
+      ),
+      ['https://user:pw@shop.example/api', 'must not contain a user name or password'],
+    ];
+    for (const [baseUrl, message] of cases) {
+      const r = await app.api.post(`${t.env}/destinations`, { stableKey: 'shop', name: 'Shop', baseUrl }, t.staff);
+      expect({ baseUrl, status: r.status, code: r.body.code, details: r.body.details }).toEqual({ baseUrl, status: 400, code: 'VALIDATION_FAILED', details: [{ path: 'baseUrl', message }] });
+    }
+    expect((await app.api.get(`${t.env}/destinations`, t.staff)).body.destinations).toEqual([]);
     expect(dest.seen).toHaveLength(0);
   });
 });

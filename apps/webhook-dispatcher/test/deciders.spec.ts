@@ -3,7 +3,7 @@ import { accountDecider, AccountEvent } from '../src/domain/account';
 import { ATTEMPT_LEASE_MS, deliveryDecider, DeliveryEvent, MAX_ATTEMPTS, RETRY_DELAYS_MS } from '../src/domain/delivery';
 import { endpointDecider } from '../src/domain/endpoint';
 import { periodStartOf, usageDecider, UsageEvent } from '../src/domain/usage';
-import { isBlockedAddress, urlSyntaxProblem, addressProblem } from '../src/application/url-policy';
+import { isBlockedAddress, urlSyntaxProblem, addressProblem } from '@svc/security';
 import { stableUuid } from '../src/application/ids';
 import { drawJitter } from '../src/application/webhooks.service';
 

@@ -2,7 +2,7 @@ import { createServer, IncomingMessage, Server } from 'node:http';
 import { AddressInfo, LookupFunction } from 'node:net';
 import { LookupAddress } from 'node:dns';
 import { verifyWebhook } from '../../../libs/security/src/webhooks';
-import { guardedLookup, isBlockedAddress } from '../src/application/url-policy';
+import { guardedLookup, isBlockedAddress } from '@svc/security';
 import { DELIVERY_TIMEOUT_MS, MAX_SOCKETS_PER_ORIGIN, sendWebhook } from '../src/application/sender';
 import { ATTEMPT_LEASE_MS } from '../src/domain/delivery';
 import { RecordingServer } from './receiver';

@@ -86,3 +86,35 @@ describe('callDestination: redirects and the 5 second cap', () => {
     expect(took).toBeLessThan(6900);
   }, 15_000);
 });
+
+/**
+ * Production: a Destination stored with a loopback address (before creation was checked, or one
+ * whose name now resolves there) is refused at connect time, in every spelling (the shared
+ * url-policy of @svc/security; the old check missed the hex form the URL parser writes for
+ * [::ffff:127.0.0.1]).
+ */
+describe('callDestination in production refuses non-public addresses at connect time', () => {
+  let server: Server;
+  let port: number;
+  let hits = 0;
+  beforeAll(async () => {
+    server = createServer((_req, res) => {
+      hits++;
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"secret":"internal"}');
+    });
+    await new Promise<void>((r) => server.listen(0, '::', () => r()));
+    port = (server.address() as { port: number }).port;
+  });
+  afterAll(() => new Promise<void>((r) => server.close(() => r())));
+
+  it.each(['127.0.0.1', '127.1', '[::1]', '[::ffff:127.0.0.1]', '[::ffff:7f00:1]', '[0:0:0:0:0:ffff:127.0.0.1]', 'localhost', '0x7f000001'])('%s', async (host) => {
+    const outcome = await callDestination({ baseUrl: `http://${host}:${port}/api`, path: '/orders', method: 'GET', body: undefined, headers: {}, secret: 's', nowS: 1, timeoutMs: 2000, production: true });
+    expect(outcome).toMatchObject({ kind: 'failed', reason: 'refused_address' });
+    expect(hits).toBe(0);
+  });
+
+  it('the same address outside production is reached (the check is production-only)', async () => {
+    await expect(callDestination({ baseUrl: `http://[::ffff:127.0.0.1]:${port}/api`, path: '/orders', method: 'GET', body: undefined, headers: {}, secret: 's', nowS: 1, timeoutMs: 2000, production: false })).resolves.toMatchObject({ kind: 'response', status: 200 });
+    expect(hits).toBe(1);
+  });
+});

@@ -4,7 +4,8 @@ import { Definition, validateDefinition } from '../src/domain/definition';
 import { advance, buildRequest, getPath, giveCallResult, giveInput, startRun } from '../src/domain/engine';
 import { ordersToShow, parseOrdersResponse } from '../src/domain/orders';
 import { KEY_CLAIM_GRACE_MS, WorkflowEvent, workflowDecider, workflowKeyDecider } from '../src/domain/workflow';
-import { isBlockedAddress, signature, targetUrl } from '../src/application/destination-client';
+import { isBlockedAddress } from '@svc/security';
+import { signature, targetUrl } from '../src/application/destination-client';
 import { orderStatusTemplate } from '../src/domain/templates';
 import { RunEvent, TURN_TAKEOVER_MS, runDecider } from '../src/domain/run';
 
@@ -250,7 +251,7 @@ describe('agent heuristics', () => {
 
 describe('destination client helpers', () => {
   it('blocks loopback, link-local and private addresses', () => {
-    for (const a of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '0.0.0.0', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '100.64.0.1']) expect(isBlockedAddress(a)).toBe(true);
+    for (const a of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '0.0.0.0', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '0:0:0:0:0:ffff:127.0.0.1', '::ffff:a9fe:a9fe', '100.64.0.1']) expect(isBlockedAddress(a)).toBe(true);
     for (const a of ['93.184.216.34', '2606:4700::1111']) expect(isBlockedAddress(a)).toBe(false);
   });
   it('joins the base path and signs the path actually sent', () => {

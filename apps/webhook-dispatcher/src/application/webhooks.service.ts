@@ -6,14 +6,13 @@ import { ApiError, TenantDirectory, getLogger } from '@svc/http';
 import { IntegrationMessage } from '@svc/messaging';
 import { CONFIG, PROJECTIONS, ServiceConfig } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore, TimerScheduler } from '@svc/read-store';
-import { KEYRING, Keyring, randomToken } from '@svc/security';
+import { KEYRING, Keyring, addressProblem, randomToken, urlProblemMessage, urlSyntaxProblem } from '@svc/security';
 import { isAccountEvent, isCaseEvent } from '../domain/catalog';
 import { DeliveryCommand, DeliveryEvent, DeliveryState, deliveryDecider, deliveryStream } from '../domain/delivery';
 import { EndpointCommand, EndpointEvent, EndpointState, endpointDecider, endpointStream } from '../domain/endpoint';
 import { Collections, DISPATCHER_PROJECTION, DeliveryDoc, DeliveryTimer, EndpointDoc, TIMER_PARTITION } from '../adapters/projections/dispatcher.projection';
 import { stableUuid } from './ids';
 import { WebhookSender } from './webhook-sender';
-import { addressProblem, urlSyntaxProblem } from './url-policy';
 
 export interface StaffActor {
   sub: string;
@@ -203,7 +202,7 @@ export class WebhooksService implements OnModuleDestroy {
   async createEndpoint(organizationId: string, environmentId: string, input: { url: string; events: string[]; description?: string }, actor: StaffActor) {
     const syntax = urlSyntaxProblem(input.url, this.config.production);
     const problem = syntax ?? (await addressProblem(input.url, this.config.production));
-    if (problem) throw ApiError.validation([{ path: 'url', message: urlMessage(problem) }]);
+    if (problem) throw ApiError.validation([{ path: 'url', message: urlProblemMessage(problem) }]);
     const endpointId = randomUUID();
     const secret = `whsec_${randomToken(32)}`;
     const events = [...new Set(input.events)];
@@ -477,21 +476,6 @@ export class WebhooksService implements OnModuleDestroy {
 /** The jitter of the next pause: uniform in [0, 1) (the decider scales it to at most +20%). */
 export function drawJitter(): number {
   return Math.random();
-}
-
-function urlMessage(problem: string): string {
-  switch (problem) {
-    case 'https_required':
-      return 'must be an https URL';
-    case 'credentials_in_url':
-      return 'must not contain a user name or password';
-    case 'address_refused':
-      return 'must not point to a loopback, private or link-local address';
-    case 'unresolvable':
-      return 'host name does not resolve';
-    default:
-      return 'must be an http(s) URL';
-  }
 }
 
 /** The webhook `data` of an account event (the stored event carries the organization too). */

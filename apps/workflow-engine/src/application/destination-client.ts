@@ -1,34 +1,10 @@
-import { LookupFunction, isIP } from 'node:net';
-import { lookup as dnsLookup } from 'node:dns';
+import { isIP } from 'node:net';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { hmacHex } from '@svc/security';
+import { guardedLookup, hmacHex, isBlockedAddress } from '@svc/security';
 
-/** Loopback, link-local, private, unspecified, CGNAT, multicast and reserved addresses. */
-export function isBlockedAddress(address: string): boolean {
-  let a = address.toLowerCase();
-  if (a.startsWith('::ffff:') && isIP(a.slice(7)) === 4) a = a.slice(7);
-  if (isIP(a) === 4) {
-    const [p, q] = a.split('.').map(Number);
-    return (
-      p === 0 || p === 10 || p === 127 || (p === 169 && q === 254) || (p === 172 && q >= 16 && q <= 31) || (p === 192 && q === 168) || (p === 100 && q >= 64 && q <= 127) || p >= 224
-    );
-  }
-  if (isIP(a) === 6) {
-    return a === '::' || a === '::1' || /^f[cd]/.test(a) || /^fe[89ab]/.test(a) || a.startsWith('ff');
-  }
-  return true;
-}
-
-/** DNS resolution whose answer is checked at connect time (no rebinding between check and use). */
-const guardedLookup: LookupFunction = (hostname, options, callback) => {
-  dnsLookup(hostname, { ...options, all: false }, (err, address, family) => {
-    if (err) return callback(err, '', 0);
-    const addr = address as unknown as string;
-    if (isBlockedAddress(addr)) return callback(Object.assign(new Error('address not allowed'), { code: 'ESVCBLOCKED' }), '', 0);
-    callback(null, addr, family as number);
-  });
-};
+/** Production calls resolve through the shared guard: every address of the answer is checked at connect time. */
+const productionLookup = guardedLookup();
 
 export interface SignedCall {
   baseUrl: string;
@@ -112,7 +88,7 @@ function attempt(c: SignedCall): Promise<CallOutcome> {
         resolve(o);
       }
     };
-    const req = requester(url, { method: c.method, headers, ...(c.production ? { lookup: guardedLookup } : {}) }, (res) => {
+    const req = requester(url, { method: c.method, headers, ...(c.production ? { lookup: productionLookup } : {}) }, (res) => {
       const chunks: Buffer[] = [];
       let size = 0;
       res.on('data', (ch: Buffer) => {

@@ -1,4 +1,6 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, Patch, Post, Put, UseGuards } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Patch, Post, Put, UseGuards } from '@nestjs/common';
+import { CONFIG, ServiceConfig } from '@svc/platform';
+import { addressProblem, urlProblemMessage, urlSyntaxProblem } from '@svc/security';
 import { ApiError, RequiresPermission, Staff, StaffContext, StaffGuard } from '@svc/http';
 import { RunnerService } from '../../application/runner.service';
 import { Scope, WorkflowsService } from '../../application/workflows.service';
@@ -128,22 +130,21 @@ export function validHeader(name: string, value: unknown): boolean {
 @UseGuards(StaffGuard)
 @RequiresPermission('integrations.manage')
 export class DestinationsController {
-  constructor(private readonly workflows: WorkflowsService) {}
+  constructor(
+    private readonly workflows: WorkflowsService,
+    @Inject(CONFIG) private readonly config: ServiceConfig,
+  ) {}
 
   @Post()
-  create(@Body() body: CreateDestinationDto, @Staff() staff: StaffContext) {
+  async create(@Body() body: CreateDestinationDto, @Staff() staff: StaffContext) {
     const headers = body.headers ?? {};
     const bad = Object.entries(headers).filter(([k, v]) => !validHeader(k, v));
     if (bad.length || Object.keys(headers).length > 20) throw ApiError.validation(bad.map(([k]) => ({ path: `headers.${k}`, message: 'must be an HTTP token header name (not x-svc-*) with a string value of up to 4000 characters, no CR, LF or other control characters, Latin-1 only' })).concat(Object.keys(headers).length > 20 ? [{ path: 'headers', message: 'at most 20 headers' }] : []));
-    let url: URL;
-    try {
-      url = new URL(body.baseUrl);
-    } catch {
-      throw ApiError.validation([{ path: 'baseUrl', message: 'must be an http(s) URL' }]);
-    }
-    // fetch refuses a URL with credentials, so every call would fail; and the URL is shown back in
-    // lists and test transcripts, where a secret must never be. Credentials go in `headers`.
-    if (url.username || url.password) throw ApiError.validation([{ path: 'baseUrl', message: 'must not hold credentials (user:password@): put them in headers' }]);
+    // The rules of webhook endpoint URLs (one policy, @svc/security): http(s) without user info
+    // (the URL is shown back in lists and test transcripts: credentials go in `headers`); in
+    // production https only, to a public address (checked again on every call, at connect time).
+    const problem = urlSyntaxProblem(body.baseUrl, this.config.production) ?? (await addressProblem(body.baseUrl, this.config.production));
+    if (problem) throw ApiError.validation([{ path: 'baseUrl', message: urlProblemMessage(problem) }]);
     return this.workflows.createDestination(scope(staff), body, actor(staff));
   }
 

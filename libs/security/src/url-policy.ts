@@ -3,7 +3,7 @@ import { lookup } from 'node:dns/promises';
 import { BlockList, LookupFunction, isIP } from 'node:net';
 
 /**
- * Addresses a production webhook may not reach: loopback, private, link-local, CGNAT, multicast,
+ * Addresses a production webhook or Destination call may not reach: loopback, private, link-local, CGNAT, multicast,
  * unspecified, and the IPv6 prefixes that embed an IPv4 address a gateway would reach for us
  * (NAT64 64:ff9b::/96, 6to4 2002::/16: refused whole, whatever they embed).
  */
@@ -103,4 +103,20 @@ export function guardedLookup(resolve: Resolver = systemResolver): LookupFunctio
       callback(null, addresses[0].address, addresses[0].family);
     });
   }) as LookupFunction;
+}
+
+/** The 400 detail message of a URL problem (webhook endpoint `url`, Destination `baseUrl`). */
+export function urlProblemMessage(problem: UrlProblem): string {
+  switch (problem) {
+    case 'https_required':
+      return 'must be an https URL';
+    case 'credentials_in_url':
+      return 'must not contain a user name or password';
+    case 'address_refused':
+      return 'must not point to a loopback, private or link-local address';
+    case 'unresolvable':
+      return 'host name does not resolve';
+    default:
+      return 'must be an http(s) URL';
+  }
 }
