@@ -309,6 +309,35 @@ describe('conversation workflows (e2e, real HTTP)', () => {
     ]);
   });
 
+  it("a patient's answer of '.' or '..' cannot move a call to another path of the Destination: the call is refused, nothing is sent", async () => {
+    const d = await app.api.post(`${t.env}/destinations`, { stableKey: 'records_system', name: 'Records', baseUrl: `${dest.baseUrl}/clinic/api` }, t.staff);
+    expect(d.status).toBe(201);
+    const def = {
+      category: 'support',
+      description: 'Record status',
+      triggerPhrases: ['record status'],
+      steps: [
+        { id: 'q', type: 'ask', variable: 'ref', prompt: 'Which record?', format: 'text' },
+        { id: 'look', type: 'call_api', destinationStableKey: 'records_system', method: 'GET', path: '/records/{{ref}}/status?ref={{ref}}', ownership: { patientIdPath: 'patientId' }, save: [], notFoundReply: 'Not found.', errorReply: 'Sorry, I could not look that up.' },
+        { id: 'done', type: 'reply', message: 'Done.' },
+      ],
+    };
+    const c = await app.api.post(P, { stableKey: 'record_status', name: 'Record status', definition: def }, t.staff);
+    expect(c.status).toBe(201);
+    for (const answer of ['..', '.']) {
+      const before = dest.seen.length;
+      const r = await app.api.post(`${P}/versions/${c.body.draftVersionId}/test`, { expectedRevision: 1, opening: 'record status', replies: [answer], patientId: PATIENT_EXT }, t.staff);
+      expect(r.status).toBe(201);
+      expect({ answer, seen: dest.seen.length - before, last: r.body.transcript.at(-1) }).toEqual({ answer, seen: 0, last: { from: 'agent', text: 'Sorry, I could not look that up.' } });
+    }
+    const before = dest.seen.length;
+    // Dots inside a value, and a typed percent-encoded dot, are values like any other: sent, escaped, in place.
+    for (const answer of ['a.b..c', '%2e%2e']) {
+      expect((await app.api.post(`${P}/versions/${c.body.draftVersionId}/test`, { expectedRevision: 1, opening: 'record status', replies: [answer], patientId: PATIENT_EXT }, t.staff)).status).toBe(201);
+    }
+    expect(dest.seen.slice(before).map((x) => x.url)).toEqual(['/clinic/api/records/a.b..c/status?ref=a.b..c', '/clinic/api/records/%252e%252e/status?ref=%252e%252e']);
+  });
+
   it('refuses invalid definitions with details naming each step and rule', async () => {
     const r = await app.api.post(
       P,

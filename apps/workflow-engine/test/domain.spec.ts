@@ -255,6 +255,8 @@ describe('destination client helpers', () => {
     for (const a of ['93.184.216.34', '2606:4700::1111']) expect(isBlockedAddress(a)).toBe(false);
   });
   it('joins the base path and signs the path actually sent', () => {
+    for (const path of ['/orders/../cancel', '/orders/./x', '/%2e%2e/admin', '/a/%2E.', '..']) expect(() => targetUrl('https://shop.example/api', path)).toThrow('dot segment');
+    expect(targetUrl('https://shop.example/api', '/orders/a..b/x?q=..').pathname).toBe('/api/orders/a..b/x');
     const u = targetUrl('https://shop.example/api/?k=1', '/orders/lookup?x=2');
     expect(`${u.pathname}${u.search}`).toBe('/api/orders/lookup?k=1&x=2');
     expect(signature('s', 1700000000, 'POST', '/a', '{}')).toMatch(/^v1=[a-f0-9]{64}$/);

@@ -23,12 +23,21 @@ export type CallOutcome =
   | { kind: 'response'; status: number; body: unknown; pathAndQuery: string }
   | { kind: 'failed'; reason: 'timeout' | 'network' | 'refused_address' | 'invalid_response' | 'invalid_request'; pathAndQuery: string };
 
-/** The URL actually requested: the destination's address (with its own path) plus the step's path. */
+/** A `.` or `..` path segment, plain or percent-encoded (the URL parser resolves `%2e%2e` too). */
+const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i;
+
+/**
+ * The URL actually requested: the destination's address (with its own path) plus the step's path.
+ * A dot segment in the step's path (a substituted value of `.` or `..`: encodeURIComponent keeps
+ * dots) would be resolved away by the URL parser and send the signed call to another resource,
+ * or out of the Destination's base path: refused (the call fails, nothing is sent).
+ */
 export function targetUrl(baseUrl: string, path: string): URL {
   const base = new URL(baseUrl);
   const basePath = base.pathname.replace(/\/+$/, '');
   const [p, q] = path.split(/\?(.*)/s, 2);
   const stepPath = p ? (p.startsWith('/') ? p : `/${p}`) : '';
+  if (stepPath.split('/').some((segment) => DOT_SEGMENT.test(segment))) throw new Error('dot segment in the path');
   const url = new URL(base.origin);
   url.pathname = `${basePath}${stepPath}` || '/';
   url.search = [base.search.replace(/^\?/, ''), q ?? ''].filter(Boolean).join('&');
