@@ -112,6 +112,8 @@ class ProjectionWorker {
   /** stop() was called: a rebuild in progress must not subscribe again. */
   private closed = false;
   private rebuilding: Promise<void> | null = null;
+  /** Rebuilds begun: a loss check that read the store before one began must not start another. */
+  private rebuilds = 0;
   private lossTimer: NodeJS.Timeout | null = null;
   private cancelSleep: (() => void) | null = null;
   readonly waiters = new Set<Waiter>();
@@ -132,11 +134,17 @@ class ProjectionWorker {
 
   async start(): Promise<void> {
     this.closed = false;
+    await this.open();
+  }
+
+  /** Starts following the log from the stored checkpoint (start, and a rebuild after a loss). */
+  private async open(): Promise<void> {
     this.stopping = false;
     this.batch = new Map();
     this.recent.clear();
     this.batchEvents = 0;
     const checkpoint = await this.store.getCheckpoint(this.name);
+    if (this.closed) return; // stopped meanwhile (during a rebuild): no subscription
     this.stored = this.seen = this.batchPosition = checkpoint;
     this.advance(checkpoint);
     // No server-side stream filter: every event reaches the worker, so events of other streams
@@ -167,12 +175,14 @@ class ProjectionWorker {
     this.lossTimer = setTimeout(() => {
       this.lossTimer = null;
       void (async () => {
-        if (this.stopping) return;
-        try {
-          const stored = this.stored;
-          if (stored > 0 && (await this.store.getCheckpoint(this.name)) === 0 && !this.stopping) this.lost();
-        } catch (err) {
-          this.logger.warn({ projection: this.name, error: errorName(err) }, 'projection checkpoint check failed');
+        // While stopping (a rebuild under way) nothing is checked, but the checks go on.
+        if (!this.stopping) {
+          try {
+            const [stored, rebuilds] = [this.stored, this.rebuilds];
+            if (stored > 0 && (await this.store.getCheckpoint(this.name)) === 0 && !this.stopping && rebuilds === this.rebuilds) this.lost();
+          } catch (err) {
+            this.logger.warn({ projection: this.name, error: errorName(err) }, 'projection checkpoint check failed');
+          }
         }
         this.scheduleLossCheck();
       })();
@@ -189,6 +199,7 @@ class ProjectionWorker {
    */
   private lost(): void {
     if (this.rebuilding || this.closed) return;
+    this.rebuilds++;
     this.stopping = true;
     this.cancelSleep?.();
     this.logger.warn({ projection: this.name, position: this.stored }, 'read model lost by the store; rebuilding it from the start of the log');
@@ -199,14 +210,23 @@ class ProjectionWorker {
       this.subscription = null;
       if (sub) await sub.close().catch(() => undefined);
       await this.chain;
-      if (this.closed) return;
       this.visible = 0;
-      await this.start();
-    })()
-      .catch((err) => this.logger.warn({ projection: this.name, error: errorName(err) }, 'projection rebuild failed to start'))
-      .finally(() => {
-        this.rebuilding = null;
-      });
+      // A store that just lost its content may still be coming back: start again until it works.
+      let delay = this.options.retryDelayMs ?? 100;
+      while (!this.closed) {
+        try {
+          await this.open();
+          return;
+        } catch (err) {
+          this.stopping = true;
+          this.logger.warn({ projection: this.name, error: errorName(err) }, 'projection rebuild failed to start; retrying');
+          await new Promise((r) => setTimeout(r, delay));
+          delay = Math.min(delay * 2, this.options.maxRetryDelayMs ?? 5000);
+        }
+      }
+    })().finally(() => {
+      this.rebuilding = null;
+    });
   }
 
   private serialize(fn: () => Promise<void>): Promise<void> {

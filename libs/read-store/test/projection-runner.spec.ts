@@ -521,6 +521,30 @@ describe('ProjectionRunner on Redis that loses its content', () => {
     await runner.waitFor(['counter'], r1.position);
   });
 
+  it('keeps trying to start the rebuild while the store is still failing (Redis coming back), then rebuilds', async () => {
+    await start(60_000); // only the rebuild reads the checkpoint here
+    const r1 = await events.append('case-1', [ev('A'), ev('B')], 'no_stream');
+    await runner.waitFor(['counter'], r1.position);
+    await new Promise((r) => setTimeout(r, 150));
+    // The store answers its next three checkpoint reads with an error (fault injection on the real store).
+    const real = store.getCheckpoint.bind(store);
+    let failures = 0;
+    store.getCheckpoint = async (name: string) => {
+      if (failures < 3 && (await real(name)) === 0) {
+        failures++;
+        throw new Error('connection lost');
+      }
+      return real(name);
+    };
+    await wipe();
+    const r2 = await events.append('case-2', [ev('A')], 'no_stream');
+    await runner.waitFor(['counter'], r2.position, 10_000);
+    expect(failures).toBe(3);
+    expect(logs.filter((l) => l.msg === 'projection rebuild failed to start; retrying')).toHaveLength(3);
+    expect(await store.get<Counter>('counters', 'case-1')).toEqual({ count: 2, positions: [1, 2] });
+    expect(logs.filter((l) => l.msg === 'read model lost by the store; rebuilding it from the start of the log')).toHaveLength(1);
+  });
+
   it('caughtUp waits until every projection has reached the position', async () => {
     const r1 = await events.append('case-1', Array.from({ length: 50 }, () => ev('A')), 'no_stream');
     await start(60_000);
