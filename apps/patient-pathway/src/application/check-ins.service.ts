@@ -22,6 +22,9 @@ const USAGE_TIMEOUT_MS = 1000;
 const CASE_TIMEOUT_MS = 5000;
 
 /** Check-in scheduling, dispatch (email), the patient-side flow and opening cases. */
+/** How long a staff "send now" waits for its email before answering anyway (the send is recorded either way). */
+const SEND_NOW_WAIT_MS = 5000;
+
 @Injectable()
 export class CheckInsService {
   readonly checkIns: CommandHandler<Parameters<typeof checkInDecider.decide>[0], Parameters<typeof checkInDecider.evolve>[1], CheckInState>;
@@ -106,10 +109,21 @@ export class CheckInsService {
     // itself, so that when the 201 is sent the email is out and the check-in's link works. Of this
     // and a timer tick, the claim in the check-in stream lets one mail. If it fails here, the send
     // is recorded all the same and the timer retries it: still 201.
-    try {
+    // Bounded (SEND_NOW_WAIT_MS): a slow mail server must not hold the staff request for minutes;
+    // past it the answer goes and the send finishes behind it. If a timer tick won the claim, this
+    // waits (within the same bound) for that tick's send to be recorded.
+    const until = Date.now() + SEND_NOW_WAIT_MS;
+    const sent = async (): Promise<void> => {
       await this.dispatch({ id: checkInId, dueAt: this.clock.now().toISOString(), patientId });
+      while (Date.now() < until && !(await this.checkIns.load(checkInStream(checkInId))).state.sent) await new Promise((r) => setTimeout(r, 20));
+    };
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([sent(), new Promise<void>((resolve) => (timer = setTimeout(resolve, SEND_NOW_WAIT_MS)))]);
     } catch (err) {
       this.log.warn({ checkInId, error: (err as Error)?.name }, 'check-in dispatch failed; the dispatch timer retries it');
+    } finally {
+      clearTimeout(timer);
     }
     return { checkInId };
   }

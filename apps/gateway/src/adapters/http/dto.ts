@@ -6,7 +6,7 @@ export class CreateOrganizationDto {
 }
 
 export class AddMemberDto {
-  @IsString() @Length(1, 200) sub!: string;
+  @IsString() @Length(1, 255) sub!: string;
   @IsEmail() @MaxLength(254) email!: string;
   @IsIn(['admin', 'member']) role!: 'admin' | 'member';
 }
@@ -25,7 +25,7 @@ export class RotateSecretDto {
 }
 
 export class StaffTokenDto {
-  @IsString() @Length(1, 200) sub!: string;
+  @IsString() @Length(1, 255) sub!: string;
   @IsEmail() @MaxLength(254) email!: string;
   @IfPresent() @IsArray() @IsString({ each: true }) @MaxLength(100, { each: true }) permissions?: string[];
   @IfPresent() @IsBoolean() mfa?: boolean;
