@@ -1,3 +1,6 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Keyring } from '@svc/security';
 import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -476,6 +479,11 @@ describe('patient pathway (e2e, real HTTP)', () => {
     const { checkInId, token } = link(outbox.body.emails[0].text);
     expect(checkInId).toBe(now.body.checkInId);
     expect((await api.get(`/widget/v1/check-ins/${checkInId}?token=${token}`)).status).toBe(200);
+    // The token is not a keyed hash of the kind stream names hold (external IDs): no external ID
+    // an API key holder chooses can make it appear in the data dir.
+    const keyring = new Keyring(Buffer.from(readFileSync(join(app.dataDir, 'master.key'), 'utf8').trim(), 'base64'));
+    expect(token).not.toBe(keyring.keyedHash(t.sandbox, `check-in-token:${checkInId}`));
+    expect(token).toBe(keyring.purposeHash('check-in-token', t.sandbox, checkInId));
     await new Promise((r) => setTimeout(r, 700)); // a dispatch timer tick later: still one email
     expect(await waitForEmails(api, email, 1)).toHaveLength(1);
 

@@ -112,6 +112,15 @@ export class Keyring {
   keyedHash(environmentId: string, value: string): string {
     return hmacHex(this.hashKey(environmentId), value);
   }
+
+  /**
+   * HMAC-SHA256 of `value` under a key of its own for `purpose` in one environment. Never the
+   * external-ID key: keyed hashes of external IDs sit in stream names, so a value derived with
+   * that key (a check-in token) could be read off a stream name by choosing the external ID.
+   */
+  purposeHash(purpose: string, environmentId: string, value: string): string {
+    return hmacHex(this.derive(`hash:${purpose}`, environmentId), value);
+  }
 }
 
 export const KEYRING = Symbol('KEYRING');

@@ -43,8 +43,17 @@ export class CheckInsService {
     this.checkIns = new CommandHandler(store, checkInDecider, () => clock.now(), { maxRetries: 50 });
   }
 
-  /** The single-use token of a check-in: derived with the environment's key (only its hash is stored). */
+  /**
+   * The single-use token of a check-in, derived with a key of its own (only its hash is stored).
+   * Until the sixth session it was the external-ID keyed hash of `check-in-token:<id>`, which an
+   * API key holder could have made appear in a stream name by enrolling that external ID.
+   */
   token(environmentId: string, checkInId: string): string {
+    return this.keyring.purposeHash('check-in-token', environmentId, checkInId);
+  }
+
+  /** The earlier derivation: only to re-send the link of a check-in issued with it. */
+  private legacyToken(environmentId: string, checkInId: string): string {
     return this.keyring.keyedHash(environmentId, `check-in-token:${checkInId}`);
   }
 
@@ -142,8 +151,8 @@ export class CheckInsService {
     const { state: protocolState } = await this.pathway.protocols.load(protocolStream(sent.protocolId));
     const protocol = protocolState.protocol;
     if (!protocol) throw new Error('protocol of a check-in is missing');
-    const token = this.token(sent.environmentId, sent.checkInId);
-    await this.checkIns.handle(
+    const fresh = this.token(sent.environmentId, sent.checkInId);
+    const issued = await this.checkIns.handle(
       checkInStream(sent.checkInId),
       {
         type: 'IssueCheckIn',
@@ -154,10 +163,13 @@ export class CheckInsService {
         protocolId: sent.protocolId,
         questions: protocol.questions,
         redFlags: protocol.redFlags,
-        tokenHash: sha256Hex(token),
+        tokenHash: sha256Hex(fresh),
       },
       ctx,
     );
+    // A check-in issued before the derivation changed keeps its token (its hash is what is stored).
+    const legacy = this.legacyToken(sent.environmentId, sent.checkInId);
+    const token = issued.state.tokenHash === sha256Hex(legacy) ? legacy : fresh;
     // Claim the send in the check-in stream (expected revision): of two dispatchers (two ticks, two
     // replicas) only one mails. A crash after the claim and before check_in.sent means the email is
     // sent again once the claim's lease ends, with the same id (at least once, deduped by Message-ID).
