@@ -110,3 +110,29 @@ describe('CORS (e2e, real HTTP)', () => {
     expect(loadConfig({}).cors).toEqual({ widgetOrigins: '*', staffOrigins: [] });
   });
 });
+
+describe('security headers (e2e)', () => {
+  const app = new TestApp();
+  beforeAll(() => app.start());
+  afterAll(() => app.stop());
+
+  it('marks every answer no-store, nosniff and no-referrer: successes, errors and unknown routes', async () => {
+    const t = await app.tenant();
+    const answers = [
+      await app.api.get('/v1/ping', t.apiKey),
+      await app.api.get(`/organizations/${t.orgId}`, t.staff),
+      await app.api.post(`${t.env}/api-keys`, { name: 'shown once' }, t.staff),
+      await app.api.get('/v1/ping'),
+      await app.api.get('/no/such/route'),
+      await app.api.request('POST', '/widget/v1/sessions', { rawBody: '{"environmentId":', headers: { 'content-type': 'application/json' } }),
+    ];
+    for (const r of answers) {
+      expect({ status: r.status, cache: r.headers.get('cache-control'), sniff: r.headers.get('x-content-type-options'), referrer: r.headers.get('referrer-policy') }).toEqual({
+        status: r.status,
+        cache: 'no-store',
+        sniff: 'nosniff',
+        referrer: 'no-referrer',
+      });
+    }
+  });
+});

@@ -84,6 +84,8 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   socket.destroy(err);
 }
 
+const SECURITY_HEADERS = { 'cache-control': 'no-store', 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer' } as const;
+
 /** Content codings that compress (RFC 9110 registry and common ones), alone or in a list. Others (empty, `identity`, a mislabelled `utf-8`) pass as before. */
 const COMPRESSED = /(^|,)\s*(gzip|x-gzip|deflate|br|compress|x-compress|zstd)\s*(,|$)/;
 
@@ -210,6 +212,13 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   // CORS by path (./cors.ts): the widget from its pages' origins, the staff API from the staff
   // app's, API-key routes never. A preflight anywhere else is 404 like any unknown route.
   fastify.addHook('onRequest', corsHook(config.cors));
+  // Every answer may carry PHI or a credential (cases, threads, check-in questions, secrets shown
+  // once): never stored by a browser or a shared cache, never sniffed as another type, and no
+  // Referer leaves a page opened from a check-in link (its token is in the URL).
+  fastify.addHook('onRequest', (_req, reply, done) => {
+    reply.headers(SECURITY_HEADERS);
+    done();
+  });
   // Uuids are case-insensitive: every uuid path id reaches the guards and handlers in lower case.
   fastify.addHook('preHandler', (req, _reply, done) => {
     lowercaseUuidParams(req.params);
