@@ -23,9 +23,10 @@ const CANARY = {
   widget: 'CANARY-WIDGET-3b44 reply',
   patientNotes: 'CANARY-PATIENTNOTES-e1d7',
   errorCode: 'CANARY-ERRCODE-77aa',
+  rule: 'CANARY-RULE-5c1e',
 };
 /** Clinical text that must not be in clear anywhere under the data dir either (decisions 12). */
-const AT_REST = [CANARY.request, CANARY.note, CANARY.provider, CANARY.inbound, CANARY.widget, CANARY.patientNotes, CANARY.fileName, CANARY.errorCode, CANARY.externalMessageId, CANARY.externalReference, CANARY.providerRef];
+const AT_REST = [CANARY.request, CANARY.note, CANARY.provider, CANARY.inbound, CANARY.widget, CANARY.patientNotes, CANARY.fileName, CANARY.errorCode, CANARY.externalMessageId, CANARY.externalReference, CANARY.providerRef, CANARY.rule];
 
 function filesUnder(dir: string): string[] {
   const out: string[] = [];
@@ -49,10 +50,12 @@ describe('log canary: case and conversation PHI never logged', () => {
     const opened = await app.api.post(`${t.env}/clinical-cases`, { patientId, request: CANARY.request }, t.staff);
     expect(opened.status).toBe(201);
     const caseId = opened.body.caseId as string;
-    await busRequest(app, Patterns.openClinicalCase, {
+    const concern = await busRequest(app, Patterns.openClinicalCase, {
       requestId: randomUUID(), organizationId: t.orgId, environmentId: t.sandbox, patientId, source: 'patient_concern', priority: 'routine',
-      patientNotes: CANARY.patientNotes, symptomScores: { note: CANARY.patientNotes }, matchedRules: [], stoppedEarly: false, actor: 'system',
+      patientNotes: CANARY.patientNotes, symptomScores: { note: CANARY.patientNotes }, matchedRules: [`phrase:${CANARY.rule}`], stoppedEarly: false, actor: 'system',
     });
+    // Matched rules are health information: encrypted at rest (checked below), shown to staff as matched.
+    expect((await app.api.get(`${t.env}/clinical-cases/${concern.caseId}`, t.staff)).body.matchedRules).toEqual([`phrase:${CANARY.rule}`]);
     const up = (sequence: number, status: string, extra = {}) => ({ updateId: randomUUID(), sequence, status, externalReference: CANARY.externalReference, ...extra });
     expect((await app.api.post(`/v1/clinical-cases/${caseId}/updates`, up(1, 'processed'), t.apiKey)).status).toBe(200);
     // refusals carrying canaries: 400, 409

@@ -413,11 +413,12 @@ export class CaseLedgerService {
     const doc = await this.doc(tenant.environmentId, caseId);
     const env = doc.environmentId;
     const scores = this.dec(env, doc.encSymptomScores);
+    const rules = this.dec(env, doc.encMatchedRules);
     return {
       ...this.listItem(doc),
       patientNotes: this.dec(env, doc.encPatientNotes),
       symptomScores: scores ? JSON.parse(scores) : {},
-      matchedRules: doc.matchedRules,
+      matchedRules: rules ? (JSON.parse(rules) as string[]) : [],
       stoppedEarly: doc.stoppedEarly,
       internalNote: this.dec(env, doc.encInternalNote),
       externalReference: this.dec(env, doc.encExternalReference),

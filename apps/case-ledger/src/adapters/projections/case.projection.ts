@@ -4,7 +4,11 @@ import { Keyring } from '@svc/security';
 import type { CasePriority, CaseSource } from '@svc/messaging';
 import { CASE_STREAM_PREFIX, CaseEvent, CaseStatus, ResolutionOutcome } from '../../domain/case';
 
-export const CASE_PROJECTION = 'case-ledger-cases';
+/**
+ * `-v2` (sixth session): matched rules are stored encrypted (`encMatchedRules`); the new name
+ * rebuilds every case document from the log, so none keeps them in clear.
+ */
+export const CASE_PROJECTION = 'case-ledger-cases-v2';
 export const CASES = 'case-ledger-cases';
 /** Durable follow-up of a provider message: email the patient that a message waits (one timer per message). */
 export const NOTIFY_TIMERS = 'case-ledger-notify';
@@ -45,7 +49,8 @@ export interface CaseDoc {
   encInternalNote: string | null;
   encPatientNotes: string | null;
   encSymptomScores: string | null;
-  matchedRules: string[];
+  /** JSON of the matched rules (`phrase:…`, `emergency_terms:self_harm`…): health information, so encrypted. */
+  encMatchedRules: string | null;
   stoppedEarly: boolean;
 }
 
@@ -84,7 +89,7 @@ export function caseProjection(keyring: Keyring): Projection {
           encInternalNote: enc(event.internalNote),
           encPatientNotes: null,
           encSymptomScores: null,
-          matchedRules: [],
+          encMatchedRules: null,
           stoppedEarly: false,
         });
         return;
@@ -100,7 +105,7 @@ export function caseProjection(keyring: Keyring): Projection {
             source: event.source,
             encPatientNotes: enc(event.patientNotes),
             encSymptomScores: enc(JSON.stringify(event.symptomScores ?? {})),
-            matchedRules: event.matchedRules,
+            encMatchedRules: enc(JSON.stringify(event.matchedRules ?? [])),
             stoppedEarly: event.stoppedEarly,
           });
           return;
