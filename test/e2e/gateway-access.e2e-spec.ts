@@ -291,3 +291,28 @@ describe('production mode', () => {
     expect(noMfa.body.code).toBe('MFA_REQUIRED');
   });
 });
+
+describe('a configured staff issuer outside production', () => {
+  const oidc = new OidcIssuer();
+  const app = new TestApp(undefined, {}, oidc); // NODE_ENV=test: dev tools on
+  beforeAll(async () => {
+    await oidc.start();
+    await app.start();
+  });
+  afterAll(async () => {
+    await app.stop();
+    await oidc.stop();
+  });
+
+  it('accepts only its tokens: a dev token minted for the same sub cannot sign in beside it', async () => {
+    const real = await oidc.token({ sub: 'staff-real' });
+    const org = await app.api.post('/organizations', { name: 'Real Clinic' }, real);
+    expect(org.status).toBe(201);
+    const dev = await app.api.post('/dev/staff-tokens', { sub: 'staff-real', email: 'staff-real@example.test' });
+    expect(dev.status).toBe(201);
+    const impersonation = await app.api.get(`/organizations/${org.body.id}`, dev.body.idToken);
+    expect(impersonation.status).toBe(401);
+    expect(impersonation.body.code).toBe('STAFF_AUTH_REQUIRED');
+    expect((await app.api.get(`/organizations/${org.body.id}`, real)).status).toBe(200);
+  });
+});

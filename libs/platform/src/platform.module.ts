@@ -107,7 +107,10 @@ export class PlatformModule {
           useFactory: (dev: DevIdentityProvider | null) => {
             const issuers: StaffIssuer[] = [];
             if (config.staffOidc) issuers.push(remoteIssuer(config.staffOidc.issuer, config.staffOidc.jwksUrl, config.staffOidc.audience));
-            if (dev) issuers.push({ issuer: DEV_ISSUER, audience: STAFF_AUDIENCE, key: dev.publicKey });
+            // The dev issuer only stands in for a real one (decisions 3: the configured issuers "or,
+            // in standalone, the dev issuer"): beside a real issuer, anyone could mint a dev token
+            // for a real staff member's `sub` (membership is keyed by `sub`).
+            if (dev && !config.staffOidc) issuers.push({ issuer: DEV_ISSUER, audience: STAFF_AUDIENCE, key: dev.publicKey });
             // Allowed (an API-only deployment needs no staff sign-in), but said once: every staff endpoint is then 401.
             if (issuers.length === 0) getLogger().warn({}, 'no staff ID-token issuer: set STAFF_OIDC_ISSUER; every staff endpoint answers 401 STAFF_AUTH_REQUIRED');
             return new StaffTokenVerifier(issuers, () => clock.now());
