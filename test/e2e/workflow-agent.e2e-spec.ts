@@ -235,6 +235,50 @@ describe('concurrent replies to one turn (e2e)', () => {
     const runs = await app.api.get(`${t.env}/conversation-workflows/${workflow.id}/runs`, t.staff);
     expect(runs.body.runs.map((r: { outcome: string }) => r.outcome)).toEqual(['handed_off', 'handed_off']);
   });
+
+  it('recognises a retried widget message by its Idempotency-Key: the first answer again, no second run, case or call; another message 409', async () => {
+    const { t, workflow } = await setUp(app, dest, OWNER);
+    const versionId = workflow.draftVersionId;
+    expect((await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/test`, { expectedRevision: 1, opening: 'return my order', replies: ['B-5', 'yes'], patientId: OWNER }, t.staff)).body.passed).toBe(true);
+    expect((await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
+    await app.enrolledPatient(t, { externalPatientId: OWNER }); // a care-team case needs a known patient
+    const session = await patientSession(app, t, OWNER);
+    const send = (message: string, key?: string) => app.api.request('POST', '/widget/v1/messages', { token: session, body: { message }, headers: key ? { 'idempotency-key': key } : {} });
+
+    // A workflow opening sent twice with one key: one run, the second answer is the first one again.
+    const k1 = randomUUID();
+    const first = await send('return my order', k1);
+    expect(first.status).toBe(201);
+    expect(first.body).toMatchObject({ replies: [{ type: 'text', text: 'Which order number?' }], duplicate: false });
+    const again = await send('return my order', k1.toUpperCase());
+    expect(again.status).toBe(201);
+    expect(again.body).toEqual({ ...first.body, duplicate: true });
+    const reused = await send('B-77', k1);
+    expect(reused.status).toBe(409);
+    expect(reused.body.code).toBe('IDEMPOTENCY_KEY_REUSED');
+    expect((await send('B-77', 'not-a-uuid')).body).toMatchObject({ code: 'VALIDATION_FAILED', details: [{ path: 'Idempotency-Key' }] });
+
+    // The run's next turn, five times at once with one key: one lookup call, one answer for all.
+    const callsBefore = dest.seen.length;
+    const k2 = randomUUID();
+    const burst = await Promise.all([0, 1, 2, 3, 4].map(() => send('B-77', k2)));
+    expect(burst.map((r) => r.status)).toEqual([201, 201, 201, 201, 201]);
+    expect(burst.map((r) => r.body.replies)).toEqual(burst.map(() => [{ type: 'text', text: 'Return order B-77?' }]));
+    expect(burst.filter((r) => !r.body.duplicate)).toHaveLength(1);
+    expect(dest.seen.length).toBe(callsBefore + 1);
+
+    // A health question retried with its key opens one case; without a key the contract's behaviour stays (a new turn each time).
+    const k3 = randomUUID();
+    const health = await send('I have a fever and a rash since I took the medication', k3);
+    expect(health.body).toMatchObject({ handedOff: true, caseReference: expect.stringMatching(/^CC-/), duplicate: false });
+    const healthAgain = await send('I have a fever and a rash since I took the medication', k3);
+    expect(healthAgain.body).toEqual({ ...health.body, duplicate: true });
+    const cases = await app.api.get(`${t.env}/clinical-cases`, t.staff);
+    expect(cases.body.clinicalCases.filter((c: { reference: string }) => c.reference === health.body.caseReference)).toHaveLength(1);
+    expect((await send('B-78')).body.duplicate).toBe(false);
+    const runs = await app.api.get(`${t.env}/conversation-workflows/${workflow.id}/runs`, t.staff);
+    expect(runs.body.runs).toHaveLength(1 + 1); // the readiness test's run and the patient's one
+  });
 });
 
 describe('destinations in production mode (e2e)', () => {

@@ -223,6 +223,19 @@ export function lowercaseUuidParams(params: unknown): void {
   }
 }
 
+/** A uuid (versions 1-8, RFC 9562 variant), any case: path ids, idempotency keys, bus ids. */
+export const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
+export const isUuid = (v: unknown): v is string => typeof v === 'string' && UUID_RE.test(v);
+
+/**
+ * The optional `Idempotency-Key` header of a widget call: absent, or one uuid (a repeated header
+ * arrives joined with a comma and is refused); anything else is 400 naming the header.
+ */
+export function idempotencyKeyHeader(value: string | undefined): string | undefined {
+  if (value !== undefined && !isUuid(value)) throw ApiError.validation([{ path: 'Idempotency-Key', message: 'The Idempotency-Key header must be a uuid' }]);
+  return value;
+}
+
 /**
  * An optional member: validated when present, refused when `null` (the contract types it, and a
  * request that breaks the operation's contract is 400 VALIDATION_FAILED, decisions section 11).

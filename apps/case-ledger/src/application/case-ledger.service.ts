@@ -4,7 +4,7 @@ import { lastValueFrom, timeout } from 'rxjs';
 import { v5 as uuidv5 } from 'uuid';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandContext, CommandHandler, DomainError, EVENT_STORE, EventStore, HandleResult } from '@svc/eventstore';
-import { ApiError, getLogger, toRfc3339 } from '@svc/http';
+import { ApiError, getLogger, isUuid, toRfc3339 } from '@svc/http';
 import {
   AnyClientProxy,
   AppendConversationMessageCommand,
@@ -24,7 +24,6 @@ import { CASES, CASE_PROJECTION, CaseDoc, NotifyTimerDoc } from '../adapters/pro
 import { CaseCommand, CaseEvent, CaseState, ResolutionOutcome, UpdateResult, UpdateStatus, caseDecider, caseStream, referenceFrom } from '../domain/case';
 import { emergencyKinds } from '@svc/clinical';
 import { bodyHash } from '@svc/security';
-import { isUuid } from './canonical';
 
 /** Namespace of case ids derived from (environmentId, requestId): first writer wins. */
 const CASE_ID_NAMESPACE = '8f0c3a8e-6a0e-4f53-9a53-4c6f1f1a2b10';

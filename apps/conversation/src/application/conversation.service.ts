@@ -3,7 +3,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { v5 as uuidv5 } from 'uuid';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
-import { ApiError, WidgetSessionContext } from '@svc/http';
+import { ApiError, WidgetSessionContext, isUuid } from '@svc/http';
 import { AppendConversationMessageCommand, AppendConversationMessageReply, CaseThreadCommand, IntegrationEventTypes, IntegrationMessage } from '@svc/messaging';
 import { PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
@@ -11,11 +11,9 @@ import { KEYRING, Keyring, bodyHash } from '@svc/security';
 import { CONVERSATION_PROJECTION, MESSAGES, MessageDoc, THREADS, ThreadDoc } from '../adapters/projections/conversation.projection';
 import { Attachment, ConversationCommand, ConversationEvent, ConversationState, DeliveryStatus, Sender, conversationDecider, conversationStream } from '../domain/conversation';
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
 /** Namespace of the requestIds derived from widget replies' idempotency keys (uuid v5). */
 const WIDGET_REPLY_NAMESPACE = '5b0f3c2e-8f7d-4d55-9a57-2f1f8e0c6a41';
 export const widgetReplyRequestId = (patientId: string, idempotencyKey: string) => uuidv5(`widget-reply:${patientId}:${idempotencyKey.toLowerCase()}`, WIDGET_REPLY_NAMESPACE);
-export const isUuid = (v: unknown): v is string => typeof v === 'string' && UUID_RE.test(v);
 
 const hashOf = bodyHash;
 

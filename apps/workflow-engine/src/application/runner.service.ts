@@ -15,6 +15,7 @@ import { EMERGENCY_ALERTED, EMERGENCY_GUIDANCE, GENERIC_REPLY, emergencyKinds, h
 import { Definition } from '../domain/definition';
 import { Advance, CallRequest, CallResult, Patient, Reply, RunContext, RunState, advance, giveCallResult, giveInput, startRun, switchedOff } from '../domain/engine';
 import { runDecider, runStream } from '../domain/run';
+import { widgetTurnDecider, widgetTurnStream } from '../domain/widget-turn';
 import { WorkflowState, workflowStream } from '../domain/workflow';
 import { WorkflowCollections } from '../adapters/projections/workflow.projection';
 import { callDestination } from './destination-client';
@@ -37,6 +38,10 @@ const HEALTH_REPLY = 'Thank you. I have passed your question to your care team; 
 const HEALTH_DIRECT_REPLY = "I couldn't pass your question to your care team from here; please contact your care team directly. If it feels urgent, call your local emergency number.";
 const HEALTH_ANON_REPLY = 'For questions about your health, please sign in so I can pass them to your care team, or contact your care team directly. If it feels urgent, call your local emergency number.';
 export const BUSY_REPLY = "I'm still working on your previous message; please wait a moment for my answer. / Todavía estoy atendiendo su mensaje anterior; espere un momento.";
+/** How long a claimed widget turn keeps a retry waiting (service clock); past it a retry answers it. */
+const TURN_LEASE_MS = 60_000;
+/** How long (real time) a retry waits for the first sender's answer before the busy reply. */
+const TURN_WAIT_MS = 10_000;
 const PAUSED_REPLY = "I can't look that up right now. Would you like me to connect you with our team?";
 
 /** Runs workflows: the pure machine plus the I/O (calls, runs' streams, hand-offs, credits). */
@@ -56,7 +61,10 @@ export class RunnerService {
     private readonly deliveries: DeliveriesService,
   ) {
     this.runs = new CommandHandler(store, runDecider, () => clock.now());
+    this.turns = new CommandHandler(store, widgetTurnDecider, () => clock.now());
   }
+
+  private readonly turns;
 
   // ---------- calls ----------
 
@@ -209,7 +217,45 @@ export class RunnerService {
     return this.requestHandOff(session, runId, r.state, r.replies.filter((x) => x.type === 'text').map((x) => (x as { text: string }).text).join('\n'));
   }
 
-  async message(session: WidgetSessionContext, message: string, attachments: number) {
+  /**
+   * A patient's message to the agent. With an `Idempotency-Key` (the widget makes one per message
+   * it sends), the turn is claimed first in its own stream (session and key): a retry of the same
+   * message gets the recorded answer (`duplicate: true`) instead of a second case, run or credit;
+   * the same key with another message is 409 `IDEMPOTENCY_KEY_REUSED`; a retry that arrives while
+   * the first is still being answered waits for it (up to TURN_WAIT_MS, then the busy reply).
+   */
+  async message(session: WidgetSessionContext, message: string, attachments: unknown[], idempotencyKey?: string) {
+    if (idempotencyKey === undefined) return { ...(await this.answerMessage(session, message, attachments.length)), duplicate: false };
+    const stream = widgetTurnStream(derivedUuid(`widget-turn:${session.sessionId}:${idempotencyKey.toLowerCase()}`));
+    const bodyHash = createHash('sha256').update(JSON.stringify({ message, attachments })).digest('hex');
+    const meta = { actor: this.actor(session), organizationId: session.organizationId, environmentId: session.environmentId };
+    const until = Date.now() + TURN_WAIT_MS;
+    for (;;) {
+      let claimed;
+      try {
+        claimed = await this.turns.handle(stream, { type: 'Claim', bodyHash, leaseMs: TURN_LEASE_MS }, meta);
+      } catch (err) {
+        if (!(err instanceof DomainError && err.code === 'TURN_IN_PROGRESS')) throw err;
+        if (Date.now() >= until) return { conversationId: derivedUuid(`widget-conversation:${session.sessionId}`), replies: [{ type: 'text', text: BUSY_REPLY }] as Reply[], handedOff: false, duplicate: false };
+        await new Promise((r) => setTimeout(r, 50));
+        continue;
+      }
+      if (claimed.newEvents.length === 0 && claimed.state.answer) return { ...claimed.state.answer.answer, duplicate: true };
+      break;
+    }
+    let answer;
+    try {
+      answer = await this.answerMessage(session, message, attachments.length);
+    } catch (err) {
+      // Not answered: the claim goes, so that a retry is answered now rather than after the lease.
+      await this.turns.handle(stream, { type: 'Release' }, meta).catch(() => undefined);
+      throw err;
+    }
+    await this.turns.handle(stream, { type: 'Answer', bodyHash, answer }, meta);
+    return { ...answer, duplicate: false };
+  }
+
+  private async answerMessage(session: WidgetSessionContext, message: string, attachments: number) {
     const conversationId = derivedUuid(`widget-conversation:${session.sessionId}`);
     const envId = session.environmentId;
     const patient: Patient = { email: session.email ?? null, externalId: session.externalPatientId ?? null };

@@ -3,7 +3,7 @@ import { EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { DomainError } from '@svc/eventstore';
 import { IntegrationEventTypes, IntegrationMessage, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns, Topics } from '@svc/messaging';
 import { CaseLedgerService } from '../../application/case-ledger.service';
-import { isUuid } from '../../application/canonical';
+import { isUuid } from '@svc/http';
 import { rpc } from './rpc';
 
 const SOURCES = ['check_in', 'patient_concern', 'staff_chat'];

@@ -2,7 +2,8 @@ import { Controller } from '@nestjs/common';
 import { EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { DomainError } from '@svc/eventstore';
 import { AppendConversationMessageCommand, AppendConversationMessageReply, IntegrationMessage, Patterns, Topics } from '@svc/messaging';
-import { CaseThreadControl, ConversationService, isUuid } from '../../application/conversation.service';
+import { CaseThreadControl, ConversationService } from '../../application/conversation.service';
+import { isUuid } from '@svc/http';
 import { rpc } from './rpc';
 
 const SENDERS = ['patient', 'provider', 'agent', 'staff', 'system'];

@@ -1,7 +1,7 @@
 import { Body, Controller, Get, Headers, HttpCode, Param, Post, Query, Res, UseGuards } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
-import { ApiError, ApiKeyGuard, ApiTenant, Tenant, WidgetSession, WidgetSessionContext, WidgetSessionGuard } from '@svc/http';
-import { ConversationService, isUuid } from '../../application/conversation.service';
+import { ApiError, ApiKeyGuard, ApiTenant, Tenant, idempotencyKeyHeader, WidgetSession, WidgetSessionContext, WidgetSessionGuard } from '@svc/http';
+import { ConversationService } from '../../application/conversation.service';
 import { DeliveryReportDto, InboundMessageDto, WidgetReplyDto } from './dto';
 
 /** Caller-facing conversation endpoints (API key). */
@@ -46,9 +46,6 @@ export class WidgetCaseMessagesController {
   @Post(':caseId/messages')
   @HttpCode(201)
   reply(@Param('caseId') caseId: string, @Body() body: WidgetReplyDto, @Headers('idempotency-key') idempotencyKey: string | undefined, @WidgetSession() session: WidgetSessionContext) {
-    if (idempotencyKey !== undefined && !isUuid(idempotencyKey)) {
-      throw ApiError.validation([{ path: 'Idempotency-Key', message: 'The Idempotency-Key header must be a uuid' }]);
-    }
-    return this.conversations.widgetReply(session, caseId, body.message, idempotencyKey);
+    return this.conversations.widgetReply(session, caseId, body.message, idempotencyKeyHeader(idempotencyKey));
   }
 }

@@ -1,5 +1,5 @@
-import { Body, Controller, Post, UseGuards } from '@nestjs/common';
-import { WidgetSession, WidgetSessionContext, WidgetSessionGuard } from '@svc/http';
+import { Body, Controller, Headers, Post, UseGuards } from '@nestjs/common';
+import { WidgetSession, WidgetSessionContext, WidgetSessionGuard, idempotencyKeyHeader } from '@svc/http';
 import { RunnerService } from '../../application/runner.service';
 import { WidgetMessageDto } from './dto';
 
@@ -10,7 +10,7 @@ export class WidgetMessagesController {
   constructor(private readonly runner: RunnerService) {}
 
   @Post()
-  send(@Body() body: WidgetMessageDto, @WidgetSession() session: WidgetSessionContext) {
-    return this.runner.message(session, body.message, body.attachments?.length ?? 0);
+  send(@Body() body: WidgetMessageDto, @Headers('idempotency-key') idempotencyKey: string | undefined, @WidgetSession() session: WidgetSessionContext) {
+    return this.runner.message(session, body.message, body.attachments ?? [], idempotencyKeyHeader(idempotencyKey));
   }
 }
