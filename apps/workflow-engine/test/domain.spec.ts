@@ -8,6 +8,7 @@ import { isBlockedAddress } from '@svc/security';
 import { signature, targetUrl } from '../src/application/destination-client';
 import { orderStatusTemplate } from '../src/domain/templates';
 import { RunEvent, TURN_TAKEOVER_MS, runDecider } from '../src/domain/run';
+import { WidgetTurnEvent, widgetTurnDecider } from '../src/domain/widget-turn';
 
 const reply = (id: string, next?: string) => ({ id, type: 'reply', message: id, ...(next ? { next } : {}) });
 const base = (steps: unknown[]) => ({ category: 'support', description: 'd', steps });
@@ -326,5 +327,30 @@ describe('run turns (B1: one answer per turn)', () => {
     deciderSpec(runDecider).given(started).when({ type: 'Advance', turn: 1, state: waiting }).thenThrows('TURN_IN_PROGRESS');
     deciderSpec(runDecider).given([...started, { type: 'TurnStarted', turn: 1, at }]).when({ type: 'Advance', turn: 2, state: waiting }).thenThrows('TURN_IN_PROGRESS');
     deciderSpec(runDecider).given([...started, { type: 'TurnStarted', turn: 1, at }]).when({ type: 'Advance', turn: 1, state: waiting }).then([{ type: 'RunAdvanced', state: waiting, at, turn: 1 }]);
+  });
+});
+
+describe('widget turn decider (Idempotency-Key of widget messages)', () => {
+  const at = new Date('2026-11-25T10:00:00.000Z');
+  const fold = (events: WidgetTurnEvent[]) => events.reduce(widgetTurnDecider.evolve, widgetTurnDecider.initialState());
+  const answer = { conversationId: 'c', replies: [{ type: 'text', text: 'hi' }], handedOff: false };
+  it('claims once, answers once; a retry of the same message finds the answer, another message is refused', () => {
+    const claimed = widgetTurnDecider.decide({ type: 'Claim', bodyHash: 'h', leaseMs: 60_000 }, fold([]), at);
+    expect(claimed).toEqual([{ type: 'WidgetTurnClaimed', bodyHash: 'h', claimedAt: at.toISOString(), leaseUntil: '2026-11-25T10:01:00.000Z' }]);
+    expect(() => widgetTurnDecider.decide({ type: 'Claim', bodyHash: 'h', leaseMs: 60_000 }, fold(claimed), at)).toThrow(expect.objectContaining({ code: 'TURN_IN_PROGRESS', status: 409 }));
+    expect(() => widgetTurnDecider.decide({ type: 'Claim', bodyHash: 'other', leaseMs: 60_000 }, fold(claimed), at)).toThrow(expect.objectContaining({ code: 'IDEMPOTENCY_KEY_REUSED' }));
+    // The lease ran out (the first sender died): the next sender claims it.
+    expect(widgetTurnDecider.decide({ type: 'Claim', bodyHash: 'h', leaseMs: 60_000 }, fold(claimed), new Date('2026-11-25T10:01:00.001Z'))).toHaveLength(1);
+    const answered = [...claimed, ...widgetTurnDecider.decide({ type: 'Answer', bodyHash: 'h', answer }, fold(claimed), at)];
+    expect(fold(answered)).toEqual({ claim: null, answer: { bodyHash: 'h', answer } });
+    expect(widgetTurnDecider.decide({ type: 'Claim', bodyHash: 'h', leaseMs: 60_000 }, fold(answered), at)).toEqual([]);
+    expect(() => widgetTurnDecider.decide({ type: 'Claim', bodyHash: 'other', leaseMs: 60_000 }, fold(answered), at)).toThrow(expect.objectContaining({ code: 'IDEMPOTENCY_KEY_REUSED' }));
+    expect(widgetTurnDecider.decide({ type: 'Answer', bodyHash: 'h', answer }, fold(answered), at)).toEqual([]);
+    expect(widgetTurnDecider.decide({ type: 'Release' }, fold(answered), at)).toEqual([]);
+  });
+  it('a released claim lets the retry answer at once', () => {
+    const claimed = widgetTurnDecider.decide({ type: 'Claim', bodyHash: 'h', leaseMs: 60_000 }, fold([]), at);
+    const released = [...claimed, ...widgetTurnDecider.decide({ type: 'Release' }, fold(claimed), at)];
+    expect(widgetTurnDecider.decide({ type: 'Claim', bodyHash: 'h', leaseMs: 60_000 }, fold(released), at)).toHaveLength(1);
   });
 });
