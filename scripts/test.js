@@ -59,5 +59,17 @@ if (fs.existsSync(results)) {
     for (const f of findings.slice(0, 20)) console.log(`  line ${f.line}: ${f.what}`);
   }
 }
+// The type check of the whole tree, tests included (the build compiles the sources only, and Jest
+// strips types without checking them): one test, on full runs.
+if (process.argv.length <= 2) {
+  const tsc = spawnSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '--noEmit', '-p', path.join(root, 'tsconfig.json')], { cwd: root, encoding: 'utf8' });
+  if (tsc.status === 0) {
+    passed += 1;
+    console.log('type check: the sources and the tests type-check');
+  } else {
+    failed += 1;
+    console.log(`type check FAILED:\n${(tsc.stdout || '').split('\n').slice(0, 30).join('\n')}`);
+  }
+}
 console.log(`tests: ${passed} passed, ${failed} failed`);
 process.exit(jest.status === 0 && failed === 0 ? 0 : 1);
