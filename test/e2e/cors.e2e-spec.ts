@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { TestApp } from '@svc/testing';
 import { loadConfig } from '@svc/platform';
 
@@ -125,7 +126,12 @@ describe('security headers (e2e)', () => {
       await app.api.get('/v1/ping'),
       await app.api.get('/no/such/route'),
       await app.api.request('POST', '/widget/v1/sessions', { rawBody: '{"environmentId":', headers: { 'content-type': 'application/json' } }),
+      await app.api.request('POST', '/widget/v1/sessions', { rawBody: 'x'.repeat(1_100_000), headers: { 'content-type': 'application/json' } }), // 413
+      await app.api.request('POST', '/widget/v1/sessions', { rawBody: 'x', headers: { 'content-type': 'text/plain' } }), // 415
+      await app.api.get('/v1/conversations/%E0%A4%A/messages', t.apiKey), // 400 from Fastify's URL decoding
+      await app.api.request('OPTIONS', '/widget/v1/messages', { headers: { origin: 'https://clinic.example', 'access-control-request-method': 'POST' } }), // 204 preflight
     ];
+    expect(answers.map((r) => r.status)).toEqual([200, 200, 201, 401, 404, 400, 413, 415, 400, 204]);
     for (const r of answers) {
       expect({ status: r.status, cache: r.headers.get('cache-control'), sniff: r.headers.get('x-content-type-options'), referrer: r.headers.get('referrer-policy') }).toEqual({
         status: r.status,
@@ -134,5 +140,14 @@ describe('security headers (e2e)', () => {
         referrer: 'no-referrer',
       });
     }
+    // Answers written straight to the socket (a request Node cannot parse) carry them too.
+    const raw = await new Promise<string>((resolve) => {
+      const socket = connect(Number(new URL(app.baseUrl).port), '127.0.0.1', () => socket.write('GARBAGE /api/v1/ping HTTP/1.1\r\n\r\n'));
+      let text = '';
+      socket.on('data', (d) => (text += d.toString('latin1')));
+      socket.on('close', () => resolve(text));
+    });
+    expect(raw).toMatch(/^HTTP\/1\.1 400 /);
+    for (const h of ['cache-control: no-store', 'x-content-type-options: nosniff', 'referrer-policy: no-referrer']) expect(raw.toLowerCase()).toContain(h);
   });
 });

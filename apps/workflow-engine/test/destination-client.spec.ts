@@ -105,7 +105,10 @@ describe('callDestination in production refuses non-public addresses at connect 
     await new Promise<void>((r) => server.listen(0, '::', () => r()));
     port = (server.address() as { port: number }).port;
   });
-  afterAll(() => new Promise<void>((r) => server.close(() => r())));
+  afterAll(() => {
+    server.closeAllConnections();
+    return new Promise<void>((r) => server.close(() => r()));
+  });
 
   it.each(['127.0.0.1', '127.1', '[::1]', '[::ffff:127.0.0.1]', '[::ffff:7f00:1]', '[0:0:0:0:0:ffff:127.0.0.1]', 'localhost', '0x7f000001'])('%s', async (host) => {
     const outcome = await callDestination({ baseUrl: `http://${host}:${port}/api`, path: '/orders', method: 'GET', body: undefined, headers: {}, secret: 's', nowS: 1, timeoutMs: 2000, production: true });

@@ -252,11 +252,11 @@ describe('agent heuristics', () => {
 
 describe('destination client helpers', () => {
   it('blocks loopback, link-local and private addresses', () => {
-    for (const a of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '0.0.0.0', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '0:0:0:0:0:ffff:127.0.0.1', '::ffff:a9fe:a9fe', '100.64.0.1']) expect(isBlockedAddress(a)).toBe(true);
+    for (const a of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '0.0.0.0', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '0:0:0:0:0:ffff:127.0.0.1', '::ffff:a9fe:a9fe', '::127.0.0.1', '::7f00:1', '::ffff:0:7f00:1', '64:ff9b:1::a00:1', '100.64.0.1']) expect(isBlockedAddress(a)).toBe(true);
     for (const a of ['93.184.216.34', '2606:4700::1111']) expect(isBlockedAddress(a)).toBe(false);
   });
   it('joins the base path and signs the path actually sent', () => {
-    for (const path of ['/orders/../cancel', '/orders/./x', '/%2e%2e/admin', '/a/%2E.', '..']) expect(() => targetUrl('https://shop.example/api', path)).toThrow('dot segment');
+    for (const path of ['/orders/../cancel', '/orders/./x', '/%2e%2e/admin', '/a/%2E.', '..', '/..\\..\\admin', '/orders\\..\\cancel', '/x/.\t./y', '/x/.\n/y']) expect(() => targetUrl('https://shop.example/api', path)).toThrow('dot segment');
     expect(targetUrl('https://shop.example/api', '/orders/a..b/x?q=..').pathname).toBe('/api/orders/a..b/x');
     const u = targetUrl('https://shop.example/api/?k=1', '/orders/lookup?x=2');
     expect(`${u.pathname}${u.search}`).toBe('/api/orders/lookup?k=1&x=2');
@@ -335,22 +335,27 @@ describe('widget turn decider (Idempotency-Key of widget messages)', () => {
   const fold = (events: WidgetTurnEvent[]) => events.reduce(widgetTurnDecider.evolve, widgetTurnDecider.initialState());
   const answer = { conversationId: 'c', replies: [{ type: 'text', text: 'hi' }], handedOff: false };
   it('claims once, answers once; a retry of the same message finds the answer, another message is refused', () => {
-    const claimed = widgetTurnDecider.decide({ type: 'Claim', bodyHash: 'h', leaseMs: 60_000 }, fold([]), at);
-    expect(claimed).toEqual([{ type: 'WidgetTurnClaimed', bodyHash: 'h', claimedAt: at.toISOString(), leaseUntil: '2026-11-25T10:01:00.000Z' }]);
-    expect(() => widgetTurnDecider.decide({ type: 'Claim', bodyHash: 'h', leaseMs: 60_000 }, fold(claimed), at)).toThrow(expect.objectContaining({ code: 'TURN_IN_PROGRESS', status: 409 }));
-    expect(() => widgetTurnDecider.decide({ type: 'Claim', bodyHash: 'other', leaseMs: 60_000 }, fold(claimed), at)).toThrow(expect.objectContaining({ code: 'IDEMPOTENCY_KEY_REUSED' }));
+    const claimed = widgetTurnDecider.decide({ type: 'Claim', claimId: 'c1', bodyHash: 'h', leaseMs: 60_000 }, fold([]), at);
+    expect(claimed).toEqual([{ type: 'WidgetTurnClaimed', claimId: 'c1', bodyHash: 'h', claimedAt: at.toISOString(), leaseUntil: '2026-11-25T10:01:00.000Z' }]);
+    expect(() => widgetTurnDecider.decide({ type: 'Claim', claimId: 'c1', bodyHash: 'h', leaseMs: 60_000 }, fold(claimed), at)).toThrow(expect.objectContaining({ code: 'TURN_IN_PROGRESS', status: 409 }));
+    expect(() => widgetTurnDecider.decide({ type: 'Claim', claimId: 'c2', bodyHash: 'other', leaseMs: 60_000 }, fold(claimed), at)).toThrow(expect.objectContaining({ code: 'IDEMPOTENCY_KEY_REUSED' }));
     // The lease ran out (the first sender died): the next sender claims it.
-    expect(widgetTurnDecider.decide({ type: 'Claim', bodyHash: 'h', leaseMs: 60_000 }, fold(claimed), new Date('2026-11-25T10:01:00.001Z'))).toHaveLength(1);
-    const answered = [...claimed, ...widgetTurnDecider.decide({ type: 'Answer', bodyHash: 'h', answer }, fold(claimed), at)];
+    const later = new Date('2026-11-25T10:01:00.001Z');
+    const taken = [...claimed, ...widgetTurnDecider.decide({ type: 'Claim', claimId: 'c3', bodyHash: 'h', leaseMs: 60_000 }, fold(claimed), later)];
+    expect(taken).toHaveLength(2);
+    // The first sender, late, records nothing over the new holder's claim (nor releases it).
+    expect(widgetTurnDecider.decide({ type: 'Answer', claimId: 'c1', bodyHash: 'h', answer }, fold(taken), later)).toEqual([]);
+    expect(widgetTurnDecider.decide({ type: 'Release', claimId: 'c1' }, fold(taken), later)).toEqual([]);
+    const answered = [...claimed, ...widgetTurnDecider.decide({ type: 'Answer', claimId: 'c1', bodyHash: 'h', answer }, fold(claimed), at)];
     expect(fold(answered)).toEqual({ claim: null, answer: { bodyHash: 'h', answer } });
-    expect(widgetTurnDecider.decide({ type: 'Claim', bodyHash: 'h', leaseMs: 60_000 }, fold(answered), at)).toEqual([]);
-    expect(() => widgetTurnDecider.decide({ type: 'Claim', bodyHash: 'other', leaseMs: 60_000 }, fold(answered), at)).toThrow(expect.objectContaining({ code: 'IDEMPOTENCY_KEY_REUSED' }));
-    expect(widgetTurnDecider.decide({ type: 'Answer', bodyHash: 'h', answer }, fold(answered), at)).toEqual([]);
-    expect(widgetTurnDecider.decide({ type: 'Release' }, fold(answered), at)).toEqual([]);
+    expect(widgetTurnDecider.decide({ type: 'Claim', claimId: 'c1', bodyHash: 'h', leaseMs: 60_000 }, fold(answered), at)).toEqual([]);
+    expect(() => widgetTurnDecider.decide({ type: 'Claim', claimId: 'c2', bodyHash: 'other', leaseMs: 60_000 }, fold(answered), at)).toThrow(expect.objectContaining({ code: 'IDEMPOTENCY_KEY_REUSED' }));
+    expect(widgetTurnDecider.decide({ type: 'Answer', claimId: 'c1', bodyHash: 'h', answer }, fold(answered), at)).toEqual([]);
+    expect(widgetTurnDecider.decide({ type: 'Release', claimId: 'c1' }, fold(answered), at)).toEqual([]);
   });
   it('a released claim lets the retry answer at once', () => {
-    const claimed = widgetTurnDecider.decide({ type: 'Claim', bodyHash: 'h', leaseMs: 60_000 }, fold([]), at);
-    const released = [...claimed, ...widgetTurnDecider.decide({ type: 'Release' }, fold(claimed), at)];
-    expect(widgetTurnDecider.decide({ type: 'Claim', bodyHash: 'h', leaseMs: 60_000 }, fold(released), at)).toHaveLength(1);
+    const claimed = widgetTurnDecider.decide({ type: 'Claim', claimId: 'c1', bodyHash: 'h', leaseMs: 60_000 }, fold([]), at);
+    const released = [...claimed, ...widgetTurnDecider.decide({ type: 'Release', claimId: 'c1' }, fold(claimed), at)];
+    expect(widgetTurnDecider.decide({ type: 'Claim', claimId: 'c1', bodyHash: 'h', leaseMs: 60_000 }, fold(released), at)).toHaveLength(1);
   });
 });

@@ -69,6 +69,10 @@ function isJson(text: string): boolean {
 }
 
 /** Errors Node's HTTP parser raises before a request exists (header too large, timeouts): the error body of decisions 11. */
+/** Headers of every answer (see where the hook sets them), also on the answers written below. */
+const SECURITY_HEADERS = { 'cache-control': 'no-store', 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer' } as const;
+const SECURITY_HEADER_LINES = Object.entries(SECURITY_HEADERS).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+
 function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const [status, code, message] =
@@ -79,12 +83,10 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
         : [400, 'VALIDATION_FAILED', 'The request is not valid HTTP'];
   const body = JSON.stringify(code === 'VALIDATION_FAILED' ? { code, message, details: [{ path: '', message: 'malformed HTTP request' }] } : { code, message });
   if (socket.writable) {
-    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${body}`);
+    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\n${SECURITY_HEADER_LINES}Connection: close\r\n\r\n${body}`);
   }
   socket.destroy(err);
 }
-
-const SECURITY_HEADERS = { 'cache-control': 'no-store', 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer' } as const;
 
 /** Content codings that compress (RFC 9110 registry and common ones), alone or in a list. Others (empty, `identity`, a mislabelled `utf-8`) pass as before. */
 const COMPRESSED = /(^|,)\s*(gzip|x-gzip|deflate|br|compress|x-compress|zstd)\s*(,|$)/;
@@ -123,7 +125,7 @@ const UNREADABLE_CONTENT_TYPE = 'application/x-svc-unreadable-content-type';
  */
 function answerFrameworkError(err: Error, req: { id?: string; method?: string }, reply: ErrorReply): void {
   const { status, body, headers } = toErrorResponse(err);
-  for (const [k, v] of Object.entries(headers ?? {})) reply.header(k, v);
+  for (const [k, v] of Object.entries({ ...SECURITY_HEADERS, ...(headers ?? {}) })) reply.header(k, v);
   void reply.code(status).header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(body));
   // The request line of the other requests (the route hooks do not run here); never the URL.
   getLogger().info({ reqId: req.id, method: req.method, route: 'unmatched', statusCode: status, durationMs: 0 }, 'request');
@@ -209,16 +211,18 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
     if (ct !== undefined && !readableContentType(ct)) req.headers = { 'content-type': UNREADABLE_CONTENT_TYPE };
     done();
   });
-  // CORS by path (./cors.ts): the widget from its pages' origins, the staff API from the staff
-  // app's, API-key routes never. A preflight anywhere else is 404 like any unknown route.
-  fastify.addHook('onRequest', corsHook(config.cors));
   // Every answer may carry PHI or a credential (cases, threads, check-in questions, secrets shown
   // once): never stored by a browser or a shared cache, never sniffed as another type, and no
-  // Referer leaves a page opened from a check-in link (its token is in the URL).
+  // Referer leaves a page opened from a check-in link (its token is in the URL). First, so that a
+  // preflight the CORS hook answers carries them too (and the answers written outside Fastify's
+  // reply, above, add them themselves).
   fastify.addHook('onRequest', (_req, reply, done) => {
     reply.headers(SECURITY_HEADERS);
     done();
   });
+  // CORS by path (./cors.ts): the widget from its pages' origins, the staff API from the staff
+  // app's, API-key routes never. A preflight anywhere else is 404 like any unknown route.
+  fastify.addHook('onRequest', corsHook(config.cors));
   // Uuids are case-insensitive: every uuid path id reaches the guards and handlers in lower case.
   fastify.addHook('preHandler', (req, _reply, done) => {
     lowercaseUuidParams(req.params);

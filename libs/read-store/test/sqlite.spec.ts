@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SqliteReadStore } from '../src/sqlite-read-store';
@@ -110,5 +110,20 @@ describe('SqliteReadStore.documentGeneration (one document)', () => {
     await a.write(Array.from({ length: 50_001 }, (_, i) => ({ op: 'put' as const, collection: 'cases', key: `m${i}`, doc: {} })));
     expect(a.documentGeneration('cases', 'first')).toBeGreaterThanOrEqual(after);
     await a.close();
+  });
+});
+
+describe('SqliteReadStore: replaced documents do not linger in the file', () => {
+  it('zeroes the cells a commit replaces (secure_delete=FAST): after a checkpoint none of the old values is in the file', async () => {
+    const path = join(dir, 'secure-delete.db');
+    const store = new SqliteReadStore(path);
+    const canary = (i: number) => `CANARY-OLD-RULE-${String(i).padStart(4, '0')}`;
+    await store.commit('p', 1, Array.from({ length: 200 }, (_, i) => ({ op: 'put' as const, collection: 'cases', key: `case-${i}`, doc: { rules: canary(i) }, partition: 'env', score: i })));
+    await store.commit('p', 2, Array.from({ length: 200 }, (_, i) => ({ op: 'put' as const, collection: 'cases', key: `case-${i}`, doc: { rules: 'encrypted-now' }, partition: 'env', score: i })));
+    await store.close(); // the last connection checkpoints the WAL into the file and removes it
+    const bytes = readFileSync(path).toString('latin1');
+    const left = Array.from({ length: 200 }, (_, i) => canary(i)).filter((c) => bytes.includes(c));
+    expect(left).toEqual([]);
+    expect(bytes).toContain('encrypted-now');
   });
 });

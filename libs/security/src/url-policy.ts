@@ -24,6 +24,7 @@ for (const [net, prefix] of [
 for (const [net, prefix] of [
   ['::', 128],
   ['::1', 128],
+  ['64:ff9b:1::', 48], // local-use NAT64
   ['fc00::', 7],
   ['fe80::', 10],
   ['ff00::', 8],
@@ -32,10 +33,27 @@ for (const [net, prefix] of [
 ] as const)
   blocked.addSubnet(net, prefix, 'ipv6');
 
+/** The eight 16-bit groups of an IPv6 address (isIP already said it is one), dotted IPv4 tails included. */
+function hextets(address: string): number[] {
+  let a = address.toLowerCase();
+  const v4 = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(a);
+  if (v4) a = a.slice(0, v4.index) + [((+v4[1] << 8) | +v4[2]).toString(16), ((+v4[3] << 8) | +v4[4]).toString(16)].join(':');
+  const [head, tail] = a.includes('::') ? a.split('::') : [a, undefined];
+  const h = head ? head.split(':') : [];
+  const t = tail === undefined ? [] : tail ? tail.split(':') : [];
+  const groups = tail === undefined ? h : [...h, ...Array(8 - h.length - t.length).fill('0'), ...t];
+  return groups.map((g) => parseInt(g, 16));
+}
+
 export function isBlockedAddress(address: string): boolean {
   const family = isIP(address);
   if (family === 4) return blocked.check(address, 'ipv4');
   if (family === 6) {
+    const g = hextets(address);
+    // IPv4-compatible ::a.b.c.d (deprecated; the first 96 bits zero, :: and ::1 included) and SIIT
+    // ::ffff:0:a.b.c.d: refused whole, whatever they embed (a translator on the path would reach it).
+    if (g.slice(0, 6).every((x) => x === 0)) return true;
+    if (g.slice(0, 4).every((x) => x === 0) && g[4] === 0xffff && g[5] === 0) return true;
     const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
     if (mapped) return blocked.check(mapped[1], 'ipv4');
     // The same in hex (the WHATWG URL parser writes [::ffff:127.0.0.1] as [::ffff:7f00:1]).

@@ -21,10 +21,10 @@ const USAGE_TIMEOUT_MS = 1000;
 /** How long a check-in answer waits for the case-ledger before answering without the reference. */
 const CASE_TIMEOUT_MS = 5000;
 
-/** Check-in scheduling, dispatch (email), the patient-side flow and opening cases. */
 /** How long a staff "send now" waits for its email before answering anyway (the send is recorded either way). */
 const SEND_NOW_WAIT_MS = 5000;
 
+/** Check-in scheduling, dispatch (email), the patient-side flow and opening cases. */
 @Injectable()
 export class CheckInsService {
   readonly checkIns: CommandHandler<Parameters<typeof checkInDecider.decide>[0], Parameters<typeof checkInDecider.evolve>[1], CheckInState>;

@@ -37,7 +37,8 @@ export function targetUrl(baseUrl: string, path: string): URL {
   const basePath = base.pathname.replace(/\/+$/, '');
   const [p, q] = path.split(/\?(.*)/s, 2);
   const stepPath = p ? (p.startsWith('/') ? p : `/${p}`) : '';
-  if (stepPath.split('/').some((segment) => DOT_SEGMENT.test(segment))) throw new Error('dot segment in the path');
+  // As the URL parser reads an http(s) path: tab, CR and LF dropped, `\` a separator like `/`.
+  if (stepPath.replace(/[\t\n\r]/g, '').split(/[\\/]/).some((segment) => DOT_SEGMENT.test(segment))) throw new Error('dot segment in the path');
   const url = new URL(base.origin);
   url.pathname = `${basePath}${stepPath}` || '/';
   url.search = [base.search.replace(/^\?/, ''), q ?? ''].filter(Boolean).join('&');

@@ -230,10 +230,11 @@ export class RunnerService {
     const bodyHash = createHash('sha256').update(JSON.stringify({ message, attachments })).digest('hex');
     const meta = { actor: this.actor(session), organizationId: session.organizationId, environmentId: session.environmentId };
     const until = Date.now() + TURN_WAIT_MS;
+    const claimId = randomUUID();
     for (;;) {
       let claimed;
       try {
-        claimed = await this.turns.handle(stream, { type: 'Claim', bodyHash, leaseMs: TURN_LEASE_MS }, meta);
+        claimed = await this.turns.handle(stream, { type: 'Claim', claimId, bodyHash, leaseMs: TURN_LEASE_MS }, meta);
       } catch (err) {
         if (!(err instanceof DomainError && err.code === 'TURN_IN_PROGRESS')) throw err;
         if (Date.now() >= until) return { conversationId: derivedUuid(`widget-conversation:${session.sessionId}`), replies: [{ type: 'text', text: BUSY_REPLY }] as Reply[], handedOff: false, duplicate: false };
@@ -248,10 +249,13 @@ export class RunnerService {
       answer = await this.answerMessage(session, message, attachments.length);
     } catch (err) {
       // Not answered: the claim goes, so that a retry is answered now rather than after the lease.
-      await this.turns.handle(stream, { type: 'Release' }, meta).catch(() => undefined);
+      await this.turns.handle(stream, { type: 'Release', claimId }, meta).catch(() => undefined);
       throw err;
     }
-    await this.turns.handle(stream, { type: 'Answer', bodyHash, answer }, meta);
+    // "Still working on your previous message" is not this message's answer: the claim goes, and a
+    // retry is answered for real once the other message is done.
+    const busy = answer.replies.length === 1 && (answer.replies[0] as { text?: string }).text === BUSY_REPLY;
+    await this.turns.handle(stream, busy ? { type: 'Release', claimId } : { type: 'Answer', claimId, bodyHash, answer }, meta);
     return { ...answer, duplicate: false };
   }
 

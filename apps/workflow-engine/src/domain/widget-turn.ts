@@ -14,17 +14,18 @@ export interface WidgetAnswer {
 }
 
 export type WidgetTurnEvent =
-  | { type: 'WidgetTurnClaimed'; bodyHash: string; claimedAt: string; leaseUntil: string }
+  | { type: 'WidgetTurnClaimed'; claimId: string; bodyHash: string; claimedAt: string; leaseUntil: string }
   | { type: 'WidgetTurnReleased'; releasedAt: string }
   | { type: 'WidgetTurnAnswered'; bodyHash: string; answer: WidgetAnswer; answeredAt: string };
 
 export type WidgetTurnCommand =
-  | { type: 'Claim'; bodyHash: string; leaseMs: number }
-  | { type: 'Release' }
-  | { type: 'Answer'; bodyHash: string; answer: WidgetAnswer };
+  | { type: 'Claim'; claimId: string; bodyHash: string; leaseMs: number }
+  | { type: 'Release'; claimId: string }
+  /** Recorded only by the holder of the current claim (a sender whose lease ran out and was taken over records nothing). */
+  | { type: 'Answer'; claimId: string; bodyHash: string; answer: WidgetAnswer };
 
 export interface WidgetTurnState {
-  claim: { bodyHash: string; leaseUntil: string } | null;
+  claim: { claimId: string; bodyHash: string; leaseUntil: string } | null;
   answer: { bodyHash: string; answer: WidgetAnswer } | null;
 }
 
@@ -35,7 +36,7 @@ export const widgetTurnDecider: Decider<WidgetTurnCommand, WidgetTurnEvent, Widg
   evolve(state, event) {
     switch (event.type) {
       case 'WidgetTurnClaimed':
-        return { ...state, claim: { bodyHash: event.bodyHash, leaseUntil: event.leaseUntil } };
+        return { ...state, claim: { claimId: event.claimId, bodyHash: event.bodyHash, leaseUntil: event.leaseUntil } };
       case 'WidgetTurnReleased':
         return { ...state, claim: null };
       case 'WidgetTurnAnswered':
@@ -57,12 +58,12 @@ export const widgetTurnDecider: Decider<WidgetTurnCommand, WidgetTurnEvent, Widg
           if (state.claim.bodyHash !== command.bodyHash) throw reused();
           throw new DomainError(409, 'TURN_IN_PROGRESS', 'This message is still being answered');
         }
-        return [{ type: 'WidgetTurnClaimed', bodyHash: command.bodyHash, claimedAt: now.toISOString(), leaseUntil: new Date(now.getTime() + command.leaseMs).toISOString() }];
+        return [{ type: 'WidgetTurnClaimed', claimId: command.claimId, bodyHash: command.bodyHash, claimedAt: now.toISOString(), leaseUntil: new Date(now.getTime() + command.leaseMs).toISOString() }];
       }
       case 'Release':
-        return state.claim && !state.answer ? [{ type: 'WidgetTurnReleased', releasedAt: now.toISOString() }] : [];
+        return state.claim?.claimId === command.claimId && !state.answer ? [{ type: 'WidgetTurnReleased', releasedAt: now.toISOString() }] : [];
       case 'Answer':
-        if (state.answer) return [];
+        if (state.answer || state.claim?.claimId !== command.claimId) return [];
         return [{ type: 'WidgetTurnAnswered', bodyHash: command.bodyHash, answer: command.answer, answeredAt: now.toISOString() }];
       default: {
         const never: never = command;
