@@ -554,6 +554,37 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     expect(all.at(-1).eventId).toBe(ids[0]); // the oldest is the one left out by default
   });
 
+  it('lists deliveries of one status with ?status= (pending, held, delivered, failed), newest first, limit applying', async () => {
+    const t = await app.tenant();
+    const ep = await endpoint(t, '/by-status', ['clinical_case.opened'], [200, 410, 500, 200]);
+    const want = ['delivered', 'failed', 'pending'];
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      ids.push((await publishCase(t.orgId, t.sandbox)).eventId);
+      await until(async () => ((await deliveries(t, ep.id))[0]?.status === want[i] ? true : null), 5000, `delivery ${i + 1} ${want[i]}`);
+      await app.advanceClock(1);
+    }
+    t.staff = await app.staffToken({ sub: t.ownerSub });
+    const get = (q: string) => app.api.get(`${t.env}/webhook-endpoints/${ep.id}/deliveries${q}`, t.staff);
+    const of = async (q: string) => (await get(q)).body.deliveries.map((d: { eventId: string; status: string }) => `${d.status}:${d.eventId}`);
+    expect(await of('?status=delivered')).toEqual([`delivered:${ids[0]}`]);
+    expect(await of('?status=failed')).toEqual([`failed:${ids[1]}`]);
+    expect(await of('?status=pending')).toEqual([`pending:${ids[2]}`]);
+    expect(await of('?status=held')).toEqual([]);
+    expect(await of('?status=pending&limit=1')).toEqual([`pending:${ids[2]}`]);
+    // Retried, the pending one is delivered: it moves from one status's list to the other's.
+    const retry = await app.api.post(`${t.env}/webhook-endpoints/${ep.id}/deliveries/${(await get('?status=pending')).body.deliveries[0].id}/retry`, undefined, t.staff);
+    expect(retry.status).toBe(202);
+    await until(async () => ((await of('?status=pending')).length === 0 ? true : null), 5000, 'retried');
+    expect(await of('?status=delivered')).toEqual([`delivered:${ids[2]}`, `delivered:${ids[0]}`]);
+    for (const bad of ['done', 'PENDING', '', 'pending,failed']) {
+      const r = await get(`?status=${encodeURIComponent(bad)}`);
+      expect([bad, r.status, r.body.code, r.body.details?.[0]?.path]).toEqual([bad, 400, 'VALIDATION_FAILED', 'status']);
+    }
+    const repeated = await get('?status=pending&status=failed');
+    expect(repeated.status).toBe(400);
+  });
+
   it('survives a restart with a delivery pending', async () => {
     const t = await app.tenant();
     const ep = await endpoint(t, '/restart', ['clinical_case.opened'], [503, 200]);

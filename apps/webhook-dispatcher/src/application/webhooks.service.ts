@@ -8,9 +8,9 @@ import { CONFIG, PROJECTIONS, ServiceConfig } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore, TimerScheduler } from '@svc/read-store';
 import { KEYRING, Keyring, addressProblem, randomToken, urlProblemMessage, urlSyntaxProblem } from '@svc/security';
 import { isAccountEvent, isCaseEvent } from '../domain/catalog';
-import { DeliveryCommand, DeliveryEvent, DeliveryState, deliveryDecider, deliveryStream } from '../domain/delivery';
+import { DeliveryCommand, DeliveryEvent, DeliveryState, DeliveryStatus, deliveryDecider, deliveryStream } from '../domain/delivery';
 import { EndpointCommand, EndpointEvent, EndpointState, endpointDecider, endpointStream } from '../domain/endpoint';
-import { Collections, DISPATCHER_PROJECTION, DeliveryDoc, DeliveryTimer, EndpointDoc, TIMER_PARTITION } from '../adapters/projections/dispatcher.projection';
+import { Collections, DISPATCHER_PROJECTION, DeliveryDoc, DeliveryTimer, EndpointDoc, TIMER_PARTITION, deliveryStatusPartition } from '../adapters/projections/dispatcher.projection';
 import { stableUuid } from './ids';
 import { WebhookSender } from './webhook-sender';
 
@@ -241,10 +241,12 @@ export class WebhooksService implements OnModuleDestroy {
     return { secret };
   }
 
-  /** The endpoint's most recent deliveries, newest first (at most `limit`). */
-  async listDeliveries(environmentId: string, endpointId: string, limit = DEFAULT_DELIVERY_LIMIT) {
+  /** The endpoint's most recent deliveries, newest first (at most `limit`), of one status if given. */
+  async listDeliveries(environmentId: string, endpointId: string, limit = DEFAULT_DELIVERY_LIMIT, status?: DeliveryStatus) {
     await this.endpoint(environmentId, endpointId);
-    const docs = await this.readStore.list<DeliveryDoc>(Collections.deliveries, endpointId, { limit });
+    const docs = status
+      ? await this.readStore.list<DeliveryDoc>(Collections.deliveriesByStatus, deliveryStatusPartition(endpointId, status), { limit })
+      : await this.readStore.list<DeliveryDoc>(Collections.deliveries, endpointId, { limit });
     return docs.map(deliveryView);
   }
 

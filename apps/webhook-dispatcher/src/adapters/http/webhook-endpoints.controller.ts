@@ -1,6 +1,9 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, UseGuards } from '@nestjs/common';
 import { ApiError, RequiresPermission, Staff, StaffContext, StaffGuard } from '@svc/http';
 import { DEFAULT_DELIVERY_LIMIT, MAX_DELIVERY_LIMIT, WebhooksService } from '../../application/webhooks.service';
+import { DeliveryStatus } from '../../domain/delivery';
+
+const DELIVERY_STATUSES: readonly DeliveryStatus[] = ['pending', 'held', 'delivered', 'failed'];
 import { CreateWebhookEndpointDto } from './dto';
 
 const actor = (s: StaffContext) => ({ sub: s.principal.sub });
@@ -34,7 +37,10 @@ export class WebhookEndpointsController {
   }
 
   @Get(':endpointId/deliveries')
-  async deliveries(@Param('envId') envId: string, @Param('endpointId') endpointId: string, @Query('limit') limit: unknown) {
+  async deliveries(@Param('envId') envId: string, @Param('endpointId') endpointId: string, @Query('limit') limit: unknown, @Query('status') status: unknown) {
+    if (status !== undefined && !(typeof status === 'string' && (DELIVERY_STATUSES as readonly string[]).includes(status))) {
+      throw ApiError.validation([{ path: 'status', message: `status must be one of ${DELIVERY_STATUSES.join(', ')}` }]);
+    }
     let n = DEFAULT_DELIVERY_LIMIT;
     if (limit !== undefined) {
       if (typeof limit !== 'string' || !/^\d{1,4}$/.test(limit) || Number(limit) < 1 || Number(limit) > MAX_DELIVERY_LIMIT) {
@@ -42,7 +48,7 @@ export class WebhookEndpointsController {
       }
       n = Number(limit);
     }
-    return { deliveries: await this.webhooks.listDeliveries(envId, endpointId, n) };
+    return { deliveries: await this.webhooks.listDeliveries(envId, endpointId, n, status as DeliveryStatus | undefined) };
   }
 
   @Post(':endpointId/deliveries/:deliveryId/retry')

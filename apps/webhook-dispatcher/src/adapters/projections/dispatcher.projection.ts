@@ -11,11 +11,14 @@ import { USAGE_THRESHOLD_REACHED, UsageEvent } from '../../domain/usage';
  * `-v2`: the delivery log's score became the negated creation time (newest first); the new name
  * rebuilds the read model from the streams once, so every delivery document gets the new score.
  */
-export const DISPATCHER_PROJECTION = 'webhook-dispatcher-v2';
+/** `-v3` (sixth session): deliveries are also indexed by status, so an existing data dir rebuilds the index. */
+export const DISPATCHER_PROJECTION = 'webhook-dispatcher-v3';
 
 export const Collections = {
   endpoints: 'webhooks.endpoints',
   deliveries: 'webhooks.deliveries',
+  /** The same documents, partitioned by `${endpointId}|${status}` (the deliveries list's status filter). */
+  deliveriesByStatus: 'webhooks.deliveries-by-status',
   held: 'webhooks.held',
   timers: 'webhooks.timers',
   accounts: 'webhooks.accounts',
@@ -71,10 +74,13 @@ export interface UsageDoc {
 
 type DispatcherEvent = EndpointEvent | DeliveryEvent | AccountEvent | UsageEvent;
 
+export const deliveryStatusPartition = (endpointId: string, status: DeliveryStatus) => `${endpointId}|${status}`;
+
 /** `previous`: the document's status before this event (null: a new document). */
 function putDelivery(tx: ProjectionTx, doc: DeliveryDoc, previous: DeliveryStatus | null): void {
   // Negated creation time: a partition lists newest first, so `limit` keeps the most recent.
   tx.put(Collections.deliveries, doc.id, doc, { partition: doc.endpointId, score: -Date.parse(doc.createdAt) });
+  tx.put(Collections.deliveriesByStatus, doc.id, doc, { partition: deliveryStatusPartition(doc.endpointId, doc.status), score: -Date.parse(doc.createdAt) });
   if (doc.status === 'pending' && doc.nextAttemptAt) {
     scheduleTimer(tx, Collections.timers, TIMER_PARTITION, { id: doc.id, dueAt: doc.nextAttemptAt, deliveryId: doc.id });
   } else {
