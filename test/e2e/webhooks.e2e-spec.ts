@@ -47,7 +47,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
   }
 
   /** A case-ledger integration event published onto the app's bus as its relay would (for the bus-level checks). */
-  async function publishCase(orgId: string, envId: string, type = 'clinical_case.opened', data?: Record<string, unknown>) {
+  async function publishCase(orgId: string, envId: string, type = 'clinical_case.opened', data?: Record<string, unknown>, recordedAt?: string) {
     const caseId = randomUUID();
     const eventId = randomUUID();
     const message: IntegrationMessage = {
@@ -63,7 +63,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
         stoppedEarly: false,
         handoff: { progressPath: `/v1/clinical-cases/${caseId}/progress`, updatesPath: `/v1/clinical-cases/${caseId}/updates`, messagesPath: `/v1/clinical-cases/${caseId}/messages` },
       },
-      metadata: { eventId, correlationId: randomUUID(), causationId: null, organizationId: orgId, environmentId: envId, actor: 'system', recordedAt: (await serviceNow()).toISOString() },
+      metadata: { eventId, correlationId: randomUUID(), causationId: null, organizationId: orgId, environmentId: envId, actor: 'system', recordedAt: recordedAt ?? (await serviceNow()).toISOString() },
       streamId: `case-ledger-case-${caseId}`,
       position: 1,
     };
@@ -583,6 +583,26 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     }
     const repeated = await get('?status=pending&status=failed');
     expect(repeated.status).toBe(400);
+  });
+
+  it('an endpoint gets the events recorded from its creation on, never older ones (a relay replaying the log sends a new endpoint no history)', async () => {
+    const t = await app.tenant();
+    const before = new Date((await serviceNow()).getTime() - 60_000).toISOString();
+    const early = await endpoint(t, '/early', ['clinical_case.opened']);
+    await app.advanceClock(5);
+    const late = await endpoint(t, '/late', ['clinical_case.opened']);
+    // Recorded before either endpoint existed, between the two, and after both.
+    await publishCase(t.orgId, t.sandbox, 'clinical_case.opened', undefined, before);
+    const between = await publishCase(t.orgId, t.sandbox, 'clinical_case.opened', undefined, new Date(Date.parse(early.createdAt) + 1000).toISOString());
+    const fresh = await publishCase(t.orgId, t.sandbox);
+    await receiver.waitFor('/early', 2);
+    await receiver.waitFor('/late', 1);
+    await settleTimers();
+    const ids = async (ep: { id: string }) => (await deliveries(t, ep.id)).map((d: { eventId: string }) => d.eventId).sort();
+    expect(await ids(early)).toEqual([between.eventId, fresh.eventId].sort());
+    expect(await ids(late)).toEqual([fresh.eventId]);
+    expect(receiver.on('/early')).toHaveLength(2);
+    expect(receiver.on('/late')).toHaveLength(1);
   });
 
   it('survives a restart with a delivery pending', async () => {

@@ -295,10 +295,15 @@ export class WebhooksService implements OnModuleDestroy {
     const caseId = typeof (m.data as { caseId?: unknown })?.caseId === 'string' ? (m.data as { caseId: string }).caseId : null;
     let position = 0;
     let createdHeld = false;
+    const recordedAt = Date.parse(m.metadata.recordedAt);
     for (const environmentId of environments) {
       const endpoints = await this.readStore.list<EndpointDoc>(Collections.endpoints, environmentId);
       for (const ep of endpoints) {
         if (ep.deletedAt || !ep.events.includes(m.type)) continue;
+        // An endpoint gets the events recorded from its creation on, never older ones: a relay
+        // that replays the log (after its checkpoint was lost) must not send a new endpoint's
+        // owner the history (with its PHI) of events from before it subscribed.
+        if (Date.parse(ep.createdAt) > recordedAt) continue;
         const deliveryId = stableUuid('delivery', ep.id, eventId);
         const stream = deliveryStream(deliveryId);
         // Not held: the first attempt's lease goes in the creating append and this process sends
