@@ -103,7 +103,7 @@ describe('CORS (e2e, real HTTP)', () => {
   });
 
   it('refuses to start with an origin list it cannot read', () => {
-    for (const bad of ['clinic.example', 'https://clinic.example/', 'https://clinic.example/widget', 'ftp://clinic.example', 'https://a.example, *']) {
+    for (const bad of ['clinic.example', 'https://clinic.example/', 'https://clinic.example/widget', 'ftp://clinic.example', 'https://a.example, *', ',', ' , ']) {
       expect(() => loadConfig({ WIDGET_ALLOWED_ORIGINS: bad })).toThrow(/WIDGET_ALLOWED_ORIGINS/);
     }
     expect(() => loadConfig({ STAFF_APP_ORIGINS: '*' })).toThrow(/STAFF_APP_ORIGINS/);
@@ -149,5 +149,17 @@ describe('security headers (e2e)', () => {
     });
     expect(raw).toMatch(/^HTTP\/1\.1 400 /);
     for (const h of ['cache-control: no-store', 'x-content-type-options: nosniff', 'referrer-policy: no-referrer']) expect(raw.toLowerCase()).toContain(h);
+    // So do the answers Node gives before any route: an Expect it does not know (417).
+    const rawAnswer = (request: string) =>
+      new Promise<string>((resolve) => {
+        const socket = connect(Number(new URL(app.baseUrl).port), '127.0.0.1', () => socket.write(request));
+        let text = '';
+        socket.on('data', (d) => (text += d.toString('latin1')));
+        socket.on('close', () => resolve(text));
+      });
+    const expectation = await rawAnswer('GET /api/v1/ping HTTP/1.1\r\nHost: x\r\nExpect: foo\r\nConnection: close\r\n\r\n');
+    expect(expectation).toMatch(/^HTTP\/1\.1 417 /);
+    for (const h of ['cache-control: no-store', 'x-content-type-options: nosniff', 'referrer-policy: no-referrer']) expect(expectation.toLowerCase()).toContain(h);
+    expect(JSON.parse(expectation.slice(expectation.indexOf('\r\n\r\n') + 4))).toEqual({ code: 'EXPECTATION_FAILED', message: expect.any(String) });
   });
 });

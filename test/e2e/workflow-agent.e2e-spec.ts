@@ -279,6 +279,37 @@ describe('concurrent replies to one turn (e2e)', () => {
     const runs = await app.api.get(`${t.env}/conversation-workflows/${workflow.id}/runs`, t.staff);
     expect(runs.body.runs).toHaveLength(1 + 1); // the readiness test's run and the patient's one
   });
+
+  it('a retry that arrives while a slow turn is still answered (even a minute later on the service clock) waits for its answer: one account-changing call', async () => {
+    const { t, workflow } = await setUp(app, dest, OWNER);
+    const versionId = workflow.draftVersionId;
+    expect((await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/test`, { expectedRevision: 1, opening: 'return my order', replies: ['B-5', 'yes'], patientId: OWNER }, t.staff)).body.passed).toBe(true);
+    expect((await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
+    const session = await patientSession(app, t, OWNER);
+    const send = (message: string, key: string) => app.api.request('POST', '/widget/v1/messages', { token: session, body: { message }, headers: { 'idempotency-key': key } });
+    await send('return my order', randomUUID());
+    expect((await send('B-77', randomUUID())).body.replies).toEqual([{ type: 'text', text: 'Return order B-77?' }]);
+    const postsBefore = dest.seen.filter((x) => x.method === 'POST').length;
+    let release!: () => void;
+    dest.postGate = new Promise<void>((r) => (release = r));
+    try {
+      const key = randomUUID();
+      const first = send('yes', key);
+      for (let i = 0; i < 200 && dest.seen.filter((x) => x.method === 'POST').length === postsBefore; i++) await new Promise((r) => setTimeout(r, 10));
+      await app.advanceClock(61); // past a one-minute lease, were the lease that short
+      const retry = send('yes', key);
+      await new Promise((r) => setTimeout(r, 500));
+      release();
+      const [a, b] = await Promise.all([first, retry]);
+      expect(a.body).toMatchObject({ handedOff: true, duplicate: false });
+      expect(b.body).toEqual({ ...a.body, duplicate: true });
+      expect((await send('yes', key)).body).toEqual({ ...a.body, duplicate: true });
+      expect(dest.seen.filter((x) => x.method === 'POST').length).toBe(postsBefore + 1);
+    } finally {
+      dest.postGate = null;
+      release();
+    }
+  });
 });
 
 describe('destinations in production mode (e2e)', () => {

@@ -346,6 +346,9 @@ describe('widget turn decider (Idempotency-Key of widget messages)', () => {
     // The first sender, late, records nothing over the new holder's claim (nor releases it).
     expect(widgetTurnDecider.decide({ type: 'Answer', claimId: 'c1', bodyHash: 'h', answer }, fold(taken), later)).toEqual([]);
     expect(widgetTurnDecider.decide({ type: 'Release', claimId: 'c1' }, fold(taken), later)).toEqual([]);
+    // The taker found the turn busy and let go: the first sender's answer is then the turn's.
+    const letGo = [...taken, ...widgetTurnDecider.decide({ type: 'Release', claimId: 'c3' }, fold(taken), later)];
+    expect(widgetTurnDecider.decide({ type: 'Answer', claimId: 'c1', bodyHash: 'h', answer }, fold(letGo), later).map((e) => e.type)).toEqual(['WidgetTurnAnswered']);
     const answered = [...claimed, ...widgetTurnDecider.decide({ type: 'Answer', claimId: 'c1', bodyHash: 'h', answer }, fold(claimed), at)];
     expect(fold(answered)).toEqual({ claim: null, answer: { bodyHash: 'h', answer } });
     expect(widgetTurnDecider.decide({ type: 'Claim', claimId: 'c1', bodyHash: 'h', leaseMs: 60_000 }, fold(answered), at)).toEqual([]);

@@ -191,6 +191,13 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   app.enableShutdownHooks();
 
   const fastify = app.getHttpAdapter().getInstance();
+  // An `Expect` other than 100-continue: Node would answer a bare 417 itself (no error body, no
+  // security headers). Answered here in the service's form instead.
+  fastify.server.on('checkExpectation', (_req, res) => {
+    const body = JSON.stringify({ code: 'EXPECTATION_FAILED', message: 'Only "Expect: 100-continue" is supported' });
+    res.writeHead(417, { ...SECURITY_HEADERS, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
+    res.end(body);
+  });
   // Fastify parses a body before any Nest guard runs, but authentication comes first (401/403 on
   // every call, decisions 11): the parsers below never fail a request over its body. They record
   // the problem on the request (deferBodyProblem) and give no body; BodyProblemGuard answers it

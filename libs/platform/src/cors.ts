@@ -17,6 +17,7 @@ export interface CorsPolicy {
 export function parseOrigins(value: string | undefined, name: string, fallback: '*' | string[], allowAny: boolean): '*' | string[] {
   if (value === undefined || value.trim() === '') return fallback;
   const items = value.split(',').map((s) => s.trim()).filter(Boolean);
+  if (items.length === 0) throw new Error(`${name}: no origin in "${value}"`);
   if (allowAny && items.length === 1 && items[0] === '*') return '*';
   for (const item of items) {
     let origin: string | null = null;

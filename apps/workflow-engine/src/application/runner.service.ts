@@ -38,8 +38,12 @@ const HEALTH_REPLY = 'Thank you. I have passed your question to your care team; 
 const HEALTH_DIRECT_REPLY = "I couldn't pass your question to your care team from here; please contact your care team directly. If it feels urgent, call your local emergency number.";
 const HEALTH_ANON_REPLY = 'For questions about your health, please sign in so I can pass them to your care team, or contact your care team directly. If it feels urgent, call your local emergency number.';
 export const BUSY_REPLY = "I'm still working on your previous message; please wait a moment for my answer. / Todavía estoy atendiendo su mensaje anterior; espere un momento.";
-/** How long a claimed widget turn keeps a retry waiting (service clock); past it a retry answers it. */
-const TURN_LEASE_MS = 60_000;
+/**
+ * How long a claimed widget turn keeps a retry from answering it again (service clock): longer
+ * than any turn can take (a run's calls are at most 5 s each), so only a sender that died leaves
+ * a turn to be answered again, and not before this.
+ */
+const TURN_LEASE_MS = 15 * 60_000;
 /** How long (real time) a retry waits for the first sender's answer before the busy reply. */
 const TURN_WAIT_MS = 10_000;
 const PAUSED_REPLY = "I can't look that up right now. Would you like me to connect you with our team?";
@@ -237,7 +241,8 @@ export class RunnerService {
         claimed = await this.turns.handle(stream, { type: 'Claim', claimId, bodyHash, leaseMs: TURN_LEASE_MS }, meta);
       } catch (err) {
         if (!(err instanceof DomainError && err.code === 'TURN_IN_PROGRESS')) throw err;
-        if (Date.now() >= until) return { conversationId: derivedUuid(`widget-conversation:${session.sessionId}`), replies: [{ type: 'text', text: BUSY_REPLY }] as Reply[], handedOff: false, duplicate: false };
+        // Still being answered: say so in a way the widget can act on (retry with the same key).
+        if (Date.now() >= until) throw new ApiError(409, 'TURN_IN_PROGRESS', 'This message is still being answered; retry with the same Idempotency-Key', undefined, { 'retry-after': '2' });
         await new Promise((r) => setTimeout(r, 50));
         continue;
       }

@@ -21,7 +21,11 @@ export type WidgetTurnEvent =
 export type WidgetTurnCommand =
   | { type: 'Claim'; claimId: string; bodyHash: string; leaseMs: number }
   | { type: 'Release'; claimId: string }
-  /** Recorded only by the holder of the current claim (a sender whose lease ran out and was taken over records nothing). */
+  /**
+   * Recorded by the holder of the current claim, or by the first sender once its claim was taken
+   * over and released (a retry that found the turn still busy): the answer it gave is the turn's.
+   * Not while another sender holds a claim (that one will answer).
+   */
   | { type: 'Answer'; claimId: string; bodyHash: string; answer: WidgetAnswer };
 
 export interface WidgetTurnState {
@@ -63,7 +67,7 @@ export const widgetTurnDecider: Decider<WidgetTurnCommand, WidgetTurnEvent, Widg
       case 'Release':
         return state.claim?.claimId === command.claimId && !state.answer ? [{ type: 'WidgetTurnReleased', releasedAt: now.toISOString() }] : [];
       case 'Answer':
-        if (state.answer || state.claim?.claimId !== command.claimId) return [];
+        if (state.answer || (state.claim !== null && state.claim.claimId !== command.claimId)) return [];
         return [{ type: 'WidgetTurnAnswered', bodyHash: command.bodyHash, answer: command.answer, answeredAt: now.toISOString() }];
       default: {
         const never: never = command;
