@@ -273,6 +273,10 @@ describe('concurrent replies to one turn (e2e)', () => {
     expect(health.body).toMatchObject({ handedOff: true, caseReference: expect.stringMatching(/^CC-/), duplicate: false });
     const healthAgain = await send('I have a fever and a rash since I took the medication', k3);
     expect(healthAgain.body).toEqual({ ...health.body, duplicate: true });
+    // The key is the patient's: signed in again (a new session), the retry is still the same message.
+    const session2 = await patientSession(app, t, OWNER);
+    const fromNewSession = await app.api.request('POST', '/widget/v1/messages', { token: session2, body: { message: 'I have a fever and a rash since I took the medication' }, headers: { 'idempotency-key': k3 } });
+    expect(fromNewSession.body).toEqual({ ...health.body, duplicate: true });
     const cases = await app.api.get(`${t.env}/clinical-cases`, t.staff);
     expect(cases.body.clinicalCases.filter((c: { reference: string }) => c.reference === health.body.caseReference)).toHaveLength(1);
     expect((await send('B-78')).body.duplicate).toBe(false);

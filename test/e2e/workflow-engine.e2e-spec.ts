@@ -405,6 +405,8 @@ describe('conversation workflows (e2e, real HTTP)', () => {
       const r = await app.api.post(`${t.env}/destinations`, { stableKey: 'with_credentials', name: 'Creds', baseUrl }, t.staff);
       expect({ status: r.status, code: r.body.code, path: r.body.details?.[0]?.path }).toEqual({ status: 400, code: 'VALIDATION_FAILED', path: 'baseUrl' });
     }
+    // Schemes are case-insensitive.
+    expect((await app.api.post(`${t.env}/destinations`, { stableKey: 'upper_scheme', name: 'Upper', baseUrl: dest.baseUrl.replace('http://', 'HTTP://') }, t.staff)).status).toBe(201);
     const latin1 = await app.api.post(`${t.env}/destinations`, { stableKey: 'latin1_headers', name: 'Latin-1', baseUrl: dest.baseUrl, headers: { 'x-name': 'caf\u00e9' } }, t.staff);
     expect(latin1.status).toBe(201);
     expect((await app.api.delete(`${t.env}/destinations/${latin1.body.id}`, t.staff)).status).toBe(204);

@@ -230,7 +230,10 @@ export class RunnerService {
    */
   async message(session: WidgetSessionContext, message: string, attachments: unknown[], idempotencyKey?: string) {
     if (idempotencyKey === undefined) return { ...(await this.answerMessage(session, message, attachments.length)), duplicate: false };
-    const stream = widgetTurnStream(derivedUuid(`widget-turn:${session.sessionId}:${idempotencyKey.toLowerCase()}`));
+    // A signed-in patient's keys are the patient's (as for case replies: a retry from a new session
+    // after signing in again is still the same message); an anonymous visitor's, the session's.
+    const scope = session.patientId ? `patient:${session.patientId}` : `session:${session.sessionId}`;
+    const stream = widgetTurnStream(derivedUuid(`widget-turn:${session.environmentId}:${scope}:${idempotencyKey.toLowerCase()}`));
     const bodyHash = createHash('sha256').update(JSON.stringify({ message, attachments })).digest('hex');
     const meta = { actor: this.actor(session), organizationId: session.organizationId, environmentId: session.environmentId };
     const until = Date.now() + TURN_WAIT_MS;

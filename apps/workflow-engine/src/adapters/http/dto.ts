@@ -42,7 +42,7 @@ export class FromTemplateDto {
 export class CreateDestinationDto {
   @IsString() @Matches(STABLE_KEY) stableKey!: string;
   @IsString() @Length(1, 120) name!: string;
-  @IsString() @MaxLength(2000) @Matches(/^https?:\/\/[^\s]+$/, { message: 'baseUrl must be an http(s) URL' }) baseUrl!: string;
+  @IsString() @MaxLength(2000) @Matches(/^https?:\/\/[^\s]+$/i, { message: 'baseUrl must be an http(s) URL' }) baseUrl!: string;
   @IfPresent() @IsObject() headers?: Record<string, string>;
   @IfPresent() @IsInt() @Min(1) @Max(5000) timeoutMs?: number;
 }
