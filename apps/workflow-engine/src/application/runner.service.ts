@@ -44,7 +44,7 @@ export const BUSY_REPLY = "I'm still working on your previous message; please wa
  * a turn to be answered again, and not before this.
  */
 const TURN_LEASE_MS = 15 * 60_000;
-/** How long (real time) a retry waits for the first sender's answer before the busy reply. */
+/** How long (real time) a retry waits for the first sender's answer before 409 TURN_IN_PROGRESS. */
 const TURN_WAIT_MS = 10_000;
 const PAUSED_REPLY = "I can't look that up right now. Would you like me to connect you with our team?";
 
@@ -223,10 +223,11 @@ export class RunnerService {
 
   /**
    * A patient's message to the agent. With an `Idempotency-Key` (the widget makes one per message
-   * it sends), the turn is claimed first in its own stream (session and key): a retry of the same
-   * message gets the recorded answer (`duplicate: true`) instead of a second case, run or credit;
-   * the same key with another message is 409 `IDEMPOTENCY_KEY_REUSED`; a retry that arrives while
-   * the first is still being answered waits for it (up to TURN_WAIT_MS, then the busy reply).
+   * it sends), the turn is claimed first in its own stream (the patient's, or the anonymous
+   * session's, and the key): a retry of the same message gets the recorded answer (`duplicate:
+   * true`) instead of a second case, run or credit; the same key with another message is 409
+   * `IDEMPOTENCY_KEY_REUSED`; a retry that arrives while the first is still being answered waits
+   * for it (up to TURN_WAIT_MS, then 409 `TURN_IN_PROGRESS` with Retry-After).
    */
   async message(session: WidgetSessionContext, message: string, attachments: unknown[], idempotencyKey?: string) {
     if (idempotencyKey === undefined) return { ...(await this.answerMessage(session, message, attachments.length)), duplicate: false };
