@@ -68,11 +68,11 @@ function isJson(text: string): boolean {
   }
 }
 
-/** Errors Node's HTTP parser raises before a request exists (header too large, timeouts): the error body of decisions 11. */
 /** Headers of every answer (see where the hook sets them), also on the answers written below. */
 const SECURITY_HEADERS = { 'cache-control': 'no-store', 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer' } as const;
 const SECURITY_HEADER_LINES = Object.entries(SECURITY_HEADERS).map(([k, v]) => `${k}: ${v}\r\n`).join('');
 
+/** Errors Node's HTTP parser raises before a request exists (header too large, timeouts): the error body of decisions 11. */
 function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const [status, code, message] =

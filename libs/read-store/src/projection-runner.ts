@@ -200,12 +200,12 @@ class ProjectionWorker {
   private lost(): void {
     if (this.rebuilding || this.closed) return;
     this.rebuilds++;
+    this.logger.warn({ projection: this.name, position: this.stored }, 'read model lost by the store; rebuilding it from the start of the log');
     // Nothing is stored any more: a loss check running while the rebuild opens must not see the
     // old checkpoint and start a second rebuild.
     this.stored = 0;
     this.stopping = true;
     this.cancelSleep?.();
-    this.logger.warn({ projection: this.name, position: this.stored }, 'read model lost by the store; rebuilding it from the start of the log');
     this.rebuilding = (async () => {
       if (this.checkpointTimer) clearTimeout(this.checkpointTimer);
       this.checkpointTimer = null;

@@ -50,18 +50,14 @@ export function isBlockedAddress(address: string): boolean {
   if (family === 4) return blocked.check(address, 'ipv4');
   if (family === 6) {
     const g = hextets(address);
+    const zeros = (n: number) => g.slice(0, n).every((x) => x === 0);
     // IPv4-compatible ::a.b.c.d (deprecated; the first 96 bits zero, :: and ::1 included) and SIIT
     // ::ffff:0:a.b.c.d: refused whole, whatever they embed (a translator on the path would reach it).
-    if (g.slice(0, 6).every((x) => x === 0)) return true;
-    if (g.slice(0, 4).every((x) => x === 0) && g[4] === 0xffff && g[5] === 0) return true;
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-    if (mapped) return blocked.check(mapped[1], 'ipv4');
-    // The same in hex (the WHATWG URL parser writes [::ffff:127.0.0.1] as [::ffff:7f00:1]).
-    const hex = /^(?:0{0,4}:){0,5}:?ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(address);
-    if (hex && /^::ffff:|^(0{1,4}:){5}ffff:/i.test(address)) {
-      const [hi, lo] = [parseInt(hex[1], 16), parseInt(hex[2], 16)];
-      return blocked.check(`${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`, 'ipv4');
-    }
+    if (zeros(6)) return true;
+    if (zeros(4) && g[4] === 0xffff && g[5] === 0) return true;
+    // IPv4-mapped ::ffff:a.b.c.d, in either notation (the WHATWG URL parser writes [::ffff:127.0.0.1]
+    // as [::ffff:7f00:1]): the embedded IPv4 address decides.
+    if (zeros(5) && g[5] === 0xffff) return blocked.check(`${g[6] >> 8}.${g[6] & 255}.${g[7] >> 8}.${g[7] & 255}`, 'ipv4');
     return blocked.check(address, 'ipv6');
   }
   return true;

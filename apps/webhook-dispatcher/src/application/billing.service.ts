@@ -1,7 +1,7 @@
-import { toRfc3339 } from '@svc/http';
 import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
+import { toRfc3339 } from '@svc/http';
 import { PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
 import { sha256Hex } from '@svc/security';

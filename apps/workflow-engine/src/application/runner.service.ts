@@ -11,6 +11,7 @@ import {
 } from '@svc/messaging';
 import { CONFIG, ServiceConfig } from '@svc/platform';
 import { READ_STORE, ReadStore } from '@svc/read-store';
+import { bodyHash } from '@svc/security';
 import { EMERGENCY_ALERTED, EMERGENCY_GUIDANCE, GENERIC_REPLY, emergencyKinds, healthQuestion, triggerMatches } from '../domain/agent';
 import { Definition } from '../domain/definition';
 import { Advance, CallRequest, CallResult, Patient, Reply, RunContext, RunState, advance, giveCallResult, giveInput, startRun, switchedOff } from '../domain/engine';
@@ -235,14 +236,14 @@ export class RunnerService {
     // after signing in again is still the same message); an anonymous visitor's, the session's.
     const scope = session.patientId ? `patient:${session.patientId}` : `session:${session.sessionId}`;
     const stream = widgetTurnStream(derivedUuid(`widget-turn:${session.environmentId}:${scope}:${idempotencyKey.toLowerCase()}`));
-    const bodyHash = createHash('sha256').update(JSON.stringify({ message, attachments })).digest('hex');
+    const hash = bodyHash({ message, attachments });
     const meta = { actor: this.actor(session), organizationId: session.organizationId, environmentId: session.environmentId };
     const until = Date.now() + TURN_WAIT_MS;
     const claimId = randomUUID();
     for (;;) {
       let claimed;
       try {
-        claimed = await this.turns.handle(stream, { type: 'Claim', claimId, bodyHash, leaseMs: TURN_LEASE_MS }, meta);
+        claimed = await this.turns.handle(stream, { type: 'Claim', claimId, bodyHash: hash, leaseMs: TURN_LEASE_MS }, meta);
       } catch (err) {
         if (!(err instanceof DomainError && err.code === 'TURN_IN_PROGRESS')) throw err;
         // Still being answered: say so in a way the widget can act on (retry with the same key).
@@ -264,7 +265,7 @@ export class RunnerService {
     // "Still working on your previous message" is not this message's answer: the claim goes, and a
     // retry is answered for real once the other message is done.
     const busy = answer.replies.length === 1 && (answer.replies[0] as { text?: string }).text === BUSY_REPLY;
-    await this.turns.handle(stream, busy ? { type: 'Release', claimId } : { type: 'Answer', claimId, bodyHash, answer }, meta);
+    await this.turns.handle(stream, busy ? { type: 'Release', claimId } : { type: 'Answer', claimId, bodyHash: hash, answer }, meta);
     return { ...answer, duplicate: false };
   }
 

@@ -1,6 +1,6 @@
 /**
- * One patient message to the widget agent sent with an `Idempotency-Key` (stream per session and
- * key): the first sender claims the turn, answers it, and records the answer; a retry with the
+ * One patient message to the widget agent sent with an `Idempotency-Key` (a stream per key of a
+ * signed-in patient, or of an anonymous visitor's session): the first sender claims the turn, answers it, and records the answer; a retry with the
  * same key and message gets that answer again instead of a second run, case or credit.
  */
 import { Decider, DomainError } from '@svc/eventstore';

@@ -2,9 +2,9 @@ import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, UseGuards 
 import { ApiError, RequiresPermission, Staff, StaffContext, StaffGuard } from '@svc/http';
 import { DEFAULT_DELIVERY_LIMIT, MAX_DELIVERY_LIMIT, WebhooksService } from '../../application/webhooks.service';
 import { DeliveryStatus } from '../../domain/delivery';
+import { CreateWebhookEndpointDto } from './dto';
 
 const DELIVERY_STATUSES: readonly DeliveryStatus[] = ['pending', 'held', 'delivered', 'failed'];
-import { CreateWebhookEndpointDto } from './dto';
 
 const actor = (s: StaffContext) => ({ sub: s.principal.sub });
 

@@ -8,10 +8,10 @@ import { EndpointEvent } from '../../domain/endpoint';
 import { USAGE_THRESHOLD_REACHED, UsageEvent } from '../../domain/usage';
 
 /**
- * `-v2`: the delivery log's score became the negated creation time (newest first); the new name
- * rebuilds the read model from the streams once, so every delivery document gets the new score.
+ * Renamed to rebuild the read model from the streams once: `-v2`, the delivery log's score became
+ * the negated creation time (newest first); `-v3` (sixth session), deliveries are also indexed by
+ * status.
  */
-/** `-v3` (sixth session): deliveries are also indexed by status, so an existing data dir rebuilds the index. */
 export const DISPATCHER_PROJECTION = 'webhook-dispatcher-v3';
 
 export const Collections = {
