@@ -19,13 +19,18 @@ describe('slow requests (e2e, raw sockets)', () => {
         for (const p of parts) socket.write(p);
       });
       let text = '';
-      socket.on('data', (d) => (text += d.toString('utf8')));
-      socket.on('close', () => resolve({ text, ms: Date.now() - started }));
-      socket.on('error', reject);
-      setTimeout(() => {
+      // A guard for a server that never closes; cleared when it does (a pending 10 s timer kept
+      // the test worker alive after the suite).
+      const guard = setTimeout(() => {
         socket.destroy();
         resolve({ text, ms: Date.now() - started });
       }, 10_000);
+      socket.on('data', (d) => (text += d.toString('utf8')));
+      socket.on('close', () => {
+        clearTimeout(guard);
+        resolve({ text, ms: Date.now() - started });
+      });
+      socket.on('error', reject);
     });
 
   it('answers a body that never arrives in full with 408 REQUEST_TIMEOUT and closes the connection', async () => {

@@ -60,7 +60,12 @@ describe('callDestination: redirects and the 5 second cap', () => {
     server = createServer((req, res) => {
       seen.push(req.url ?? '');
       if (req.url === '/moved') res.writeHead(302, { location: '/elsewhere' }).end();
-      else if (req.url === '/slow') setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end('{"orders":[]}'), 7000);
+      else if (req.url === '/slow') {
+        // Answers after the 5 s cap; the client gives up first, and the timer goes with its socket
+        // (a pending 7 s timer kept the test worker alive after the suite).
+        const late = setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end('{"orders":[]}'), 7000);
+        res.on('close', () => clearTimeout(late));
+      }
       else res.writeHead(200, { 'content-type': 'application/json' }).end('{"orders":[]}');
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
