@@ -171,6 +171,76 @@ describe('workflow agent conversations (e2e, real HTTP)', () => {
   });
 });
 
+describe('calls that name the patient (e2e)', () => {
+  const OWNER = 'ext-owner-2';
+  const app = new TestApp();
+  const dest = new Destination();
+  beforeAll(async () => {
+    await app.start();
+    await dest.start(OWNER);
+  });
+  afterAll(async () => {
+    await dest.stop();
+    await app.stop();
+  });
+
+  it("are never sent for an anonymous visitor (asked to sign in), nor for a signed-in patient whose token has no email (the step's errorReply)", async () => {
+    const t = await app.tenant();
+    dest.secret = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'widget_signing' }, t.staff)).body.secret;
+    expect((await app.api.post(`${t.env}/destinations`, { stableKey: 'shop', name: 'Shop', baseUrl: dest.baseUrl }, t.staff)).status).toBe(201);
+    const plan = {
+      category: 'billing',
+      description: 'Plan status',
+      triggerPhrases: ['my plan status'],
+      steps: [
+        // No ownership check and no orders contract: only the body names the patient.
+        { id: 'look', type: 'call_api', destinationStableKey: 'shop', method: 'POST', readOnly: true, path: '/orders/B-1', body: { email: '{{patient.email}}' }, save: [{ variable: 'status', path: 'status' }], notFoundReply: 'Not found.', errorReply: 'I cannot check that here; shall I connect you with our team?' },
+        { id: 'done', type: 'reply', message: 'Status: {{status}}' },
+      ],
+    };
+    const c = await app.api.post(`${t.env}/conversation-workflows`, { stableKey: 'plan', name: 'Plan', definition: plan }, t.staff);
+    expect(c.status).toBe(201);
+    const versionId = c.body.draftVersionId;
+    const seen = () => dest.seen.length;
+
+    // A test run without a sample patient is the anonymous visitor: nothing is sent, and it does not pass.
+    let before = seen();
+    const anonTest = await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/test`, { expectedRevision: 1, opening: 'my plan status', replies: [] }, t.staff);
+    expect(anonTest.body.passed).toBe(false);
+    expect(anonTest.body.steps).toEqual([{ stepId: 'look', type: 'call_api', outcome: 'sign_in_required' }]);
+    expect(seen()).toBe(before);
+    const test = await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/test`, { expectedRevision: 1, opening: 'my plan status', replies: [], patientId: OWNER, patientEmail: 'p@example.test' }, t.staff);
+    expect(test.body.passed).toBe(true);
+    expect(JSON.parse(dest.seen.at(-1)!.raw)).toEqual({ email: 'p@example.test' });
+    expect((await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
+
+    before = seen();
+    const anonymous = (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox })).body.sessionToken;
+    const a = await app.api.post('/widget/v1/messages', { message: 'What is my plan status?' }, anonymous);
+    expect(a.status).toBe(201);
+    expect(a.body.replies).toEqual([{ type: 'text', text: expect.stringMatching(/^Please sign in/) }]);
+    expect(seen()).toBe(before);
+
+    const rotated = await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff);
+    const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
+    const token = (claims: Record<string, string>) =>
+      new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).setSubject(OWNER).setIssuedAt(now).setExpirationTime(now + 300).sign(new TextEncoder().encode(rotated.body.secret));
+    const session = async (claims: Record<string, string>) => (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await token(claims) })).body.sessionToken;
+
+    const withoutEmail = await app.api.post('/widget/v1/messages', { message: 'my plan status' }, await session({}));
+    expect(withoutEmail.body.replies).toEqual([{ type: 'text', text: 'I cannot check that here; shall I connect you with our team?' }]);
+    expect(seen()).toBe(before);
+
+    const withEmail = await app.api.post('/widget/v1/messages', { message: 'my plan status' }, await session({ email: 'p@example.test' }));
+    expect(withEmail.body.replies).toEqual([{ type: 'text', text: 'Status: delivered' }]);
+    expect(seen()).toBe(before + 1);
+    expect(JSON.parse(dest.seen.at(-1)!.raw)).toEqual({ email: 'p@example.test' });
+
+    const runs = await app.api.get(`${t.env}/conversation-workflows/${c.body.id}/runs`, t.staff);
+    expect(runs.body.runs.filter((r: { test: boolean }) => !r.test).map((r: { outcome: string }) => r.outcome)).toEqual(['completed', 'error', 'sign_in_required']);
+  });
+});
+
 async function patientSession(app: TestApp, t: { env: string; staff: string; sandbox: string }, externalId: string): Promise<string> {
   const rotated = await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff);
   const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);

@@ -1,7 +1,7 @@
 import { deciderSpec } from '../../../libs/eventstore/src/testing';
 import { emergencyKinds, healthQuestion, triggerMatches } from '../src/domain/agent';
 import { Definition, validateDefinition } from '../src/domain/definition';
-import { advance, buildRequest, getPath, giveCallResult, giveInput, startRun } from '../src/domain/engine';
+import { SIGN_IN_REPLY, advance, buildRequest, getPath, giveCallResult, giveInput, startRun } from '../src/domain/engine';
 import { ordersToShow, parseOrdersResponse } from '../src/domain/orders';
 import { KEY_CLAIM_GRACE_MS, WorkflowEvent, workflowDecider, workflowKeyDecider } from '../src/domain/workflow';
 import { isBlockedAddress } from '@svc/security';
@@ -189,6 +189,48 @@ describe('step machine', () => {
     expect(r.next.kind).toBe('ended');
     expect(r.state.steps[0].outcome).toBe('rule_violation');
   });
+});
+
+describe('calls that identify the patient', () => {
+  const anon = { runId: 'r', patient: { email: null, externalId: null } };
+  const noEmail = { runId: 'r', patient: { email: null, externalId: 'ext 1' } };
+  const call = (over: Record<string, unknown>) => def([{ id: 'c', type: 'call_api', destinationStableKey: 'k', method: 'GET', path: '/plans', save: [], notFoundReply: 'n', errorReply: 'e', ...over }, reply('done')]);
+  it.each([
+    ['the path names patient.externalId', { path: '/plans/{{patient.externalId}}' }],
+    ['the path names patient.email', { path: '/plans?email={{ patient.email }}' }],
+    ['the body names patient.email', { method: 'POST', readOnly: true, body: { who: ['{{patient.email}}'] } }],
+    ['select.equals names patient.externalId', { select: { listPath: 'plans', matchPath: 'owner', equals: '{{patient.externalId}}' } }],
+  ])('%s: an anonymous visitor is asked to sign in and nothing is sent', (_name, over) => {
+    const r = advance(call(over), startRun(call(over)), anon);
+    expect(r.next.kind).toBe('ended');
+    expect(r.replies).toEqual([{ type: 'text', text: SIGN_IN_REPLY }]);
+    expect(r.state.outcome).toBe('sign_in_required');
+  });
+  it('a call naming neither is sent for an anonymous visitor too', () => {
+    const d = call({ path: '/opening-hours' });
+    expect(advance(d, startRun(d), anon).next).toMatchObject({ kind: 'call', request: { path: '/opening-hours' } });
+  });
+  it('a signed-in patient whose token carried no email is never asked to sign in: a call needing the email ends with its errorReply', () => {
+    for (const over of [{ path: '/plans?email={{patient.email}}' }, { ownership: { emailPath: 'owner.email' } }]) {
+      const d = call(over);
+      const r = advance(d, startRun(d), noEmail);
+      expect(r.next.kind).toBe('ended');
+      expect(r.replies).toEqual([{ type: 'text', text: 'e' }]);
+      expect(r.state.outcome).toBe('error');
+      expect(r.state.steps.at(-1)!.outcome).toBe('patient_email_missing');
+    }
+    const byId = call({ path: '/plans/{{patient.externalId}}' });
+    expect(advance(byId, startRun(byId), noEmail).next).toMatchObject({ kind: 'call', request: { path: '/plans/ext%201' } });
+  });
+});
+
+describe('confirm answers', () => {
+  const d = def([{ id: 'c', type: 'confirm', prompt: 'Proceed?', declineReply: 'Declined' }, reply('Confirmed')]);
+  const answer = (text: string) => giveInput(d, advance(d, startRun(d), ctx).state, ctx, text).replies[0];
+  const text = (t: string) => ({ type: 'text', text: t });
+  it.each(['yes', 'Yes.', 'YES!', 'Sí.', 'ok...', 'de acuerdo.'])('%j is yes', (t) => expect(answer(t)).toEqual(text('Confirmed')));
+  it.each(['no', 'No.', 'no gracias.', 'Cancel!'])('%j is no', (t) => expect(answer(t)).toEqual(text('Declined')));
+  it.each(['yes please', 'maybe', '.', 'y.e.s'])('%j is asked again', (t) => expect(answer(t)).toEqual(text('Please answer yes or no. Proceed?')));
 });
 
 describe('orders contract', () => {

@@ -136,6 +136,12 @@ export function typedVariablesUsed(def: Definition, s: CallApiStep): string[] {
   return [...new Set(texts.flatMap(templateVars).filter((v) => asked.has(v)))];
 }
 
+/** Which of the signed-in patient's identifiers a call names in its path, body or select.equals. */
+export function patientFieldsUsed(s: CallApiStep): { externalId: boolean; email: boolean } {
+  const used = new Set([s.path, ...strings(s.body ?? {}), ...(s.select ? [s.select.equals] : [])].flatMap(templateVars));
+  return { externalId: used.has('patient.externalId'), email: used.has('patient.email') };
+}
+
 type Check = (cond: boolean, path: string, message: string) => void;
 
 function text(check: Check, v: unknown, path: string, min: number, max: number, required = true): void {

@@ -2,7 +2,7 @@
  * The pure step machine of a workflow run. No I/O: a `call_api` step stops the machine with the
  * request to make; the application runner does the call and feeds the result back.
  */
-import { AskStep, CallApiStep, Definition, END, HandOffCategory, Step, changesAccount, checksOwnership, typedVariablesUsed } from './definition';
+import { AskStep, CallApiStep, Definition, END, HandOffCategory, Step, changesAccount, checksOwnership, patientFieldsUsed, typedVariablesUsed } from './definition';
 import { OrderCard, ordersToShow, parseOrdersResponse } from './orders';
 
 export interface Patient {
@@ -24,6 +24,7 @@ export type StepOutcome =
   | 'call_failed'
   | 'contract_broken'
   | 'sign_in_required'
+  | 'patient_email_missing'
   | 'rule_violation'
   | 'then'
   | 'else'
@@ -305,12 +306,22 @@ export function advance(def: Definition, input: RunState, ctx: RunContext): Adva
           state = end({ ...trace(state, step, 'rule_violation'), stepError: true }, 'error');
           return { state, replies, next: { kind: 'ended' } };
         }
-        const needsId = step.contract === 'orders_v1' || !!step.ownership?.patientIdPath;
-        const needsEmail = !!step.ownership?.emailPath;
-        if ((needsId && !ctx.patient.externalId) || (needsEmail && !ctx.patient.email)) {
-          // Never sent for an anonymous visitor.
+        // A call that identifies the patient (the orders contract, an ownership check, or a
+        // template naming {{patient.externalId}} or {{patient.email}}) is never sent for an
+        // anonymous visitor, nor with an identifier left blank.
+        const named = patientFieldsUsed(step);
+        const needsId = step.contract === 'orders_v1' || !!step.ownership?.patientIdPath || named.externalId;
+        const needsEmail = !!step.ownership?.emailPath || named.email;
+        if ((needsId || needsEmail) && !ctx.patient.externalId) {
           replies.push({ type: 'text', text: SIGN_IN_REPLY });
           state = end(trace(state, step, 'sign_in_required'), 'sign_in_required');
+          return { state, replies, next: { kind: 'ended' } };
+        }
+        if (needsEmail && !ctx.patient.email) {
+          // Signed in, but the identity token carried no email (it is optional): signing in again
+          // would not help, so the step cannot be done; the patient gets its errorReply.
+          replies.push({ type: 'text', text: render(step.errorReply, state.vars, ctx) });
+          state = end({ ...trace(state, step, 'patient_email_missing'), stepError: true }, 'error');
           return { state, replies, next: { kind: 'ended' } };
         }
         state = { ...state, status: 'calling' };
@@ -341,7 +352,9 @@ export function giveInput(def: Definition, input: RunState, ctx: RunContext, tex
     return advance(def, state, ctx);
   }
   if (step.type === 'confirm') {
-    const t = normalize(text);
+    // "Yes." and "Sí." are yes: the full stop normalize keeps (for order numbers and emails) is
+    // only punctuation here.
+    const t = normalize(text).replace(/^[._#-]+|[._#-]+$/g, '').trim();
     if (YES.includes(t)) return advance(def, { ...trace(input, step, 'confirmed'), confirmed: true, pc: fallthrough(def, i) }, ctx);
     if (NO.includes(t)) {
       const state = end(trace(input, step, 'declined'), 'declined');
