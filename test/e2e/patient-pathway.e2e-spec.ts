@@ -76,7 +76,14 @@ describe('patient pathway (e2e, real HTTP)', () => {
     expect(c.symptomScores).toEqual({ pain: 8, mood: 2, fever: false, other: 'My left ankle has been swollen since Monday' });
     expect(c.matchedRules).toEqual(['score:urgent:pain>=7', 'score:routine:mood<=2', 'phrase:wound is leaking', 'semantic_phrase:leg swelling']);
 
-    // The token was single-use.
+    // A retried completion (its answer lost on the way) gets the same outcome and case, nothing new.
+    const retried = await api.post(`/widget/v1/check-ins/${checkInId}/complete`, { token, notes: 'Also the wound is leaking a bit.' });
+    expect(retried.status).toBe(200);
+    expect(retried.body).toEqual(done.body);
+    expect((await api.get(`${t.env}/clinical-cases`, staff)).body.clinicalCases.filter((x: { reference: string }) => x.reference === done.body.caseReference)).toHaveLength(1);
+    expect((await api.get(`${t.env}/clinical-cases`, staff)).body.clinicalCases).toHaveLength(cases.body.clinicalCases.length);
+
+    // Otherwise the token was single-use.
     const used = await api.post(`/widget/v1/check-ins/${checkInId}/complete`, { token });
     expect(used.status).toBe(401);
     expect(used.body.code).toBe('INVALID_CHECK_IN_TOKEN');
@@ -108,9 +115,18 @@ describe('patient pathway (e2e, real HTTP)', () => {
     // Only what was answered before the stop.
     expect(c.symptomScores).toEqual({ pain: 3, other: 'Tengo un dolor fuerte en el pecho y no puedo respirar' });
     expect(c.matchedRules).toEqual(['emergency_terms:chest_pain', 'emergency_terms:breathing']);
-    // The check-in is over: answering again or completing is refused.
+    // A retry of the answer that stopped it (the guidance lost on the way) gets the guidance and
+    // the same case again; the check-in is over for anything else: another answer or completing.
+    const retried = await api.post(`/widget/v1/check-ins/${checkInId}/answers`, { token, questionKey: 'other', value: 'Tengo un dolor fuerte en el pecho y no puedo respirar' });
+    expect(retried.status).toBe(200);
+    expect(retried.body).toEqual(stop.body);
+    expect((await api.get(`${t.env}/clinical-cases`, staff)).body.clinicalCases).toHaveLength(cases.body.clinicalCases.length);
+    const other = await api.post(`/widget/v1/check-ins/${checkInId}/answers`, { token, questionKey: 'pain', value: 3 });
+    expect({ status: other.status, code: other.body.code }).toEqual({ status: 401, code: 'INVALID_CHECK_IN_TOKEN' });
     const after = await api.post(`/widget/v1/check-ins/${checkInId}/complete`, { token });
     expect(after.status).toBe(401);
+    // A wrong token is refused all the same.
+    expect((await api.post(`/widget/v1/check-ins/${checkInId}/answers`, { token: 'x' + token.slice(1), questionKey: 'other', value: 'Tengo un dolor fuerte en el pecho y no puedo respirar' })).status).toBe(401);
   });
 
   it('completes with no action when nothing matched', async () => {
@@ -124,6 +140,9 @@ describe('patient pathway (e2e, real HTTP)', () => {
     await api.post(`/widget/v1/check-ins/${checkInId}/answers`, { token, questionKey: 'pain', value: 1 });
     const done = await api.post(`/widget/v1/check-ins/${checkInId}/complete`, { token, notes: 'Feeling fine' });
     expect(done.body).toEqual({ outcome: 'no_action' });
+    const retried = await api.post(`/widget/v1/check-ins/${checkInId}/complete`, { token, notes: 'Feeling fine' });
+    expect({ status: retried.status, body: retried.body }).toEqual({ status: 200, body: { outcome: 'no_action' } });
+    expect((await api.post(`/widget/v1/check-ins/${checkInId}/complete`, { token, notes: 'Feeling fine, really' })).status).toBe(401);
   });
 
   it('is idempotent by eventId: identical retry, reuse with another body, twenty at once', async () => {

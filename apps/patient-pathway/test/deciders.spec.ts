@@ -208,10 +208,26 @@ describe('check-in decider', () => {
     ]);
   });
 
-  it('after completion or an early stop the token is spent (401); unknown check-in is 404; a case links once', () => {
+  it('after completion or an early stop the token is spent (401), but for a retry of the request that closed it; unknown check-in is 404; a case links once', () => {
     const done: CheckInEvent = { type: 'CheckInCompleted', at, outcome: 'no_action', priority: null, matchedRules: [], symptomScores: {}, patientNotes: null, stoppedEarly: false };
-    spec.given([issued, done]).when({ type: 'CompleteCheckIn' }, now).thenThrows('INVALID_CHECK_IN_TOKEN');
+    spec.given([issued, done]).when({ type: 'CompleteCheckIn', notes: 'something else' }, now).thenThrows('INVALID_CHECK_IN_TOKEN');
     spec.given([issued, done]).when({ type: 'RecordAnswer', questionKey: 'pain', value: 1 }, now).thenThrows('INVALID_CHECK_IN_TOKEN');
+    // The same completion again: nothing new (the service answers the recorded outcome).
+    spec.given([issued, done]).when({ type: 'CompleteCheckIn' }, now).then([]);
+    const withNotes: CheckInEvent = { ...done, outcome: 'case_opened', priority: 'routine', matchedRules: ['phrase:leaking'], patientNotes: 'it is leaking' };
+    spec.given([issued, withNotes]).when({ type: 'CompleteCheckIn', notes: 'it is leaking' }, now).then([]);
+    spec.given([issued, withNotes]).when({ type: 'CompleteCheckIn' }, now).thenThrows('INVALID_CHECK_IN_TOKEN');
+    // The answer that stopped the check-in, again: nothing new; any other answer: spent.
+    const stopped: CheckInEvent[] = [
+      issued,
+      { type: 'AnswerRecorded', questionKey: 'pain', value: 8, at },
+      { type: 'AnswerRecorded', questionKey: 'other', value: 'I passed out twice', at },
+      { type: 'CheckInStoppedEarly', at, priority: 'emergency', matchedRules: ['emergency_terms:unconscious'], symptomScores: { pain: 8, other: 'I passed out twice' }, patientNotes: null, stoppedEarly: true },
+    ];
+    spec.given(stopped).when({ type: 'RecordAnswer', questionKey: 'other', value: 'I passed out twice' }, now).then([]);
+    spec.given(stopped).when({ type: 'RecordAnswer', questionKey: 'other', value: 'I passed out' }, now).thenThrows('INVALID_CHECK_IN_TOKEN');
+    spec.given(stopped).when({ type: 'RecordAnswer', questionKey: 'pain', value: 8 }, now).thenThrows('INVALID_CHECK_IN_TOKEN');
+    spec.given(stopped).when({ type: 'CompleteCheckIn' }, now).thenThrows('INVALID_CHECK_IN_TOKEN');
     spec.given([]).when({ type: 'CompleteCheckIn' }, now).thenThrows('NOT_FOUND');
     spec.given([issued]).when({ type: 'LinkCase', caseId: 'k', reference: 'CC-AAAAAAAA' }, now).then([{ type: 'CaseLinked', caseId: 'k', reference: 'CC-AAAAAAAA' }]);
     spec.given([issued, { type: 'CaseLinked', caseId: 'k', reference: 'CC-AAAAAAAA' }]).when({ type: 'LinkCase', caseId: 'k', reference: 'CC-AAAAAAAA' }, now).then([]);

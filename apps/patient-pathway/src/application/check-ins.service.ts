@@ -191,12 +191,17 @@ export class CheckInsService {
 
   // ---- patient side ----
 
-  private async loadForPatient(checkInId: string, token: string | undefined): Promise<CheckInState> {
+  /**
+   * The check-in, for the holder of its token. Only an open one unless `closedToo`: answers and
+   * completions go on to the decider, which recognises a retry of the request that closed the
+   * check-in and refuses anything else (401, the link was used).
+   */
+  private async loadForPatient(checkInId: string, token: string | undefined, closedToo = false): Promise<CheckInState> {
     if (!UUID.test(checkInId)) throw new DomainError(404, 'NOT_FOUND', 'Check-in not found');
     const { state } = await this.checkIns.load(checkInStream(checkInId));
     if (state.status === 'none') throw new DomainError(404, 'NOT_FOUND', 'Check-in not found');
     if (typeof token !== 'string' || !token || !safeEqual(sha256Hex(token), state.tokenHash!)) throw tokenRefused();
-    if (state.status !== 'open') throw tokenRefused();
+    if (state.status !== 'open' && !closedToo) throw tokenRefused();
     return state;
   }
 
@@ -206,7 +211,7 @@ export class CheckInsService {
   }
 
   async answer(checkInId: string, token: string, questionKey: string, value: unknown) {
-    const state = await this.loadForPatient(checkInId, token);
+    const state = await this.loadForPatient(checkInId, token, true);
     const r = await this.checkIns.handle(checkInStream(checkInId), { type: 'RecordAnswer', questionKey, value }, { actor: `patient:${state.patientId}`, organizationId: state.organizationId, environmentId: state.environmentId });
     await this.pathway.applied(r.position);
     if (r.state.status === 'stopped') {
@@ -217,7 +222,7 @@ export class CheckInsService {
   }
 
   async complete(checkInId: string, token: string, notes: string | undefined) {
-    const state = await this.loadForPatient(checkInId, token);
+    const state = await this.loadForPatient(checkInId, token, true);
     const r = await this.checkIns.handle(checkInStream(checkInId), { type: 'CompleteCheckIn', notes }, { actor: `patient:${state.patientId}`, organizationId: state.organizationId, environmentId: state.environmentId });
     await this.pathway.applied(r.position);
     if (r.state.outcome !== 'case_opened') return { outcome: 'no_action' as const };

@@ -82,6 +82,10 @@ export interface CheckInState {
   caseRequest: CaseRequest | null;
   caseLink: { caseId: string; reference: string } | null;
   caseOpenFailed: { status: number; code: string } | null;
+  /** The key of the last answer recorded: after an early stop, the answer that stopped it. */
+  lastAnswerKey: string | null;
+  /** The notes the check-in was completed with (a retried completion carries the same). */
+  completedNotes: string | null;
 }
 
 /** 400 with details, as the edge would answer. */
@@ -126,6 +130,20 @@ export function nextQuestion(state: Pick<CheckInState, 'questions' | 'answers'>)
   return state.questions.find((q) => state.answers[q.key] === undefined) ?? null;
 }
 
+/**
+ * True when an answer to a stopped check-in is the very answer that stopped it (a retry whose
+ * emergency guidance was lost on the way): it gets that guidance again instead of a spent link.
+ */
+function isRetryOfStop(state: CheckInState, value: unknown): boolean {
+  const q = state.questions.find((x) => x.key === state.lastAnswerKey);
+  if (!q) return false;
+  try {
+    return checkAnswer(q, value) === state.answers[q.key];
+  } catch {
+    return false;
+  }
+}
+
 export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState> = {
   initialState: () => ({
     status: 'none',
@@ -143,6 +161,8 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
     caseRequest: null,
     caseLink: null,
     caseOpenFailed: null,
+    lastAnswerKey: null,
+    completedNotes: null,
   }),
 
   evolve(state, event) {
@@ -164,7 +184,7 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
       case 'check_in.sent':
         return { ...state, sent: true };
       case 'AnswerRecorded':
-        return { ...state, answers: { ...state.answers, [event.questionKey]: event.value } };
+        return { ...state, answers: { ...state.answers, [event.questionKey]: event.value }, lastAnswerKey: event.questionKey };
       case 'CheckInStoppedEarly': {
         const { type: _t, at: _a, ...request } = event;
         void _t;
@@ -176,6 +196,7 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
           ...state,
           status: 'completed',
           outcome: event.outcome,
+          completedNotes: event.patientNotes,
           caseRequest:
             event.outcome === 'case_opened' && event.priority
               ? { priority: event.priority, matchedRules: event.matchedRules, symptomScores: event.symptomScores, patientNotes: event.patientNotes, stoppedEarly: false }
@@ -215,6 +236,7 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
         return [{ type: 'check_in.sent', organizationId: state.organizationId!, environmentId: state.environmentId!, checkInId: state.checkInId!, patientId: state.patientId!, sentAt: command.sentAt }];
       case 'RecordAnswer': {
         if (state.status === 'none') throw new DomainError(404, 'NOT_FOUND', 'Check-in not found');
+        if (state.status === 'stopped' && command.questionKey === state.lastAnswerKey && isRetryOfStop(state, command.value)) return [];
         if (state.status !== 'open') throw tokenRefused();
         const q = state.questions.find((x) => x.key === command.questionKey);
         if (!q) throw invalid('questionKey', 'no question with this key in the check-in');
@@ -229,8 +251,10 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
       }
       case 'CompleteCheckIn': {
         if (state.status === 'none') throw new DomainError(404, 'NOT_FOUND', 'Check-in not found');
-        if (state.status !== 'open') throw tokenRefused();
         const notes = command.notes ?? null;
+        // The same completion again (its answer was lost on the way): the same outcome, nothing new.
+        if (state.status === 'completed' && notes === state.completedNotes) return [];
+        if (state.status !== 'open') throw tokenRefused();
         const matches = matchesOf(state, notes);
         const priority = priorityOf(matches);
         return [
