@@ -169,22 +169,8 @@ describe('workflow agent conversations (e2e, real HTTP)', () => {
     expect(json).not.toContain(OWNER);
     expect(runs.body.runs.map((r: { outcome: string }) => r.outcome)).toEqual(['not_found', 'handed_off', 'handed_off']);
   });
-});
 
-describe('calls that name the patient (e2e)', () => {
-  const OWNER = 'ext-owner-2';
-  const app = new TestApp();
-  const dest = new Destination();
-  beforeAll(async () => {
-    await app.start();
-    await dest.start(OWNER);
-  });
-  afterAll(async () => {
-    await dest.stop();
-    await app.stop();
-  });
-
-  it("are never sent for an anonymous visitor (asked to sign in), nor for a signed-in patient whose token has no email (the step's errorReply)", async () => {
+  it("calls that name the patient are never sent for an anonymous visitor (asked to sign in), nor for a signed-in patient whose token has no email (the step's errorReply)", async () => {
     const t = await app.tenant();
     dest.secret = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'widget_signing' }, t.staff)).body.secret;
     expect((await app.api.post(`${t.env}/destinations`, { stableKey: 'shop', name: 'Shop', baseUrl: dest.baseUrl }, t.staff)).status).toBe(201);
