@@ -1,5 +1,5 @@
 import { deciderSpec } from '../../../libs/eventstore/src/testing';
-import { ConversationCommand, ConversationEvent, conversationDecider } from '../src/domain/conversation';
+import { CASE_THREAD_CLOSE_LEASE_MS, ConversationCommand, ConversationEvent, conversationDecider } from '../src/domain/conversation';
 
 const env = 'e0000000-0000-4000-8000-000000000001';
 const conv = 'c0000000-0000-4000-8000-000000000001';
@@ -35,6 +35,39 @@ describe('conversation decider', () => {
     deciderSpec(conversationDecider).given([...h, ...read]).when(report('failed'), now).then([]);
     const patient = conversationDecider.decide(append('r2'), fold(h), now);
     deciderSpec(conversationDecider).given([...h, ...patient]).when({ ...(report('read') as any), messageId: 'id-r2' }, now).thenThrows('NOT_FOUND');
+  });
+
+  it('a begun close holds patient messages (not provider ones) until it is made final, called off, or its lease runs out', () => {
+    const spec = deciderSpec(conversationDecider);
+    const begin: ConversationCommand = { type: 'BeginCaseThreadClose', environmentId: env, start: { organizationId: 'o', conversationId: conv, patientId: 'p1' } };
+    const until = new Date(now.getTime() + CASE_THREAD_CLOSE_LEASE_MS).toISOString();
+    spec.given(started).when(begin, now).then([{ type: 'CaseThreadClosing', conversationId: conv, until, at: now.toISOString() }]);
+    const closing: ConversationEvent[] = [...started, { type: 'CaseThreadClosing', conversationId: conv, until, at: now.toISOString() }];
+    spec.given(closing).when(append('r1'), now).thenThrows('CASE_THREAD_CLOSING');
+    const later = new Date(Date.parse(until));
+    spec.given(closing).when(append('r1'), later).thenThrows('CASE_THREAD_CLOSE_EXPIRED');
+    expect(conversationDecider.decide(append('r1', 'provider'), fold(closing), now).map((e) => e.type)).toEqual(['ConversationMessageAppended']);
+    // A retry of a message taken before the hold is still answered as the duplicate it is.
+    const taken = conversationDecider.decide(append('r0'), fold(started), now);
+    spec.given([...started, ...taken, closing[1]]).when(append('r0'), now).then([]);
+    // Called off: only an expired lease when asked so; never once final.
+    const cancel = (onlyIfExpired: boolean): ConversationCommand => ({ type: 'CancelCaseThreadClose', environmentId: env, onlyIfExpired });
+    spec.given(closing).when(cancel(true), now).then([]);
+    spec.given(closing).when(cancel(true), later).then([{ type: 'CaseThreadReopened', conversationId: conv, at: later.toISOString() }]);
+    spec.given(closing).when(cancel(false), now).then([{ type: 'CaseThreadReopened', conversationId: conv, at: now.toISOString() }]);
+    const reopened: ConversationEvent[] = [...closing, { type: 'CaseThreadReopened', conversationId: conv, at: now.toISOString() }];
+    expect(conversationDecider.decide(append('r1'), fold(reopened), now).map((e) => e.type)).toEqual(['ConversationMessageAppended', 'clinical_case.patient_message_created']);
+    spec.given(started).when(cancel(false), now).then([]);
+    const final: ConversationEvent[] = [...closing, { type: 'CaseThreadClosed', conversationId: conv, closedAt: now.toISOString() }];
+    spec.given(final).when(cancel(false), later).then([]);
+    spec.given(final).when(begin, now).then([]);
+    spec.given(final).when(append('r1'), later).thenThrows('CASE_RESOLVED');
+    // Begun before the thread existed: started and held at once; another environment: nothing.
+    spec.given([]).when(begin, now).then([
+      { type: 'ConversationStarted', conversationId: conv, kind: 'case', organizationId: 'o', environmentId: env, patientId: 'p1', startedAt: now.toISOString() },
+      { type: 'CaseThreadClosing', conversationId: conv, until, at: now.toISOString() },
+    ]);
+    spec.given(started).when({ ...begin, environmentId: 'e0000000-0000-4000-8000-000000000002' } as ConversationCommand, now).then([]);
   });
 
   it('a close that arrives before the thread was started starts it closed (the resolve is never lost); closing twice is a no-op', () => {

@@ -96,6 +96,20 @@ export class CommandHandler<Command, Event extends { type: string }, State> {
   }
 
   /**
+   * Runs `work` in the stream's turn: after every command given earlier for `streamId` has settled
+   * and before any given later. `work` gets `load` (the stream as read now) and `handle`, which runs
+   * commands in that same turn (calling the handler's own `handle` for the stream from `work` would
+   * wait for `work` itself). For a step that must not interleave with the stream's other commands,
+   * such as a call to another context before a command is recorded.
+   */
+  exclusive<T>(
+    streamId: string,
+    work: (turn: { load(): Promise<{ state: State; revision: number }>; handle(command: Command, ctx: CommandContext): Promise<HandleResult<Event, State>> }) => Promise<T>,
+  ): Promise<T> {
+    return this.inTurn(streamId, () => work({ load: () => this.load(streamId), handle: (command, ctx) => this.handleNow(streamId, command, ctx, undefined) }));
+  }
+
+  /**
    * Runs `work` once every command given earlier for `streamId` has settled. The chain only
    * orders: a failed command does not stop the next.
    */

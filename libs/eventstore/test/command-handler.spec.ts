@@ -160,6 +160,29 @@ describe('CommandHandler over SQLite', () => {
     expect((await handler.load('counter-7')).state.value).toBe(LIMIT);
   });
 
+  it('exclusive: commands given while the work runs wait for it; its own commands run in its turn; a failure releases the turn', async () => {
+    const handler = new CommandHandler(store, counter, clock, { rememberStates: 10 });
+    const order: string[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const work = handler.exclusive('counter-x', async (turn) => {
+      order.push(`loaded ${(await turn.load()).state.value}`);
+      await gate; // e.g. a call to another context before recording
+      const r = await turn.handle({ type: 'Increment', by: 10, requestId: 'in-turn' }, ctx);
+      order.push(`work ${r.state.value}`);
+      return r.state.value;
+    });
+    const later = handler.handle('counter-x', { type: 'Increment', by: 1, requestId: 'later' }, ctx).then((r) => order.push(`later ${r.state.value}`));
+    const other = handler.handle('counter-y', { type: 'Increment', by: 1, requestId: 'y' }, ctx).then(() => order.push('other stream'));
+    await other;
+    release();
+    expect(await work).toBe(10);
+    await later;
+    expect(order).toEqual(['loaded 0', 'other stream', 'work 10', 'later 11']);
+    await expect(handler.exclusive('counter-x', async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
+    expect((await handler.handle('counter-x', { type: 'Increment', by: 1, requestId: 'after' }, ctx)).state.value).toBe(12);
+  });
+
   it('other streams do not wait for a stream whose append is slow', async () => {
     const handler = new CommandHandler(store, counter, clock);
     const realAppend = store.append.bind(store);

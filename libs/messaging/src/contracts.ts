@@ -112,13 +112,27 @@ export interface AppendConversationMessageReply {
  * Reply: AppendConversationMessageReply of the thread's last message (sequence 0 when empty).
  */
 export interface CaseThreadCommand {
-  control: 'start_case_thread' | 'close_case_thread';
+  /**
+   * `begin_close_case_thread`: a resolve is about to be recorded; patient messages wait until
+   * `close_case_thread` (the resolve was recorded) or `cancel_close_case_thread` (it was refused).
+   */
+  control: 'start_case_thread' | 'close_case_thread' | 'begin_close_case_thread' | 'cancel_close_case_thread';
   organizationId: string;
   environmentId: string;
   /** The case id. */
   conversationId: string;
   kind: 'case';
   patientId: string | null;
+}
+
+/** Patterns.caseStatus: asked once every command given earlier for the case has been decided. */
+export interface CaseStatusQuery {
+  environmentId: string;
+  caseId: string;
+}
+export interface CaseStatusReply {
+  /** False also for a case that does not exist in the environment. */
+  resolved: boolean;
 }
 
 /**

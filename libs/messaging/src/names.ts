@@ -5,6 +5,8 @@
 export const Patterns = {
   /** Command to the case-ledger: open a clinical case. Reply: { caseId, reference, priority }. */
   openClinicalCase: 'case-ledger.command.open-clinical-case',
+  /** Query to the case-ledger: whether a case is resolved (a thread whose begun close was never finished). Reply: CaseStatusReply. */
+  caseStatus: 'case-ledger.query.case-status',
   /** Query to the patient-pathway: the service's patientId for an external patient ID (widget sign-in). */
   findPatient: 'patient-pathway.query.find-patient',
   /** Query to the patient-pathway: a patient's contact (email) for notifications. PHI: never logged. */

@@ -260,9 +260,7 @@ export class CaseLedgerService {
   async update(tenant: Tenant, actor: string, caseId: string, input: CaseUpdateInput): Promise<UpdateResult & { duplicate: boolean }> {
     this.notFoundIfBadId(caseId);
     const hash = bodyHash(input);
-    const r = await this.handleCase(
-      caseId,
-      {
+    const command: CaseCommand = {
         type: 'UpdateCase',
         environmentId: tenant.environmentId,
         updateId: input.updateId,
@@ -273,9 +271,9 @@ export class CaseLedgerService {
         scheduledFor: input.scheduledFor == null ? null : toRfc3339(input.scheduledFor),
         resolutionOutcome: input.resolutionOutcome ?? null,
         resolutionNote: input.resolutionNote ?? null,
-      },
-      this.ctx(tenant, actor),
-    );
+      };
+    const ctx = this.ctx(tenant, actor);
+    const r = input.status === 'resolved' ? await this.resolve(tenant, caseId, command, ctx) : await this.handleCase(caseId, command, ctx);
     const duplicate = r.newEvents.length === 0;
     if (duplicate) await this.caughtUp();
     else await this.applied(r.position);
@@ -289,6 +287,47 @@ export class CaseLedgerService {
       }
     }
     return { ...r.state.updates.get(input.updateId)!.result, duplicate };
+  }
+
+  /**
+   * A `resolved` update, in the case stream's turn (no other command of the case between its steps):
+   * the thread first holds patient messages (a begun close), then the resolution is recorded, so no
+   * patient message is taken between the resolution and the thread's final close (update() makes it
+   * final once the read model has the resolution). Refused, the hold is lifted again (or made final
+   * if the case was resolved already). Holding the thread fails: 503, nothing recorded.
+   */
+  private resolve(tenant: Tenant, caseId: string, command: CaseCommand, ctx: CommandContext): Promise<HandleResult<CaseEvent, CaseState>> {
+    return this.cases.exclusive(caseStream(caseId), async (turn) => {
+      const { state } = await turn.load();
+      if (!state.caseId || state.environmentId !== tenant.environmentId) return turn.handle(command, ctx); // the decider's 404
+      try {
+        await this.caseThread('begin_close_case_thread', tenant, caseId, state.patientId);
+      } catch (err) {
+        this.log.warn({ caseId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'case resolve: thread hold failed');
+        throw new ApiError(503, 'UNAVAILABLE', 'The case thread could not be held for the resolution; nothing was recorded; retry with the same updateId', undefined, { 'retry-after': '1' });
+      }
+      try {
+        return await turn.handle(command, ctx);
+      } catch (err) {
+        const after = (await turn.load()).state;
+        await this.caseThread(after.status === 'resolved' ? 'close_case_thread' : 'cancel_close_case_thread', tenant, caseId, state.patientId).catch((e: unknown) => {
+          // The hold's lease runs out and the next patient message settles it with caseStatus().
+          this.log.warn({ caseId, error: (e as { code?: string })?.code ?? (e as Error)?.name }, 'case resolve refused: lifting the thread hold failed');
+        });
+        throw err;
+      }
+    });
+  }
+
+  /**
+   * Patterns.caseStatus: whether the case is resolved, answered in the case stream's turn (after
+   * every command given earlier for it, a resolve in progress included).
+   */
+  caseStatus(environmentId: string, caseId: string): Promise<{ resolved: boolean }> {
+    return this.cases.exclusive(caseStream(caseId), async (turn) => {
+      const { state } = await turn.load();
+      return { resolved: state.status === 'resolved' && state.environmentId === environmentId };
+    });
   }
 
   async providerMessage(tenant: Tenant, actor: string, caseId: string, input: ProviderMessageInput) {

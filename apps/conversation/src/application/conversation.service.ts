@@ -1,21 +1,53 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable } from '@nestjs/common';
+import { lastValueFrom, timeout } from 'rxjs';
 import { v5 as uuidv5 } from 'uuid';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
 import { ApiError, WidgetSessionContext, isUuid } from '@svc/http';
-import { AppendConversationMessageCommand, AppendConversationMessageReply, CaseThreadCommand, IntegrationEventTypes, IntegrationMessage } from '@svc/messaging';
+import {
+  AnyClientProxy,
+  BUS_CLIENT,
+  AppendConversationMessageCommand,
+  AppendConversationMessageReply,
+  CaseStatusQuery,
+  CaseStatusReply,
+  CaseThreadCommand,
+  IntegrationEventTypes,
+  IntegrationMessage,
+  Patterns,
+} from '@svc/messaging';
 import { PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
 import { KEYRING, Keyring, bodyHash } from '@svc/security';
 import { CONVERSATION_PROJECTION, MESSAGES, MessageDoc, THREADS, ThreadDoc } from '../adapters/projections/conversation.projection';
-import { Attachment, ConversationCommand, ConversationEvent, ConversationState, DeliveryStatus, Sender, conversationDecider, conversationStream } from '../domain/conversation';
+import {
+  Attachment,
+  CASE_THREAD_CLOSE_EXPIRED,
+  CASE_THREAD_CLOSING,
+  ConversationCommand,
+  ConversationEvent,
+  ConversationState,
+  DeliveryStatus,
+  Sender,
+  conversationDecider,
+  conversationStream,
+} from '../domain/conversation';
 
 /** Namespace of the requestIds derived from widget replies' idempotency keys (uuid v5). */
 const WIDGET_REPLY_NAMESPACE = '5b0f3c2e-8f7d-4d55-9a57-2f1f8e0c6a41';
 export const widgetReplyRequestId = (patientId: string, idempotencyKey: string) => uuidv5(`widget-reply:${patientId}:${idempotencyKey.toLowerCase()}`, WIDGET_REPLY_NAMESPACE);
 
 const hashOf = bodyHash;
+
+/**
+ * How long (real time: an operational wait) a patient message waits for a begun close of its case
+ * thread to become final or be called off before it is answered 503 with Retry-After. The resolve
+ * that began the close normally ends it within milliseconds.
+ */
+const CLOSING_WAIT_MS = 5_000;
+const caseBeingResolved = () => new ApiError(503, 'UNAVAILABLE', 'The clinical case is being resolved; retry the message shortly with the same requestId', undefined, { 'retry-after': '1' });
 
 export interface Tenant {
   organizationId: string;
@@ -42,6 +74,7 @@ export class ConversationService {
     @Inject(PROJECTIONS) private readonly projections: ProjectionRunner,
     @Inject(READ_STORE) private readonly readStore: ReadStore,
     @Inject(KEYRING) private readonly keyring: Keyring,
+    @Inject(BUS_CLIENT) private readonly bus: AnyClientProxy,
   ) {
     this.conversations = new CommandHandler(store, conversationDecider, () => clock.now(), { maxRetries: 100, rememberStates: 10_000 });
   }
@@ -91,25 +124,58 @@ export class ConversationService {
     input: { requestId: string; sender: Sender; message: string; externalMessageId: string | null; attachments: Attachment[]; bodyHash: string },
     start: { kind: 'case' | 'work_item'; patientId: string | null } | null,
   ): Promise<AppendConversationMessageReply> {
-    const r = await this.conversations.handle(
-      conversationStream(conversationId),
-      {
-        type: 'AppendMessage',
-        conversationId,
-        start: start ? { ...start, organizationId: tenant.organizationId } : null,
-        environmentId: tenant.environmentId,
-        id: randomUUID(),
-        requestId: input.requestId,
-        bodyHash: input.bodyHash,
-        sender: input.sender,
-        message: input.message,
-        externalMessageId: input.externalMessageId,
-        attachments: input.attachments,
-      },
-      { actor, organizationId: tenant.organizationId, environmentId: tenant.environmentId },
-    );
+    const command: ConversationCommand = {
+      type: 'AppendMessage',
+      conversationId,
+      start: start ? { ...start, organizationId: tenant.organizationId } : null,
+      environmentId: tenant.environmentId,
+      id: randomUUID(),
+      requestId: input.requestId,
+      bodyHash: input.bodyHash,
+      sender: input.sender,
+      message: input.message,
+      externalMessageId: input.externalMessageId,
+      attachments: input.attachments,
+    };
+    const ctx = { actor, organizationId: tenant.organizationId, environmentId: tenant.environmentId };
+    const giveUpAt = Date.now() + CLOSING_WAIT_MS;
+    for (;;) {
+      try {
+        const r = await this.conversations.handle(conversationStream(conversationId), command, ctx);
+        await this.applied(r.position);
+        return { ...r.state.requests.get(input.requestId)!.result, duplicate: r.newEvents.length === 0 };
+      } catch (err) {
+        // A patient message to a case thread whose case is being resolved waits for the outcome:
+        // then it is refused (409 CASE_RESOLVED) or taken, never taken after the resolution.
+        const code = err instanceof DomainError ? err.code : null;
+        if (code !== CASE_THREAD_CLOSING && code !== CASE_THREAD_CLOSE_EXPIRED) throw err;
+        if (Date.now() >= giveUpAt) throw caseBeingResolved();
+        if (code === CASE_THREAD_CLOSE_EXPIRED) await this.settleUnfinishedClose(tenant, conversationId);
+        else await sleep(10);
+      }
+    }
+  }
+
+  /**
+   * A close of the case thread was begun and never made final or called off (the resolve that
+   * began it did not finish: a crash). The case-ledger answers whether the case is resolved once
+   * every command given earlier for the case has been decided; the thread is closed for good or
+   * opened again accordingly (the reopen only while the lease is still the expired one: a resolve
+   * begun meanwhile keeps its hold).
+   */
+  private async settleUnfinishedClose(tenant: Tenant, caseId: string): Promise<void> {
+    let status: CaseStatusReply;
+    try {
+      const query: CaseStatusQuery = { environmentId: tenant.environmentId, caseId };
+      status = await lastValueFrom(this.bus.send<CaseStatusReply>(Patterns.caseStatus, query).pipe(timeout(5000)));
+    } catch {
+      throw caseBeingResolved();
+    }
+    const command: ConversationCommand = status.resolved
+      ? { type: 'CloseCaseThread', environmentId: tenant.environmentId, start: null }
+      : { type: 'CancelCaseThreadClose', environmentId: tenant.environmentId, onlyIfExpired: true };
+    const r = await this.conversations.handle(conversationStream(caseId), command, { actor: 'system', organizationId: tenant.organizationId, environmentId: tenant.environmentId });
     await this.applied(r.position);
-    return { ...r.state.requests.get(input.requestId)!.result, duplicate: r.newEvents.length === 0 };
   }
 
   /** Inbound (a patient's message relayed by the caller): sender patient; the conversation must exist. */
@@ -181,10 +247,15 @@ export class ConversationService {
    */
   async controlCaseThread(cmd: CaseThreadControl): Promise<AppendConversationMessageReply> {
     const ctx = { actor: 'system', organizationId: cmd.organizationId, environmentId: cmd.environmentId };
+    const start = { organizationId: cmd.organizationId, conversationId: cmd.conversationId, patientId: cmd.patientId };
     const command: ConversationCommand =
       cmd.control === 'start_case_thread'
         ? { type: 'StartConversation', conversationId: cmd.conversationId, kind: 'case', organizationId: cmd.organizationId, environmentId: cmd.environmentId, patientId: cmd.patientId }
-        : { type: 'CloseCaseThread', environmentId: cmd.environmentId, start: { organizationId: cmd.organizationId, conversationId: cmd.conversationId, patientId: cmd.patientId } };
+        : cmd.control === 'begin_close_case_thread'
+          ? { type: 'BeginCaseThreadClose', environmentId: cmd.environmentId, start }
+          : cmd.control === 'cancel_close_case_thread'
+            ? { type: 'CancelCaseThreadClose', environmentId: cmd.environmentId, onlyIfExpired: false }
+            : { type: 'CloseCaseThread', environmentId: cmd.environmentId, start };
     const r = await this.conversations.handle(conversationStream(cmd.conversationId), command, ctx);
     await this.applied(r.position);
     if (r.state.environmentId !== cmd.environmentId) throw new DomainError(404, 'NOT_FOUND', 'Conversation not found');

@@ -37,7 +37,11 @@ export type ConversationEvent =
   /** Exactly the spec's webhook data; relayed to the case events topic as is. */
   | { type: 'clinical_case.patient_message_created'; caseId: string; messageId: string; patientId: string; sender: 'patient'; message: string; sentAt: string; replyPath: string }
   | { type: 'MessageDeliveryReported'; conversationId: string; messageId: string; status: DeliveryStatus; errorCode: string | null; externalMessageId: string; reportedAt: string }
-  | { type: 'CaseThreadClosed'; conversationId: string; closedAt: string };
+  | { type: 'CaseThreadClosed'; conversationId: string; closedAt: string }
+  /** The case is being resolved: patient messages wait until the close is final or called off (or `until` passes). */
+  | { type: 'CaseThreadClosing'; conversationId: string; until: string; at: string }
+  /** The resolve that began closing the thread was refused: the thread takes patient messages again. */
+  | { type: 'CaseThreadReopened'; conversationId: string; at: string };
 
 export type ConversationCommand =
   | { type: 'StartConversation'; conversationId: string; kind: ConversationKind; organizationId: string; environmentId: string; patientId: string | null }
@@ -57,7 +61,14 @@ export type ConversationCommand =
     }
   | { type: 'ReportDelivery'; environmentId: string; messageId: string; status: DeliveryStatus; errorCode: string | null; externalMessageId: string }
   /** `start` given: a thread not started yet is started and closed at once (the close must never be lost). */
-  | { type: 'CloseCaseThread'; environmentId: string; start?: { organizationId: string; conversationId: string; patientId: string | null } | null };
+  | { type: 'CloseCaseThread'; environmentId: string; start?: { organizationId: string; conversationId: string; patientId: string | null } | null }
+  /**
+   * Before a resolve is recorded: patient messages wait from now on (see CASE_THREAD_CLOSE_LEASE_MS),
+   * so none is accepted between the resolution and the final close. Starts a thread not started yet.
+   */
+  | { type: 'BeginCaseThreadClose'; environmentId: string; start: { organizationId: string; conversationId: string; patientId: string | null } }
+  /** The resolve was not recorded: patient messages are taken again. `onlyIfExpired`: only once the close's lease has run out. */
+  | { type: 'CancelCaseThreadClose'; environmentId: string; onlyIfExpired: boolean };
 
 export interface ConversationState {
   conversationId: string | null;
@@ -65,6 +76,8 @@ export interface ConversationState {
   environmentId: string | null;
   patientId: string | null;
   closed: boolean;
+  /** A close begun and neither final nor called off: patient messages wait (until `until`, service clock). */
+  closing: { until: string } | null;
   lastSequence: number;
   /**
    * Persistent maps (`immutable`): each event adds one entry to a structure shared with the state
@@ -75,10 +88,21 @@ export interface ConversationState {
 }
 
 const RANK: Record<DeliveryStatus, number> = { failed: 0, delivered: 1, read: 2 };
+
+/**
+ * How long a begun close holds patient messages (service clock). The resolve that began it makes
+ * it final or calls it off within milliseconds; the lease only matters when that resolve never
+ * finishes (a crash): a patient message after the lease asks the case-ledger whether the case is
+ * resolved (`CASE_THREAD_CLOSE_EXPIRED`), and the thread is closed or opened again accordingly.
+ */
+export const CASE_THREAD_CLOSE_LEASE_MS = 10_000;
+/** Internal refusals of a patient message while a close is begun (never answered to a client as such). */
+export const CASE_THREAD_CLOSING = 'CASE_THREAD_CLOSING';
+export const CASE_THREAD_CLOSE_EXPIRED = 'CASE_THREAD_CLOSE_EXPIRED';
 const notFound = () => new DomainError(404, 'NOT_FOUND', 'Conversation not found');
 
 export const conversationDecider: Decider<ConversationCommand, ConversationEvent, ConversationState> = {
-  initialState: () => ({ conversationId: null, kind: null, environmentId: null, patientId: null, closed: false, lastSequence: 0, requests: PersistentMap(), messages: PersistentMap() }),
+  initialState: () => ({ conversationId: null, kind: null, environmentId: null, patientId: null, closed: false, closing: null, lastSequence: 0, requests: PersistentMap(), messages: PersistentMap() }),
 
   evolve(state, event) {
     switch (event.type) {
@@ -97,7 +121,11 @@ export const conversationDecider: Decider<ConversationCommand, ConversationEvent
         return { ...state, messages: state.messages.set(event.messageId, { ...m, delivery: { status: event.status, reportedAt: event.reportedAt } }) };
       }
       case 'CaseThreadClosed':
-        return { ...state, closed: true };
+        return { ...state, closed: true, closing: null };
+      case 'CaseThreadClosing':
+        return { ...state, closing: { until: event.until } };
+      case 'CaseThreadReopened':
+        return { ...state, closing: null };
       case 'clinical_case.patient_message_created':
         return state;
       default: {
@@ -132,6 +160,10 @@ export const conversationDecider: Decider<ConversationCommand, ConversationEvent
           throw new DomainError(409, 'IDEMPOTENCY_KEY_REUSED', 'This requestId was used with a different body');
         }
         if (state.closed && command.sender === 'patient') throw new DomainError(409, 'CASE_RESOLVED', 'The clinical case of this conversation is resolved');
+        if (state.closing && command.sender === 'patient') {
+          if (now.getTime() < Date.parse(state.closing.until)) throw new DomainError(409, CASE_THREAD_CLOSING, 'The clinical case of this conversation is being resolved');
+          throw new DomainError(409, CASE_THREAD_CLOSE_EXPIRED, 'A close of this thread was begun and never finished');
+        }
         const sequence = state.lastSequence + 1;
         events.push({
           type: 'ConversationMessageAppended',
@@ -178,6 +210,23 @@ export const conversationDecider: Decider<ConversationCommand, ConversationEvent
         }
         if (state.environmentId !== command.environmentId || state.closed) return [];
         return [{ type: 'CaseThreadClosed', conversationId: state.conversationId, closedAt: at }];
+      }
+      case 'BeginCaseThreadClose': {
+        const until = new Date(now.getTime() + CASE_THREAD_CLOSE_LEASE_MS).toISOString();
+        if (!state.conversationId) {
+          const s = command.start;
+          return [
+            { type: 'ConversationStarted', conversationId: s.conversationId, kind: 'case', organizationId: s.organizationId, environmentId: command.environmentId, patientId: s.patientId, startedAt: at },
+            { type: 'CaseThreadClosing', conversationId: s.conversationId, until, at },
+          ];
+        }
+        if (state.environmentId !== command.environmentId || state.closed) return [];
+        return [{ type: 'CaseThreadClosing', conversationId: state.conversationId, until, at }];
+      }
+      case 'CancelCaseThreadClose': {
+        if (!state.conversationId || state.environmentId !== command.environmentId || state.closed || !state.closing) return [];
+        if (command.onlyIfExpired && now.getTime() < Date.parse(state.closing.until)) return [];
+        return [{ type: 'CaseThreadReopened', conversationId: state.conversationId, at }];
       }
       default: {
         const never: never = command;

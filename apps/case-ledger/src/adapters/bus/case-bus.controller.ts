@@ -1,7 +1,7 @@
 import { Controller } from '@nestjs/common';
 import { EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { DomainError } from '@svc/eventstore';
-import { IntegrationEventTypes, IntegrationMessage, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns, Topics } from '@svc/messaging';
+import { CaseStatusQuery, CaseStatusReply, IntegrationEventTypes, IntegrationMessage, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns, Topics } from '@svc/messaging';
 import { CaseLedgerService } from '../../application/case-ledger.service';
 import { isUuid } from '@svc/http';
 import { rpc } from './rpc';
@@ -30,6 +30,15 @@ export class CaseBusController {
     if (cmd?.internalNote !== undefined && cmd.internalNote !== null && (typeof cmd.internalNote !== 'string' || cmd.internalNote.length > 4000)) bad.push('internalNote');
     if (bad.length) throw new DomainError(400, 'VALIDATION_FAILED', 'Invalid open-case command', bad.map((path) => ({ path, message: 'invalid' })));
     return this.cases.open(cmd);
+    });
+  }
+
+  @MessagePattern(Patterns.caseStatus)
+  caseStatus(@Payload() q: CaseStatusQuery): Promise<CaseStatusReply> {
+    return rpc(async () => {
+      const bad = (['environmentId', 'caseId'] as const).filter((k) => !isUuid(q?.[k]));
+      if (bad.length) throw new DomainError(400, 'VALIDATION_FAILED', 'Invalid case-status query', bad.map((path) => ({ path, message: 'invalid' })));
+      return this.cases.caseStatus(q.environmentId, q.caseId.toLowerCase());
     });
   }
 

@@ -7,6 +7,7 @@ import { isUuid } from '@svc/http';
 import { rpc } from './rpc';
 
 const SENDERS = ['patient', 'provider', 'agent', 'staff', 'system'];
+const CASE_THREAD_CONTROLS: string[] = ['start_case_thread', 'close_case_thread', 'begin_close_case_thread', 'cancel_close_case_thread'] satisfies CaseThreadControl['control'][];
 
 /** Bus side of the conversation service: appends from other apps, case facts. */
 @Controller()
@@ -31,7 +32,7 @@ export class ConversationBusController {
   caseThread(@Payload() cmd: CaseThreadControl): Promise<AppendConversationMessageReply> {
     return rpc(async () => {
     const bad: string[] = [];
-    if (cmd?.control !== 'start_case_thread' && cmd.control !== 'close_case_thread') bad.push('control');
+    if (!CASE_THREAD_CONTROLS.includes(cmd?.control)) bad.push('control');
     for (const k of ['organizationId', 'environmentId', 'conversationId'] as const) if (!isUuid(cmd?.[k])) bad.push(k);
     if (cmd?.kind !== 'case') bad.push('kind');
     if (cmd?.patientId !== null && !isUuid(cmd?.patientId)) bad.push('patientId');

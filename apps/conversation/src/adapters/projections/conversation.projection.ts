@@ -87,6 +87,8 @@ export function conversationProjection(keyring: Keyring): Projection {
           return;
         }
         case 'clinical_case.patient_message_created':
+        case 'CaseThreadClosing':
+        case 'CaseThreadReopened':
           return;
         default: {
           const never: never = event;
