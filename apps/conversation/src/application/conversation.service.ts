@@ -139,7 +139,7 @@ export class ConversationService {
     };
     const ctx = { actor, organizationId: tenant.organizationId, environmentId: tenant.environmentId };
     const giveUpAt = Date.now() + CLOSING_WAIT_MS;
-    for (;;) {
+    for (let waits = 0; ; waits++) {
       try {
         const r = await this.conversations.handle(conversationStream(conversationId), command, ctx);
         await this.applied(r.position);
@@ -151,7 +151,7 @@ export class ConversationService {
         if (code !== CASE_THREAD_CLOSING && code !== CASE_THREAD_CLOSE_EXPIRED) throw err;
         if (Date.now() >= giveUpAt) throw caseBeingResolved();
         if (code === CASE_THREAD_CLOSE_EXPIRED) await this.settleUnfinishedClose(tenant, conversationId);
-        else await sleep(10);
+        else await sleep(Math.min(100, 5 * 2 ** waits)); // 5, 10, 20 ... 100 ms: each try reads the thread again
       }
     }
   }
