@@ -13,7 +13,10 @@ import { toErrorResponse } from './filter';
  */
 const BODY_PROBLEM = Symbol('svc.bodyProblem');
 
-type WithProblem = { [BODY_PROBLEM]?: ApiError };
+/** Set when the problem is a JSON content type with a zero-length body (no body at all on the wire). */
+const EMPTY_JSON_BODY = Symbol('svc.emptyJsonBody');
+
+type WithProblem = { [BODY_PROBLEM]?: ApiError; [EMPTY_JSON_BODY]?: boolean };
 
 /**
  * Records a body problem on the request (the error as the filter answers it: same status, code,
@@ -23,6 +26,7 @@ type WithProblem = { [BODY_PROBLEM]?: ApiError };
 export function deferBodyProblem(request: object, err: unknown): void {
   const { status, body, headers } = toErrorResponse(err);
   (request as WithProblem)[BODY_PROBLEM] = new ApiError(status, body.code, body.message, body.details, headers);
+  if ((err as { code?: unknown } | undefined)?.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') (request as WithProblem)[EMPTY_JSON_BODY] = true;
 }
 
 /** The body problem recorded on a request, if any. */
@@ -53,7 +57,13 @@ export class BodyProblemGuard implements CanActivate {
   canActivate(context: ExecutionContext): boolean | Promise<boolean> {
     if (context.getType() !== 'http') return true;
     const request = context.switchToHttp().getRequest<{ body?: unknown }>();
-    const problem = bodyProblemOf(request) ?? this.bodyNotTaken(context, request.body);
+    let problem = bodyProblemOf(request);
+    // A zero-length body labelled JSON is no body (RFC 9110: Content-Length 0 is no content): an
+    // operation that takes none lets it pass, as it does a request without the header (clients
+    // that set `Content-Type: application/json` on every call). An operation that takes a body
+    // still answers 400 "empty body".
+    if (problem && (request as WithProblem)[EMPTY_JSON_BODY] && !this.routeTakesBody(context)) problem = undefined;
+    else if (!problem) problem = this.bodyNotTaken(context, request.body);
     if (!problem) return true;
     return this.routeGuardsThenProblem(context, problem);
   }
@@ -61,13 +71,7 @@ export class BodyProblemGuard implements CanActivate {
   /** Route handler -> whether it declares a body parameter (`@Body()` or the whole `@Req()`). */
   private readonly takesBody = new WeakMap<object, boolean>();
 
-  /**
-   * A body sent to an operation that takes none (acknowledge, activate, rotate, ...): `{}` or no
-   * body passes; members are unknown fields and anything else is not an empty object, both 400
-   * VALIDATION_FAILED (decisions 11), as a DTO route answers them.
-   */
-  private bodyNotTaken(context: ExecutionContext, body: unknown): ApiError | undefined {
-    if (body === undefined) return undefined;
+  private routeTakesBody(context: ExecutionContext): boolean {
     const handler = context.getHandler();
     let takes = this.takesBody.get(handler);
     if (takes === undefined) {
@@ -76,7 +80,18 @@ export class BodyProblemGuard implements CanActivate {
       takes = types.includes(RouteParamtypes.BODY) || types.includes(RouteParamtypes.REQUEST);
       this.takesBody.set(handler, takes);
     }
-    if (takes) return undefined;
+    return takes;
+  }
+
+  /**
+   * A body sent to an operation that takes none (acknowledge, activate, rotate, ...): `{}` or no
+   * body (a zero-length one labelled JSON included) passes; members are unknown fields and
+   * anything else is not an empty object, both 400 VALIDATION_FAILED (decisions 11), as a DTO
+   * route answers them.
+   */
+  private bodyNotTaken(context: ExecutionContext, body: unknown): ApiError | undefined {
+    if (body === undefined) return undefined;
+    if (this.routeTakesBody(context)) return undefined;
     if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
       const keys = Object.keys(body);
       return keys.length ? ApiError.validation(keys.map((path) => ({ path, message: 'unknown field' }))) : undefined;

@@ -66,6 +66,8 @@ function errorResponse(err: unknown): { status: number; body: ErrorBody; headers
       return { status: 415, body: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'Content-Type must be application/json' } };
     case 'SVC_CONTENT_ENCODING':
       return { status: 415, body: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'Content-Encoding is not supported: send the JSON body uncompressed' } };
+    case 'SVC_TRANSFER_ENCODING':
+      return { status: 415, body: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'Transfer-Encoding other than chunked is not supported: send the JSON body uncompressed' } };
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return { status: 413, body: { code: 'PAYLOAD_TOO_LARGE', message: 'The request body is larger than 1 MiB' } };
     case 'SVC_JSON_TOO_DEEP':

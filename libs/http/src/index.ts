@@ -7,3 +7,4 @@ export * from './tenants';
 export * from './auth';
 export * from './widget-session';
 export * from './date-time';
+export * from './attachment';

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { isUtf8 } from 'node:buffer';
 import { STATUS_CODES } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { INestApplication } from '@nestjs/common';
 import { ModuleRef, NestFactory, Reflector } from '@nestjs/core';
@@ -72,9 +73,8 @@ function isJson(text: string): boolean {
 const SECURITY_HEADERS = { 'cache-control': 'no-store', 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer' } as const;
 const SECURITY_HEADER_LINES = Object.entries(SECURITY_HEADERS).map(([k, v]) => `${k}: ${v}\r\n`).join('');
 
-/** Errors Node's HTTP parser raises before a request exists (header too large, timeouts): the error body of decisions 11. */
-function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
-  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+/** The error answer of an error Node's HTTP parser raises (decisions 11's body). */
+function clientErrorAnswer(err: NodeJS.ErrnoException): { status: number; body: string } {
   const [status, code, message] =
     err.code === 'HPE_HEADER_OVERFLOW'
       ? [431, 'REQUEST_HEADERS_TOO_LARGE', 'The request headers (or URL) are too large']
@@ -82,14 +82,152 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
         ? [408, 'REQUEST_TIMEOUT', 'The request took too long to arrive']
         : [400, 'VALIDATION_FAILED', 'The request is not valid HTTP'];
   const body = JSON.stringify(code === 'VALIDATION_FAILED' ? { code, message, details: [{ path: '', message: 'malformed HTTP request' }] } : { code, message });
-  if (socket.writable) {
-    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\n${SECURITY_HEADER_LINES}Connection: close\r\n\r\n${body}`);
-  }
-  socket.destroy(err);
+  return { status, body };
 }
 
-/** Content codings that compress (RFC 9110 registry and common ones), alone or in a list. Others (empty, `identity`, a mislabelled `utf-8`) pass as before. */
-const COMPRESSED = /(^|,)\s*(gzip|x-gzip|deflate|br|compress|x-compress|zstd)\s*(,|$)/;
+/** An answer written straight to the socket (no request object exists for it), closing the connection. */
+const rawAnswer = (status: number, body: string): string =>
+  `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\n${SECURITY_HEADER_LINES}Connection: close\r\n\r\n${body}`;
+
+/**
+ * The responses of a connection not yet written (in request order: Node writes a connection's
+ * responses one after another), so that an answer written straight to the socket (a parse error,
+ * CONNECT) waits for the answers to the requests before it (RFC 9112 section 9.3.2).
+ */
+const PENDING = Symbol('svc.pendingResponses');
+/** What to do once the last of them has been written. */
+const WHEN_WRITTEN = Symbol('svc.whenWritten');
+/** Set once an answer that closes the connection is under way (Node may report the same socket's error again). */
+const CLOSING = Symbol('svc.closing');
+
+type TrackedSocket = Socket & { [PENDING]?: Set<ServerResponse>; [WHEN_WRITTEN]?: () => void; [CLOSING]?: boolean };
+
+/** Longest wait for the pending answers of a connection before its error answer is written anyway. */
+export const PENDING_ANSWERS_WAIT_MS = 30_000;
+
+/** Records a response as pending on its connection until Node has written it (or the connection closed). */
+function trackResponse(req: IncomingMessage, res: ServerResponse): void {
+  const socket = req.socket as TrackedSocket;
+  let pending = socket[PENDING];
+  if (!pending) socket[PENDING] = pending = new Set();
+  pending.add(res);
+  // 'close' comes after Node's own 'finish' handling (which hands the socket to the next response).
+  res.once('close', () => {
+    pending.delete(res);
+    if (pending.size === 0) socket[WHEN_WRITTEN]?.();
+  });
+}
+
+/** Closes a connection once what was written to it is sent (an immediate destroy may reset it first). */
+function closeAfterWrites(socket: Socket): void {
+  (socket as Socket & { destroySoon(): void }).destroySoon();
+}
+
+/**
+ * Runs `then` once every response pending on the connection has been written: at once when none
+ * is. Stops reading meanwhile (what follows a request that cannot be parsed is not read), and
+ * gives up waiting after PENDING_ANSWERS_WAIT_MS.
+ */
+function afterPendingAnswers(socket: TrackedSocket, then: () => void): void {
+  if (!socket[PENDING]?.size) return then();
+  let done = false;
+  const run = (): void => {
+    if (done) return;
+    done = true;
+    clearTimeout(guard);
+    socket[WHEN_WRITTEN] = undefined;
+    then();
+  };
+  const guard = setTimeout(run, PENDING_ANSWERS_WAIT_MS);
+  guard.unref();
+  socket[WHEN_WRITTEN] = run;
+  socket.once('close', () => clearTimeout(guard));
+  socket.pause();
+}
+
+/**
+ * Errors Node's HTTP parser raises (bytes that are not HTTP, headers over 16 KiB, a request that
+ * took too long): the error body of decisions 11, after the answers to the requests before it on
+ * the connection, then the connection is closed.
+ *
+ * - The request being read when the error came (a broken chunked body, a body cut short) gets
+ *   the error as its own answer, through its response, which Node writes in its turn.
+ * - Bytes after a request that closed the connection (`Connection: close`, HTTP/1.0) are ignored
+ *   (RFC 9112 section 9.6): that request is answered and the connection closed, nothing more.
+ * - Otherwise (the bytes of a next request are not HTTP) the error is written once every earlier
+ *   request is answered. Until the fix, it was written at once and the socket destroyed, so an
+ *   earlier request's answer was lost although its write had been applied.
+ */
+function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
+  const s = socket as TrackedSocket;
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  if (s[CLOSING]) return;
+  s[CLOSING] = true;
+  const { status, body } = clientErrorAnswer(err);
+  let reading: ServerResponse | undefined;
+  for (const res of s[PENDING] ?? []) if (!(res as ServerResponse & { req: IncomingMessage }).req.complete) reading = res;
+  if (reading && !reading.headersSent && !reading.writableEnded) {
+    reading.writeHead(status, { ...SECURITY_HEADERS, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' });
+    reading.end(body);
+    return;
+  }
+  // A request that was being read but is answered already (413, say): its answer stands.
+  const answer = !reading && err.code !== 'HPE_CLOSED_CONNECTION';
+  afterPendingAnswers(s, () => {
+    if (answer && socket.writable) socket.write(rawAnswer(status, body));
+    closeAfterWrites(socket);
+  });
+}
+
+/**
+ * CONNECT (no route takes it): Node would close the connection without a word. Answered like any
+ * unknown route, 404 NOT_FOUND with the error body and the security headers, after the answers to
+ * the requests before it; then the connection is closed (Node has let go of it).
+ */
+function answerConnect(req: IncomingMessage, socket: Socket): void {
+  const s = socket as TrackedSocket;
+  socket.on('error', () => undefined); // Node removed its own error listener with the connection
+  if (s[CLOSING]) return;
+  s[CLOSING] = true;
+  const body = JSON.stringify({ code: 'NOT_FOUND', message: 'Route not found' });
+  getLogger().info({ reqId: randomUUID(), method: req.method, route: 'unmatched', statusCode: 404, durationMs: 0 }, 'request');
+  afterPendingAnswers(s, () => {
+    if (socket.writable) socket.write(rawAnswer(404, body));
+    closeAfterWrites(socket);
+  });
+}
+
+/**
+ * Content-Encoding tokens that leave the body as it is: `identity`, and the charset `utf-8` that
+ * some clients put there by mistake (no content coding: it says the body is UTF-8 text, which a
+ * JSON body must be and is checked to be; kept passing, as the fifth session decided).
+ */
+const PLAIN_CODINGS = new Set(['', 'identity', 'utf-8', 'utf8']);
+
+/**
+ * A Content-Encoding the service reads as it is: none, empty, or only the tokens above. The
+ * service decodes no coding, so any other (gzip, br, zstd, pack200-gzip, aes128gcm, exi, an
+ * unknown token) is 415: a body in a coding it does not decode must not be read as plain.
+ */
+export function plainContentEncoding(value: string | undefined): boolean {
+  if (value === undefined) return true;
+  for (const token of value.split(',')) if (!PLAIN_CODINGS.has(token.trim().toLowerCase())) return false;
+  return true;
+}
+
+/** A Transfer-Encoding Node decodes in full: none, or `chunked` alone (`gzip, chunked` leaves a gzip body). */
+export function plainTransferEncoding(value: string | undefined): boolean {
+  if (value === undefined) return true;
+  for (const token of value.split(',')) if (token.trim().toLowerCase() !== 'chunked') return false;
+  return true;
+}
+
+/** How many Host lines the raw headers hold (more than one is 400, RFC 9112 section 3.2). */
+function hostLines(rawHeaders: string[]): number {
+  let n = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i].length === 4 && rawHeaders[i].toLowerCase() === 'host') n++;
+  return n;
+}
 
 /** A body the parsers refused, with its code: the error filter answers by code (details included). */
 class BodyParseError extends Error {
@@ -177,7 +315,9 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
     // Given to Node when the server is created too: set afterwards (as Fastify does with its own
     // option), Node 20 applies it to slow headers but not to a body that stops arriving.
     requestTimeout: config.requestTimeoutMs,
-    http: { requestTimeout: config.requestTimeoutMs, connectionsCheckingInterval: 1000 } as never,
+    // requireHostHeader off: Node's own answer to an HTTP/1.1 request without Host is a bare 400
+    // (no error body, no security headers); the hook below refuses it in the service's form.
+    http: { requestTimeout: config.requestTimeoutMs, connectionsCheckingInterval: 1000, requireHostHeader: false } as never,
     clientErrorHandler: answerClientError,
     frameworkErrors: answerFrameworkError as never, // typed by its ErrorReply (Fastify's generic reply types do not narrow)
   });
@@ -193,7 +333,16 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   const fastify = app.getHttpAdapter().getInstance();
   // An `Expect` other than 100-continue: Node would answer a bare 417 itself (no error body, no
   // security headers). Answered here in the service's form instead.
-  fastify.server.on('checkExpectation', (_req, res) => {
+  // Every response is tracked until it is written, so that an answer written straight to the
+  // socket (answerClientError, answerConnect) comes after those to the requests before it.
+  fastify.server.prependListener('request', trackResponse);
+  // The client's FIN after its request (`nc -N`, some HTTP/1.0 tools) must not drop the answer:
+  // Node's default ends the connection at once and the request's answer (its write applied) was
+  // lost. Half-open, the answer is written and the connection closed after it.
+  (fastify.server as { httpAllowHalfOpen?: boolean }).httpAllowHalfOpen = true;
+  fastify.server.on('connect', answerConnect);
+  fastify.server.on('checkExpectation', (req, res) => {
+    trackResponse(req, res);
     const body = JSON.stringify({ code: 'EXPECTATION_FAILED', message: 'Only "Expect: 100-continue" is supported' });
     res.writeHead(417, { ...SECURITY_HEADERS, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
     res.end(body);
@@ -223,8 +372,24 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   // Referer leaves a page opened from a check-in link (its token is in the URL). First, so that a
   // preflight the CORS hook answers carries them too (and the answers written outside Fastify's
   // reply, above, add them themselves).
-  fastify.addHook('onRequest', (_req, reply, done) => {
+  // Then (in the same hook: one hook less on every request) the requests no route of the service
+  // can take, refused before anything else: an HTTP/1.1 request without a Host header, or any with
+  // more than one (RFC 9112 section 3.2), is 400 VALIDATION_FAILED like other malformed HTTP, and
+  // its connection closed (Node's own answer was a bare 400); QUERY (no route takes it) is 404
+  // NOT_FOUND like any unknown route, where Fastify refused it first for having no content type
+  // (400 in its own words).
+  fastify.addHook('onRequest', (req, reply, done) => {
     reply.headers(SECURITY_HEADERS);
+    const raw = req.raw;
+    if (raw.headers.host === undefined ? raw.httpVersion === '1.1' : hostLines(raw.rawHeaders) > 1) {
+      const body = { code: 'VALIDATION_FAILED', message: 'The request is not valid HTTP', details: [{ path: 'Host', message: 'exactly one Host header is required' }] };
+      void reply.code(400).header('connection', 'close').header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(body));
+      return;
+    }
+    if (req.method === 'QUERY') {
+      void reply.code(404).header('content-type', 'application/json; charset=utf-8').send(JSON.stringify({ code: 'NOT_FOUND', message: 'Route not found' }));
+      return;
+    }
     done();
   });
   // CORS by path (./cors.ts): the widget from its pages' origins, the staff API from the staff
@@ -240,11 +405,15 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   const parseJson = fastify.getDefaultJsonParser('error', 'error');
   fastify.removeContentTypeParser(['application/json']);
   fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, raw, done) => {
-    // The service decodes no content encoding: a gzip or br body is not JSON text, and a plain
-    // body labelled as compressed is not what it says. Either way 415, not "malformed JSON".
-    const encoding = req.headers['content-encoding']?.trim().toLowerCase();
-    if (encoding !== undefined && COMPRESSED.test(encoding)) {
+    // The service decodes no content coding: a gzip or br body is not JSON text, and a plain
+    // body labelled with a coding is not what it says. Either way 415, not "malformed JSON" nor
+    // read as if unlabelled. The same for a transfer coding Node does not undo (`gzip, chunked`).
+    if (!plainContentEncoding(req.headers['content-encoding'])) {
       deferBodyProblem(req, new BodyParseError(415, 'SVC_CONTENT_ENCODING', 'unsupported content encoding'));
+      return done(null, undefined);
+    }
+    if (!plainTransferEncoding(req.headers['transfer-encoding'])) {
+      deferBodyProblem(req, new BodyParseError(415, 'SVC_TRANSFER_ENCODING', 'unsupported transfer encoding'));
       return done(null, undefined);
     }
     // JSON is UTF-8 (RFC 8259): bytes that are not are malformed, not text to repair with U+FFFD.

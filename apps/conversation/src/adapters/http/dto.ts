@@ -1,16 +1,10 @@
 import { Type } from 'class-transformer';
-import { ArrayMaxSize, IsArray, IsIn, IsObject, IsString, IsUUID, Length, Matches, MaxLength, ValidateNested } from 'class-validator';
+import { ArrayMaxSize, IsArray, IsIn, IsObject, IsString, IsUUID, Length, MaxLength, ValidateNested } from 'class-validator';
 import type { DeliveryStatus } from '../../domain/conversation';
-import { IfPresent, LowercaseUuid } from '@svc/http';
+import { AttachmentDto, IfPresent, LowercaseUuid } from '@svc/http';
 
-/** Attachment item (decisions 8): four required members. */
-export class AttachmentDto {
-  @LowercaseUuid() @IsUUID() id!: string;
-  @IsString() @MaxLength(200) fileName!: string;
-  @IsString() @MaxLength(160) contentType!: string;
-  @IsString() @Matches(/^[a-f0-9]{64}$/) sha256!: string;
-}
-
+/** Attachment item (decisions 8): the shared class of @svc/http (fileName and contentType at least one character). */
+export { AttachmentDto };
 
 /** Most attachments per message (no spec limit; ours, see docs/decisions.md). */
 export const MAX_ATTACHMENTS = 20;

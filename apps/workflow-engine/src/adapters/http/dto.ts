@@ -1,6 +1,6 @@
 import { Type } from 'class-transformer';
 import { ArrayMaxSize, IsArray, IsInt, IsObject, IsString, Length, Matches, Max, MaxLength, Min, ValidateNested } from 'class-validator';
-import { IfPresent } from '@svc/http';
+import { AttachmentDto, IfPresent } from '@svc/http';
 
 const STABLE_KEY = /^[a-z][a-z0-9_]{1,79}$/;
 
@@ -47,12 +47,8 @@ export class CreateDestinationDto {
   @IfPresent() @IsInt() @Min(1) @Max(5000) timeoutMs?: number;
 }
 
-export class AttachmentDto {
-  @IsString() @Matches(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i) id!: string;
-  @IsString() @Length(1, 200) fileName!: string;
-  @IsString() @Length(1, 160) contentType!: string;
-  @IsString() @Matches(/^[0-9a-f]{64}$/) sha256!: string;
-}
+/** Attachment item (decisions 8): the shared class of @svc/http, the same as an inbound conversation message's. */
+export { AttachmentDto };
 
 export class WidgetMessageDto {
   @IsString() @Length(1, 4000) message!: string;

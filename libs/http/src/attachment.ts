@@ -1,0 +1,17 @@
+import { IsString, IsUUID, Length, Matches } from 'class-validator';
+import { LowercaseUuid } from './validation';
+
+/**
+ * An attachment item (decisions 8): `{ id (uuid), fileName (≤200), contentType (≤160), sha256 (64
+ * lowercase hex) }`, all four required. An empty `fileName` or `contentType` names no file and no
+ * type, so both are at least one character. One class for every body that carries attachments
+ * (an inbound conversation message, a widget message), so the two accept the same items; until
+ * the HTTP edge audit of the seventh session the conversation allowed empty strings and the
+ * widget did not.
+ */
+export class AttachmentDto {
+  @LowercaseUuid() @IsUUID() id!: string;
+  @IsString() @Length(1, 200) fileName!: string;
+  @IsString() @Length(1, 160) contentType!: string;
+  @IsString() @Matches(/^[a-f0-9]{64}$/) sha256!: string;
+}
