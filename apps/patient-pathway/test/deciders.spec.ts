@@ -208,6 +208,16 @@ describe('check-in decider', () => {
     ]);
   });
 
+  it('a check-in not mailed when its patient was cancelled is voided: its link never works; once mailed, voiding is a no-op', () => {
+    spec.given([issued]).when({ type: 'VoidCheckIn' }, now).then([{ type: 'CheckInVoided', at }]);
+    spec.given([]).when({ type: 'VoidCheckIn' }, now).then([{ type: 'CheckInVoided', at }]);
+    const voided: CheckInEvent[] = [issued, { type: 'CheckInVoided', at }];
+    spec.given(voided).when({ type: 'VoidCheckIn' }, now).then([]);
+    spec.given(voided).when({ type: 'RecordAnswer', questionKey: 'pain', value: 1 }, now).thenThrows('INVALID_CHECK_IN_TOKEN');
+    spec.given(voided).when({ type: 'CompleteCheckIn' }, now).thenThrows('INVALID_CHECK_IN_TOKEN');
+    spec.given([issued, { type: 'check_in.sent', organizationId: ORG, environmentId: ENV, checkInId: 'c1', patientId: P, sentAt: at }]).when({ type: 'VoidCheckIn' }, now).then([]);
+  });
+
   it('after completion or an early stop the token is spent (401), but for a retry of the request that closed it; unknown check-in is 404; a case links once', () => {
     const done: CheckInEvent = { type: 'CheckInCompleted', at, outcome: 'no_action', priority: null, matchedRules: [], symptomScores: {}, patientNotes: null, stoppedEarly: false };
     spec.given([issued, done]).when({ type: 'CompleteCheckIn', notes: 'something else' }, now).thenThrows('INVALID_CHECK_IN_TOKEN');

@@ -104,7 +104,10 @@ export class CommandHandler<Command, Event extends { type: string }, State> {
    */
   exclusive<T>(
     streamId: string,
-    work: (turn: { load(): Promise<{ state: State; revision: number }>; handle(command: Command, ctx: CommandContext): Promise<HandleResult<Event, State>> }) => Promise<T>,
+    work: (turn: {
+      load(): Promise<{ state: State; revision: number; events: RecordedEvent[] }>;
+      handle(command: Command, ctx: CommandContext): Promise<HandleResult<Event, State>>;
+    }) => Promise<T>,
   ): Promise<T> {
     return this.inTurn(streamId, () => work({ load: () => this.load(streamId), handle: (command, ctx) => this.handleNow(streamId, command, ctx, undefined) }));
   }

@@ -10,7 +10,7 @@ import { CONFIG, MAILER, Mailer, ServiceConfig } from '@svc/platform';
 import { KEYRING, Keyring, safeEqual, sha256Hex } from '@svc/security';
 import { CaseOpenDoc, CheckInTimerDoc, DispatchDoc } from '../adapters/projections/pathway.projection';
 import { CheckInState, EMERGENCY_GUIDANCE, checkInDecider, nextQuestion, tokenRefused } from '../domain/check-in';
-import { PatientEvent } from '../domain/patient';
+import { PatientEvent, PatientState } from '../domain/patient';
 import { Question } from '../domain/protocol';
 import { checkInStream, patientStream, protocolStream } from '../domain/streams';
 import { PathwayService, Tenancy } from './pathway.service';
@@ -144,10 +144,28 @@ export class CheckInsService {
    * removes the dispatch document).
    */
   async dispatch(doc: DispatchDoc): Promise<void> {
-    const { state, events } = await this.pathway.patients.load(patientStream(doc.patientId));
-    const sent = events.map((e) => toDomainEvent<PatientEvent>(e)).find((e) => e.type === 'CheckInSent' && e.checkInId === doc.id) as Extract<PatientEvent, { type: 'CheckInSent' }> | undefined;
-    if (!sent) return;
-    const ctx = { actor: 'system', organizationId: sent.organizationId, environmentId: sent.environmentId };
+    // In the patient stream's turn: a cancellation is decided either before this dispatch (and the
+    // check-in is voided, never mailed) or after the email went out, never while it is on its way;
+    // so no check-in email follows a cancellation's 202.
+    await this.pathway.patients.exclusive(patientStream(doc.patientId), async (turn) => {
+      const { state, events } = await turn.load();
+      const history = events.map((e) => toDomainEvent<PatientEvent>(e));
+      const at = history.findIndex((e) => e.type === 'CheckInSent' && e.checkInId === doc.id);
+      if (at < 0) return;
+      const sent = history[at] as Extract<PatientEvent, { type: 'CheckInSent' }>;
+      const ctx = { actor: 'system', organizationId: sent.organizationId, environmentId: sent.environmentId };
+      if (history.slice(at + 1).some((e) => e.type === 'PatientCancelled')) {
+        // Cancelled after the check-in was decided and before it was mailed (or while a crashed
+        // dispatch held the claim): it is not sent now (VoidCheckIn is a no-op once it was).
+        const r = await this.checkIns.handle(checkInStream(sent.checkInId), { type: 'VoidCheckIn' }, ctx);
+        await this.pathway.applied(r.position);
+        return;
+      }
+      await this.mailCheckIn(state, sent, ctx);
+    });
+  }
+
+  private async mailCheckIn(state: PatientState, sent: Extract<PatientEvent, { type: 'CheckInSent' }>, ctx: { actor: string; organizationId: string; environmentId: string }): Promise<void> {
     const { state: protocolState } = await this.pathway.protocols.load(protocolStream(sent.protocolId));
     const protocol = protocolState.protocol;
     if (!protocol) throw new Error('protocol of a check-in is missing');

@@ -41,7 +41,9 @@ export type CheckInCommand =
   | { type: 'CompleteCheckIn'; notes?: string }
   | { type: 'LinkCase'; caseId: string; reference: string }
   /** The case-ledger refused the case for good (a 4xx): stop retrying. */
-  | { type: 'RecordCaseOpenFailure'; status: number; code: string };
+  | { type: 'RecordCaseOpenFailure'; status: number; code: string }
+  /** The patient was cancelled before the check-in's email went out: it never will (no-op once sent). */
+  | { type: 'VoidCheckIn' };
 
 export type CheckInEvent =
   | {
@@ -64,10 +66,12 @@ export type CheckInEvent =
   | ({ type: 'CheckInStoppedEarly'; at: string } & CaseRequest)
   | ({ type: 'CheckInCompleted'; at: string; outcome: 'no_action' | 'case_opened' } & Omit<CaseRequest, 'priority'> & { priority: Tier | null })
   | { type: 'CaseLinked'; caseId: string; reference: string }
-  | { type: 'CaseOpenFailed'; status: number; code: string; at: string };
+  | { type: 'CaseOpenFailed'; status: number; code: string; at: string }
+  /** Not sent: the patient was cancelled first. Ends the dispatch (its timer) and the link. */
+  | { type: 'CheckInVoided'; at: string };
 
 export interface CheckInState {
-  status: 'none' | 'open' | 'stopped' | 'completed';
+  status: 'none' | 'open' | 'stopped' | 'completed' | 'voided';
   checkInId: string | null;
   patientId: string | null;
   organizationId: string | null;
@@ -206,6 +210,8 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
         return { ...state, caseLink: { caseId: event.caseId, reference: event.reference } };
       case 'CaseOpenFailed':
         return { ...state, caseOpenFailed: { status: event.status, code: event.code } };
+      case 'CheckInVoided':
+        return { ...state, status: 'voided' };
       default: {
         const never: never = event;
         return never;
@@ -276,6 +282,9 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
       case 'RecordCaseOpenFailure':
         if (state.caseLink || state.caseOpenFailed || !state.caseRequest) return [];
         return [{ type: 'CaseOpenFailed', status: command.status, code: command.code, at }];
+      case 'VoidCheckIn':
+        if (state.sent || state.status === 'voided') return [];
+        return [{ type: 'CheckInVoided', at }];
       default: {
         const never: never = command;
         return never;

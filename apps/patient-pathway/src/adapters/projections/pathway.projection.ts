@@ -90,6 +90,9 @@ export function pathwayProjection(): Projection {
         case 'check_in.sent':
           cancelTimer(tx, PathwayCollections.dispatch, event.checkInId);
           return;
+        case 'CheckInVoided':
+          cancelTimer(tx, PathwayCollections.dispatch, checkInIdOfStream());
+          return;
         case 'CheckInStoppedEarly':
           scheduleTimer(tx, PathwayCollections.caseOpen, TIMER_PARTITION, { id: checkInIdOfStream(), dueAt: event.at });
           return;
