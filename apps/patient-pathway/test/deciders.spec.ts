@@ -1,5 +1,5 @@
 import { deciderSpec } from '../../../libs/eventstore/src/testing';
-import { CheckInEvent, checkInDecider } from '../src/domain/check-in';
+import { CHECK_IN_RETRY_WINDOW_MS, CheckInEvent, checkInDecider } from '../src/domain/check-in';
 import { PatientCommand, PatientEvent, patientDecider } from '../src/domain/patient';
 import { ProtocolDefinition, protocolDecider, protocolProblems } from '../src/domain/protocol';
 
@@ -238,6 +238,11 @@ describe('check-in decider', () => {
     spec.given(stopped).when({ type: 'RecordAnswer', questionKey: 'other', value: 'I passed out' }, now).thenThrows('INVALID_CHECK_IN_TOKEN');
     spec.given(stopped).when({ type: 'RecordAnswer', questionKey: 'pain', value: 8 }, now).thenThrows('INVALID_CHECK_IN_TOKEN');
     spec.given(stopped).when({ type: 'CompleteCheckIn' }, now).thenThrows('INVALID_CHECK_IN_TOKEN');
+    // Only within the retry window (10 minutes of the close): later the link is spent for good.
+    const late = new Date(now.getTime() + CHECK_IN_RETRY_WINDOW_MS + 1000);
+    spec.given(stopped).when({ type: 'RecordAnswer', questionKey: 'other', value: 'I passed out twice' }, late).thenThrows('INVALID_CHECK_IN_TOKEN');
+    spec.given([issued, done]).when({ type: 'CompleteCheckIn' }, late).thenThrows('INVALID_CHECK_IN_TOKEN');
+    spec.given([issued, done]).when({ type: 'CompleteCheckIn' }, new Date(now.getTime() + CHECK_IN_RETRY_WINDOW_MS)).then([]);
     spec.given([]).when({ type: 'CompleteCheckIn' }, now).thenThrows('NOT_FOUND');
     spec.given([issued]).when({ type: 'LinkCase', caseId: 'k', reference: 'CC-AAAAAAAA' }, now).then([{ type: 'CaseLinked', caseId: 'k', reference: 'CC-AAAAAAAA' }]);
     spec.given([issued, { type: 'CaseLinked', caseId: 'k', reference: 'CC-AAAAAAAA' }]).when({ type: 'LinkCase', caseId: 'k', reference: 'CC-AAAAAAAA' }, now).then([]);

@@ -90,6 +90,8 @@ export interface CheckInState {
   lastAnswerKey: string | null;
   /** The notes the check-in was completed with (a retried completion carries the same). */
   completedNotes: string | null;
+  /** When the check-in was completed or stopped early (service clock). */
+  closedAt: string | null;
 }
 
 /** 400 with details, as the edge would answer. */
@@ -135,6 +137,15 @@ export function nextQuestion(state: Pick<CheckInState, 'questions' | 'answers'>)
 }
 
 /**
+ * How long after a check-in closed a retry of the request that closed it is still answered again
+ * (service clock). A widget retries within seconds; a link used much later (a forwarded email, a
+ * stolen one) gets 401 as before, and cannot probe which answer stopped the check-in.
+ */
+export const CHECK_IN_RETRY_WINDOW_MS = 10 * 60_000;
+
+const withinRetryWindow = (state: CheckInState, now: Date): boolean => state.closedAt !== null && now.getTime() - Date.parse(state.closedAt) <= CHECK_IN_RETRY_WINDOW_MS;
+
+/**
  * True when an answer to a stopped check-in is the very answer that stopped it (a retry whose
  * emergency guidance was lost on the way): it gets that guidance again instead of a spent link.
  */
@@ -167,6 +178,7 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
     caseOpenFailed: null,
     lastAnswerKey: null,
     completedNotes: null,
+    closedAt: null,
   }),
 
   evolve(state, event) {
@@ -193,7 +205,7 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
         const { type: _t, at: _a, ...request } = event;
         void _t;
         void _a;
-        return { ...state, status: 'stopped', outcome: 'case_opened', caseRequest: request };
+        return { ...state, status: 'stopped', outcome: 'case_opened', caseRequest: request, closedAt: event.at };
       }
       case 'CheckInCompleted':
         return {
@@ -201,6 +213,7 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
           status: 'completed',
           outcome: event.outcome,
           completedNotes: event.patientNotes,
+          closedAt: event.at,
           caseRequest:
             event.outcome === 'case_opened' && event.priority
               ? { priority: event.priority, matchedRules: event.matchedRules, symptomScores: event.symptomScores, patientNotes: event.patientNotes, stoppedEarly: false }
@@ -242,7 +255,7 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
         return [{ type: 'check_in.sent', organizationId: state.organizationId!, environmentId: state.environmentId!, checkInId: state.checkInId!, patientId: state.patientId!, sentAt: command.sentAt }];
       case 'RecordAnswer': {
         if (state.status === 'none') throw new DomainError(404, 'NOT_FOUND', 'Check-in not found');
-        if (state.status === 'stopped' && command.questionKey === state.lastAnswerKey && isRetryOfStop(state, command.value)) return [];
+        if (state.status === 'stopped' && withinRetryWindow(state, now) && command.questionKey === state.lastAnswerKey && isRetryOfStop(state, command.value)) return [];
         if (state.status !== 'open') throw tokenRefused();
         const q = state.questions.find((x) => x.key === command.questionKey);
         if (!q) throw invalid('questionKey', 'no question with this key in the check-in');
@@ -259,7 +272,7 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
         if (state.status === 'none') throw new DomainError(404, 'NOT_FOUND', 'Check-in not found');
         const notes = command.notes ?? null;
         // The same completion again (its answer was lost on the way): the same outcome, nothing new.
-        if (state.status === 'completed' && notes === state.completedNotes) return [];
+        if (state.status === 'completed' && withinRetryWindow(state, now) && notes === state.completedNotes) return [];
         if (state.status !== 'open') throw tokenRefused();
         const matches = matchesOf(state, notes);
         const priority = priorityOf(matches);
