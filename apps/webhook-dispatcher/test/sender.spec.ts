@@ -181,3 +181,50 @@ describe('sendWebhook connections', () => {
     expect(requests).toBe(0);
   });
 });
+
+describe('sendWebhook abort (an endpoint deleted while its attempts are under way)', () => {
+  let server: Server;
+  let port: number;
+  const got: string[] = [];
+  const answers: (() => void)[] = [];
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        got.push(String(req.headers['x-svc-event-id']));
+        answers.push(() => res.writeHead(500).end());
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(() => {
+    server.closeAllConnections();
+    return new Promise<void>((r) => server.close(() => r()));
+  });
+
+  it('ends an attempt not yet on the wire (queued for a socket) unsent; one already written runs to its answer', async () => {
+    const input = (i: number) => ({ url: `http://127.0.0.1:${port}/abort`, payload: '{}', secret: 's', eventId: `a${i}`, eventType: 't', at: new Date(), production: false, timeoutMs: 5000 });
+    const n = MAX_SOCKETS_PER_ORIGIN + 20; // 20 wait for a socket of the origin's pool
+    const controllers = Array.from({ length: n }, () => new AbortController());
+    const results = Array.from({ length: n }, (_, i) => sendWebhook(input(i), controllers[i].signal));
+    for (let i = 0; i < 200 && got.length < MAX_SOCKETS_PER_ORIGIN; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(got).toHaveLength(MAX_SOCKETS_PER_ORIGIN);
+    for (const c of controllers) c.abort();
+    for (const answer of answers.splice(0)) answer();
+    const done = await Promise.all(results);
+    const sent = done.filter((r) => !r.notSent);
+    const unsent = done.filter((r) => r.notSent);
+    expect(sent).toHaveLength(MAX_SOCKETS_PER_ORIGIN);
+    for (const r of sent) expect(r.attempt).toMatchObject({ statusCode: 500, error: 'http_500' });
+    expect(unsent).toHaveLength(20);
+    for (const r of unsent) expect(r.attempt).toMatchObject({ statusCode: null, error: 'not_sent' });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(got).toHaveLength(MAX_SOCKETS_PER_ORIGIN); // the aborted ones never arrive
+    // Aborted before it started: nothing is sent at all.
+    const early = new AbortController();
+    early.abort();
+    expect((await sendWebhook(input(999), early.signal)).notSent).toBe(true);
+    expect(got).toHaveLength(MAX_SOCKETS_PER_ORIGIN);
+  });
+});

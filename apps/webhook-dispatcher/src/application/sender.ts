@@ -45,10 +45,19 @@ export interface SendInput {
 
 export interface SendResult {
   attempt: Attempt;
+  /**
+   * Aborted before any byte of the request was handed to a connected socket (see `sendWebhook`'s
+   * `signal`): the receiver cannot have seen it, so it is no attempt at all.
+   */
+  notSent?: true;
 }
 
 class TimeoutError extends Error {
   override name = 'TimeoutError';
+}
+
+class NotSentError extends Error {
+  override name = 'NotSentError';
 }
 
 /**
@@ -67,7 +76,7 @@ class TimeoutError extends Error {
  * closed it while it sat idle, is retried once on a fresh unpooled socket (same address guard,
  * same deadline). `resolve` (tests only) replaces the resolver on an unpooled socket.
  */
-function post(url: URL, headers: Record<string, string>, body: Buffer, production: boolean, resolve: Resolver | undefined, timeoutMs: number): Promise<IncomingMessage> {
+function post(url: URL, headers: Record<string, string>, body: Buffer, production: boolean, resolve: Resolver | undefined, timeoutMs: number, signal?: AbortSignal): Promise<IncomingMessage> {
   return new Promise((done, fail) => {
     const https = url.protocol === 'https:';
     const requester = https ? httpsRequest : httpRequest;
@@ -116,6 +125,21 @@ function post(url: URL, headers: Record<string, string>, body: Buffer, productio
       }
       req.destroy(err);
     }, timeoutMs);
+    // An abort (the endpoint was deleted) ends the attempt only while nothing of it can have left:
+    // queued for a pooled socket (no socket yet) or on a socket still connecting (node buffers
+    // the writes until connected). Node hands a request to its socket and writes it in the same
+    // tick, so once `req.socket` is a connected socket the request may be on the wire: it then
+    // runs to its answer or its deadline as usual (the deletion waits for that).
+    const onAbort = () => {
+      if (settled) return;
+      if (req.socket && !req.socket.connecting) return;
+      settled = true;
+      clearTimeout(timer);
+      fail(new NotSentError('webhook attempt aborted before it was sent'));
+      req.destroy();
+    };
+    // (The signal is the attempt's own: a listener left after the attempt settled does nothing.)
+    signal?.addEventListener('abort', onAbort, { once: true });
     send(pooled);
   });
 }
@@ -137,7 +161,7 @@ function errorOf(err: unknown, production: boolean): string {
  * unseen (never kept). Only metadata is returned (never the body); `durationMs` is measured from
  * the request's creation too (so it includes any wait for a pooled socket).
  */
-export async function sendWebhook(input: SendInput): Promise<SendResult> {
+export async function sendWebhook(input: SendInput, signal?: AbortSignal): Promise<SendResult> {
   const ts = Math.floor(input.at.getTime() / 1000);
   const body = Buffer.from(input.payload, 'utf8');
   const headers = {
@@ -154,6 +178,8 @@ export async function sendWebhook(input: SendInput): Promise<SendResult> {
   const duration = () => Math.round(performance.now() - started);
   const at = input.at.toISOString();
   const failed = (error: string): SendResult => ({ attempt: { at, statusCode: null, durationMs: duration(), error } });
+  const notSent = (): SendResult => ({ attempt: { at, statusCode: null, durationMs: duration(), error: 'not_sent' }, notSent: true });
+  if (signal?.aborted) return notSent();
   let url: URL;
   try {
     url = new URL(input.url);
@@ -166,11 +192,12 @@ export async function sendWebhook(input: SendInput): Promise<SendResult> {
   }
   try {
     started = performance.now();
-    const res = await post(url, headers, body, input.production, input.resolve, input.timeoutMs ?? DELIVERY_TIMEOUT_MS);
+    const res = await post(url, headers, body, input.production, input.resolve, input.timeoutMs ?? DELIVERY_TIMEOUT_MS, signal);
     const status = res.statusCode ?? 0;
     const ok = status >= 200 && status < 300;
     return { attempt: { at, statusCode: status, durationMs: duration(), error: ok ? null : `http_${status}` } };
   } catch (err) {
+    if ((err as Error)?.name === 'NotSentError') return notSent();
     return failed(errorOf(err, input.production));
   }
 }

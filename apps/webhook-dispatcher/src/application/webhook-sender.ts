@@ -37,12 +37,12 @@ export class WebhookSender {
   private start(file: string): void {
     const w = new Worker(file);
     w.unref(); // idle, it keeps nothing alive; ref'd while an attempt is out
-    w.on('message', (m: { id: number; attempt?: SendResult['attempt']; error?: string }) => {
+    w.on('message', (m: { id: number; attempt?: SendResult['attempt']; notSent?: true; error?: string }) => {
       const p = this.pending.get(m.id);
       if (!p) return;
       this.pending.delete(m.id);
       if (this.pending.size === 0) w.unref();
-      if (m.attempt) p.resolve({ attempt: m.attempt });
+      if (m.attempt) p.resolve({ attempt: m.attempt, ...(m.notSent ? { notSent: true as const } : {}) });
       else p.reject(new Error(`webhook sender thread: ${m.error ?? 'failed'}`));
     });
     const failed = (err: Error) => {
@@ -60,20 +60,40 @@ export class WebhookSender {
     this.worker = w;
   }
 
-  send(input: SendInput): Promise<SendResult> {
+  /**
+   * One attempt. `signal` (optional): aborting it ends the attempt if it is not yet on the wire
+   * (the result then says `notSent`); one already written runs to its answer or deadline.
+   */
+  send(input: SendInput, signal?: AbortSignal): Promise<SendResult> {
     const w = this.worker;
-    if (!w || input.resolve) return sendWebhook(input);
+    if (!w || input.resolve) return sendWebhook(input, signal);
     return new Promise<SendResult>((resolve, reject) => {
       const id = ++this.nextId;
       try {
         w.postMessage({ id, input });
       } catch {
         // Nothing was handed over: this attempt goes out on the calling thread instead.
-        sendWebhook(input).then(resolve, reject);
+        sendWebhook(input, signal).then(resolve, reject);
         return;
       }
-      this.pending.set(id, { resolve, reject });
+      const onAbort = () => {
+        // The thread decides (it knows whether the request is on the wire); a thread gone meanwhile has rejected it already.
+        if (this.worker === w && this.pending.has(id)) w.postMessage({ abort: id });
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      const unlisten = () => signal?.removeEventListener('abort', onAbort);
+      this.pending.set(id, {
+        resolve: (r) => {
+          unlisten();
+          resolve(r);
+        },
+        reject: (err) => {
+          unlisten();
+          reject(err);
+        },
+      });
       if (this.pending.size === 1) w.ref();
+      if (signal?.aborted) onAbort();
     });
   }
 

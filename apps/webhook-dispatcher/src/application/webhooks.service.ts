@@ -12,6 +12,7 @@ import { DeliveryCommand, DeliveryEvent, DeliveryState, DeliveryStatus, delivery
 import { EndpointCommand, EndpointEvent, EndpointState, endpointDecider, endpointStream } from '../domain/endpoint';
 import { Collections, DISPATCHER_PROJECTION, DeliveryDoc, DeliveryTimer, EndpointDoc, TIMER_PARTITION, deliveryStatusPartition } from '../adapters/projections/dispatcher.projection';
 import { stableUuid } from './ids';
+import { SendResult } from './sender';
 import { WebhookSender } from './webhook-sender';
 
 export interface StaffActor {
@@ -36,6 +37,19 @@ export const RELEASE_SLOT_WAIT_MS = 5_000;
 /** What an attempt needs of the delivery's creation event. */
 type Created = Pick<Extract<DeliveryEvent, { type: 'WebhookDeliveryCreated' }>, 'eventId' | 'eventType' | 'payload'>;
 type Leased = { state: DeliveryState; revision: number };
+
+/**
+ * An attempt of this process from just before it reads the endpoint (URL, secret, existence) until
+ * it has ended (answered, failed, timed out, or not sent). A secret rotation or a deletion answers
+ * only once the ones that read the endpoint before the change have ended (see settleAttempts).
+ */
+interface AttemptInFlight {
+  /** The endpoint document's (encrypted) secret it signs with; undefined while it is still reading. */
+  secretRef?: string;
+  /** Aborted by a deletion: ends the attempt if it is not on the wire yet. */
+  readonly controller: AbortController;
+  readonly ended: Promise<void>;
+}
 export const DEFAULT_DELIVERY_LIMIT = 100;
 export const MAX_DELIVERY_LIMIT = 1000;
 
@@ -164,8 +178,8 @@ export class WebhooksService implements OnModuleDestroy {
   }
 
   /** Sends a leased first attempt (its slot reserved) and records it, tracked for shutdown; never rejects. */
-  private sendDirect(stream: string, leaseId: string, leased: Leased, created: Created, ep: EndpointDoc): void {
-    const run = this.sendLeased(stream, leaseId, leased, created, ep).catch((err) => {
+  private sendDirect(stream: string, leaseId: string, leased: Leased, created: Created, endpointId: string): void {
+    const run = this.sendLeased(stream, leaseId, leased, created, endpointId).catch((err) => {
       // The lease is in the stream: the timer (moved to the lease's expiry) fires it again then.
       this.log.warn({ deliveryId: leased.state.deliveryId, error: (err as Error)?.name }, 'webhook attempt not recorded; the timer retries it after the lease');
     });
@@ -227,18 +241,53 @@ export class WebhooksService implements OnModuleDestroy {
     return doc;
   }
 
+  /**
+   * 204 once no attempt to the endpoint can be sent any more: the deletion is in the read model
+   * (every later attempt reads it there and is not sent) and the attempts of this process that
+   * read the endpoint before have ended (those not yet on the wire are aborted, never sent).
+   */
   async deleteEndpoint(organizationId: string, environmentId: string, endpointId: string, actor: StaffActor): Promise<void> {
     await this.endpoint(environmentId, endpointId);
     const r = await this.endpoints.handle(endpointStream(endpointId), { type: 'DeleteEndpoint', environmentId, by: actor.sub }, { actor: `staff:${actor.sub}`, organizationId, environmentId });
     await this.applied(r.position);
+    await this.settleAttempts(endpointId, 'deleted');
   }
 
+  /**
+   * 201 once no attempt signed with an older secret can be sent any more: the new secret is in the
+   * read model (every later attempt reads it there) and the attempts of this process that signed
+   * with an older one have ended.
+   */
   async rotateSecret(organizationId: string, environmentId: string, endpointId: string, actor: StaffActor) {
     await this.endpoint(environmentId, endpointId);
     const secret = `whsec_${randomToken(32)}`;
     const r = await this.endpoints.handle(endpointStream(endpointId), { type: 'RotateSecret', environmentId, secret, by: actor.sub }, { actor: `staff:${actor.sub}`, organizationId, environmentId });
     await this.applied(r.position);
+    await this.settleAttempts(endpointId, 'rotated');
     return { secret };
+  }
+
+  /** Attempts of this process under way, by endpoint id (see AttemptInFlight). */
+  private readonly inFlight = new Map<string, Set<AttemptInFlight>>();
+
+  /**
+   * Called once the change is in the read model: every attempt that starts reading the endpoint
+   * from now on sees it, so only the attempts registered now can still carry the old state. A
+   * rotation waits for those that signed with another secret than the one now in force (or are
+   * still reading: conservatively); a deletion aborts them all (an attempt not yet on the wire
+   * ends unsent; one already written runs to its answer) and waits for each to end. Bounded by
+   * the attempt's one 15 s deadline (DELIVERY_TIMEOUT_MS).
+   */
+  private async settleAttempts(endpointId: string, change: 'rotated' | 'deleted'): Promise<void> {
+    const entries = [...(this.inFlight.get(endpointId) ?? [])];
+    if (entries.length === 0) return;
+    if (change === 'deleted') {
+      for (const e of entries) e.controller.abort();
+      await Promise.all(entries.map((e) => e.ended));
+      return;
+    }
+    const current = (await this.readStore.get<EndpointDoc>(Collections.endpoints, endpointId))?.secret;
+    await Promise.all(entries.filter((e) => e.secretRef === undefined || e.secretRef !== current).map((e) => e.ended));
   }
 
   /** The endpoint's most recent deliveries, newest first (at most `limit`), of one status if given. */
@@ -322,7 +371,7 @@ export class WebhooksService implements OnModuleDestroy {
           throw err;
         }
         if (leaseId && r.newEvents.some((e) => e.type === 'WebhookAttemptStarted')) {
-          this.sendDirect(stream, leaseId, { state: r.state, revision: r.revision }, { eventId, eventType: m.type, payload }, ep);
+          this.sendDirect(stream, leaseId, { state: r.state, revision: r.revision }, { eventId, eventType: m.type, payload }, ep.id);
         } else {
           if (leaseId) this.releaseSlot();
           position = Math.max(position, r.position);
@@ -401,7 +450,7 @@ export class WebhooksService implements OnModuleDestroy {
             throw err;
           }
           batchPosition = Math.max(batchPosition, r.newEvents.length > 0 ? r.position : (loaded.events.at(-1)?.position ?? 0));
-          if (leaseId && created && r.newEvents.some((e) => e.type === 'WebhookAttemptStarted')) this.sendDirect(stream, leaseId, { state: r.state, revision: r.revision }, created, ep!);
+          if (leaseId && created && r.newEvents.some((e) => e.type === 'WebhookAttemptStarted')) this.sendDirect(stream, leaseId, { state: r.state, revision: r.revision }, created, created.endpointId);
           else {
             if (leaseId) this.releaseSlot();
             position = Math.max(position, r.position);
@@ -443,6 +492,7 @@ export class WebhooksService implements OnModuleDestroy {
     if (state.status !== 'pending' || state.nextAttemptAt !== timer.dueAt) return;
     const created = events.find((e) => e.type === 'WebhookDeliveryCreated')!.data as Extract<DeliveryEvent, { type: 'WebhookDeliveryCreated' }>;
     const ctx = { actor: SYSTEM, organizationId: state.organizationId, environmentId: state.environmentId };
+    // A first look (no lease taken for a deleted endpoint); sendLeased reads it again just before sending.
     const ep = await this.readStore.get<EndpointDoc>(Collections.endpoints, created.endpointId);
     if (!ep || ep.deletedAt) {
       await this.deliveries.handle(stream, { type: 'AbandonDelivery', reason: 'endpoint_deleted' }, ctx);
@@ -454,22 +504,46 @@ export class WebhooksService implements OnModuleDestroy {
     const leaseId = randomUUID();
     const lease = await this.deliveries.handle(stream, { type: 'StartAttempt', dueAt: timer.dueAt, leaseId }, ctx, { state, revision });
     if (lease.newEvents.length === 0) return;
-    await this.sendLeased(stream, leaseId, { state: lease.state, revision: lease.revision }, created, ep);
+    await this.sendLeased(stream, leaseId, { state: lease.state, revision: lease.revision }, created, ep.id);
   }
 
-  /** Sends the attempt this process holds the lease of, then records it on the state after the lease. */
-  private async sendLeased(stream: string, leaseId: string, lease: Leased, created: Created, ep: EndpointDoc): Promise<void> {
+  /**
+   * Sends the attempt this process holds the lease of, then records it on the state after the lease.
+   * The endpoint (URL, secret, existence) is read here, at the last moment before signing, by an
+   * attempt already registered in `inFlight`: a rotation or deletion that answers after its change
+   * reached the read model either is seen by this read or finds this attempt registered and waits
+   * for it (settleAttempts). An endpoint found deleted (or a deletion's abort before the request
+   * was on the wire) sends nothing: the delivery is abandoned, as the timer would when due.
+   */
+  private async sendLeased(stream: string, leaseId: string, lease: Leased, created: Created, endpointId: string): Promise<void> {
     const ctx = { actor: SYSTEM, organizationId: lease.state.organizationId, environmentId: lease.state.environmentId };
-    const secret = this.keyring.decrypt(ep.environmentId, ep.secret);
-    const { attempt } = await this.sender.send({
-      url: ep.url,
-      payload: created.payload,
-      secret,
-      eventId: created.eventId,
-      eventType: created.eventType,
-      at: this.clock.now(),
-      production: this.config.production,
-    });
+    let end!: () => void;
+    const entry: AttemptInFlight = { controller: new AbortController(), ended: new Promise<void>((r) => (end = r)) };
+    let entries = this.inFlight.get(endpointId);
+    if (!entries) this.inFlight.set(endpointId, (entries = new Set()));
+    entries.add(entry);
+    let result: SendResult | null = null;
+    try {
+      const ep = await this.readStore.get<EndpointDoc>(Collections.endpoints, endpointId);
+      if (ep && !ep.deletedAt && !entry.controller.signal.aborted) {
+        entry.secretRef = ep.secret;
+        const secret = this.keyring.decrypt(ep.environmentId, ep.secret);
+        result = await this.sender.send(
+          { url: ep.url, payload: created.payload, secret, eventId: created.eventId, eventType: created.eventType, at: this.clock.now(), production: this.config.production },
+          entry.controller.signal,
+        );
+      }
+    } finally {
+      entries.delete(entry);
+      if (entries.size === 0 && this.inFlight.get(endpointId) === entries) this.inFlight.delete(endpointId);
+      end();
+    }
+    if (!result || result.notSent) {
+      await this.deliveries.handle(stream, { type: 'AbandonDelivery', reason: 'endpoint_deleted' }, ctx, { state: lease.state, revision: lease.revision });
+      this.log.info({ deliveryId: lease.state.deliveryId, eventType: created.eventType }, 'webhook attempt not sent: endpoint deleted');
+      return;
+    }
+    const { attempt } = result;
     // Decided on the state after the lease (no second read of the payload-carrying stream); if
     // anything appended meanwhile (a manual retry), the revision check fails and the handler
     // re-reads: the attempt is then recorded as stale (logged; schedule and status kept unless 2xx).
