@@ -11,18 +11,23 @@ export type Tenant = Awaited<ReturnType<TestApp['tenant']>>;
 
 /** Opens a staff_chat case for a patient of the environment (a freshly enrolled one unless given); returns its ids. */
 export async function openCase(app: TestApp, t: Tenant, request = 'Please review the patient medication plan (canary-staff-note)', patientId?: string) {
-  patientId ??= (await app.enrolledPatient(t)).patientId;
+  let externalPatientId: string | null = null;
+  if (!patientId) ({ patientId, externalPatientId } = await app.enrolledPatient(t));
   const r = await app.api.post(`${t.env}/clinical-cases`, { patientId, request }, t.staff);
   if (r.status !== 201) throw new Error(`open case: ${r.status} ${r.text}`);
-  return { caseId: r.body.caseId as string, reference: r.body.reference as string, priority: r.body.priority as string, patientId };
+  return { caseId: r.body.caseId as string, reference: r.body.reference as string, priority: r.body.priority as string, patientId, externalPatientId };
 }
 
 export function update(sequence: number, status: string, extra: Record<string, unknown> = {}) {
   return { updateId: randomUUID(), sequence, status, externalReference: `ext-${sequence}`, ...extra };
 }
 
-/** A widget session token as the widget session endpoint would issue it (same master key, same clock). */
-export async function widgetToken(app: TestApp, session: { organizationId: string; environmentId: string; patientId: string | null }): Promise<string> {
+/**
+ * A widget session token as the widget session endpoint would issue it (same master key, same clock).
+ * A linked session names both the patient and the external id it was signed in with (the service
+ * checks the link with the external id on every request that needs it).
+ */
+export async function widgetToken(app: TestApp, session: { organizationId: string; environmentId: string; patientId: string | null; externalPatientId?: string | null }): Promise<string> {
   const keyring = new Keyring(Buffer.from(readFileSync(join(app.dataDir, 'master.key'), 'utf8').trim(), 'base64'));
   const sessions = new WidgetSessions(keyring, new DevClock(join(app.dataDir, 'clock.json')));
   const { sessionToken } = await sessions.issue({ sessionId: randomUUID(), externalPatientId: null, email: null, ...session });

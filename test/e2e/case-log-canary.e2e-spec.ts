@@ -46,7 +46,7 @@ describe('log canary: case and conversation PHI never logged', () => {
 
   it('runs the whole case story with canaries and greps the log file', async () => {
     const t = await app.tenant();
-    const { patientId } = await app.enrolledPatient(t);
+    const { patientId, externalPatientId } = await app.enrolledPatient(t);
     const opened = await app.api.post(`${t.env}/clinical-cases`, { patientId, request: CANARY.request }, t.staff);
     expect(opened.status).toBe(201);
     const caseId = opened.body.caseId as string;
@@ -75,7 +75,7 @@ describe('log canary: case and conversation PHI never logged', () => {
     // Encrypted at rest, shown as sent.
     const reported = (await app.api.get(`/v1/conversations/${caseId}/messages`, t.apiKey)).body.messages.find((m: { id: string }) => m.id === provider.id);
     expect(reported.delivery).toMatchObject({ status: 'failed', errorCode: CANARY.errorCode, externalMessageId: CANARY.externalMessageId });
-    const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId });
+    const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId, externalPatientId });
     expect((await app.api.post(`/widget/v1/cases/${caseId}/messages`, { message: CANARY.widget }, token)).status).toBe(201);
     expect((await app.api.post(`/v1/clinical-cases/${caseId}/updates`, up(2, 'resolved', { resolutionOutcome: 'other', resolutionNote: CANARY.note }), t.apiKey)).status).toBe(200);
     expect((await app.api.get(`${t.env}/clinical-cases/${caseId}`, t.staff)).body.internalNote).toBe(CANARY.request);

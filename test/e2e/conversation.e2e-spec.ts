@@ -164,7 +164,7 @@ describe('conversations (e2e, real HTTP)', () => {
 
   it('takes patient replies from the widget: session required, own cases only, event with replyPath', async () => {
     const c = await caseThread();
-    const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: c.patientId });
+    const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: c.patientId, externalPatientId: c.externalPatientId });
     const path = `/widget/v1/cases/${c.caseId}/messages`;
     const r = await app.api.post(path, { message: 'Thank you, I feel better today.' }, token);
     expect(r.status).toBe(201);
@@ -195,7 +195,7 @@ describe('conversations (e2e, real HTTP)', () => {
 
   it('recognises a retried widget reply by its Idempotency-Key: same message once, another message 409, keys scoped to the patient, 10 at once one message', async () => {
     const c = await caseThread();
-    const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: c.patientId });
+    const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: c.patientId, externalPatientId: c.externalPatientId });
     const path = `/widget/v1/cases/${c.caseId}/messages`;
     const send = (message: string, key?: string, session = token, to = path) =>
       app.api.request('POST', to, { token: session, body: { message }, headers: key === undefined ? {} : { 'idempotency-key': key } });
@@ -227,7 +227,7 @@ describe('conversations (e2e, real HTTP)', () => {
     // The same key is the patient's own: another patient using it in their own case writes a new message,
     // and a caller's inbound requestId equal to the key is a different request.
     const other = await caseThread();
-    const otherToken = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: other.patientId });
+    const otherToken = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: other.patientId, externalPatientId: other.externalPatientId });
     const theirs = await send('Is it normal that the rash itches?', key, otherToken, `/widget/v1/cases/${other.caseId}/messages`);
     expect(theirs.status).toBe(201);
     expect(theirs.body.duplicate).toBe(false);
@@ -249,7 +249,7 @@ describe('conversations (e2e, real HTTP)', () => {
 
   it('takes 200 messages sent at once to one case (inbound, widget replies, provider messages): every one answered 2xx, sequences 1..600 without gaps', async () => {
     const c = await caseThread();
-    const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: c.patientId });
+    const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: c.patientId, externalPatientId: c.externalPatientId });
     const [inbounds, replies, providers] = await Promise.all([
       Promise.all(Array.from({ length: 200 }, (_, i) => inbound(c.caseId, { requestId: randomUUID(), message: `inbound ${i}` }))),
       Promise.all(Array.from({ length: 200 }, (_, i) => app.api.post(`/widget/v1/cases/${c.caseId}/messages`, { message: `reply ${i}` }, token))),
@@ -285,7 +285,7 @@ describe('conversations (e2e, real HTTP)', () => {
 
   it("refuses patient messages in a resolved case's thread with 409 CASE_RESOLVED", async () => {
     const c = await caseThread();
-    const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: c.patientId });
+    const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: c.patientId, externalPatientId: c.externalPatientId });
     expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(1, 'processed'), t.apiKey)).status).toBe(200);
     const pending = { requestId: randomUUID(), message: 'before resolution' };
     expect((await inbound(c.caseId, pending)).status).toBe(201);
@@ -367,7 +367,7 @@ describe('conversations (e2e, real HTTP)', () => {
       expect({ key, status: r.status, details: r.body.details }).toEqual({ key, status: 400, details: [{ path: key, message: 'unknown field' }] });
     }
     expect((await list(c.caseId)).body.messages.find((m: { id: string }) => m.id === sent.id).delivery).toBeNull();
-    const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: c.patientId });
+    const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: c.patientId, externalPatientId: c.externalPatientId });
     const widget = await app.api.request('POST', `/widget/v1/cases/${c.caseId}/messages`, { rawBody: '{"message":"hi","constructor":{"x":1}}', token });
     expect(widget.status).toBe(400);
     expect(widget.body.details).toEqual([{ path: 'constructor', message: 'unknown field' }]);
@@ -392,7 +392,7 @@ describe('conversations (e2e, real HTTP)', () => {
     expect(delivery.status).toBe(201);
     expect(delivery.body.messageId).toBe(sent.id);
 
-    const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: c.patientId });
+    const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: c.patientId, externalPatientId: c.externalPatientId });
     const reply = await app.api.post(`/widget/v1/cases/${upper}/messages`, { message: 'Thanks' }, token);
     expect(reply.status).toBe(201);
     expect(reply.body.conversationId).toBe(c.caseId);

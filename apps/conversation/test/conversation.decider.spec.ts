@@ -50,16 +50,21 @@ describe('conversation decider', () => {
     // A retry of a message taken before the hold is still answered as the duplicate it is.
     const taken = conversationDecider.decide(append('r0'), fold(started), now);
     spec.given([...started, ...taken, closing[1]]).when(append('r0'), now).then([]);
-    // Called off: only an expired lease when asked so; never once final.
-    const cancel = (onlyIfExpired: boolean): ConversationCommand => ({ type: 'CancelCaseThreadClose', environmentId: env, onlyIfExpired });
-    spec.given(closing).when(cancel(true), now).then([]);
-    spec.given(closing).when(cancel(true), later).then([{ type: 'CaseThreadReopened', conversationId: conv, at: later.toISOString() }]);
-    spec.given(closing).when(cancel(false), now).then([{ type: 'CaseThreadReopened', conversationId: conv, at: now.toISOString() }]);
+    // Called off: by the resolve that placed it at once; by a settling message only the very hold it
+    // saw (its lease) and only once that has run out; never once final.
+    const cancel = (lease: string | null): ConversationCommand => ({ type: 'CancelCaseThreadClose', environmentId: env, lease });
+    spec.given(closing).when(cancel(until), now).then([]);
+    spec.given(closing).when(cancel(until), later).then([{ type: 'CaseThreadReopened', conversationId: conv, at: later.toISOString() }]);
+    spec.given(closing).when(cancel(null), now).then([{ type: 'CaseThreadReopened', conversationId: conv, at: now.toISOString() }]);
+    // A resolve begun since placed a hold of its own (another lease): a stale settle leaves it alone.
+    const renewed: ConversationEvent[] = [...closing, { type: 'CaseThreadClosing', conversationId: conv, until: new Date(Date.parse(until) + 5000).toISOString(), at: later.toISOString() }];
+    spec.given(renewed).when(cancel(until), new Date(Date.parse(until) + 60_000)).then([]);
+    expect(() => conversationDecider.decide(append('r1'), fold(closing), now)).toThrow(expect.objectContaining({ details: { until } }));
     const reopened: ConversationEvent[] = [...closing, { type: 'CaseThreadReopened', conversationId: conv, at: now.toISOString() }];
     expect(conversationDecider.decide(append('r1'), fold(reopened), now).map((e) => e.type)).toEqual(['ConversationMessageAppended', 'clinical_case.patient_message_created']);
-    spec.given(started).when(cancel(false), now).then([]);
+    spec.given(started).when(cancel(null), now).then([]);
     const final: ConversationEvent[] = [...closing, { type: 'CaseThreadClosed', conversationId: conv, closedAt: now.toISOString() }];
-    spec.given(final).when(cancel(false), later).then([]);
+    spec.given(final).when(cancel(null), later).then([]);
     spec.given(final).when(begin, now).then([]);
     spec.given(final).when(append('r1'), later).thenThrows('CASE_RESOLVED');
     // Begun before the thread existed: started and held at once; another environment: nothing.

@@ -5,6 +5,7 @@ import { ProjectionRunner, TimerDoc } from '@svc/read-store';
 import { KEYRING, Keyring } from '@svc/security';
 import { DeliveriesService } from './application/deliveries.service';
 import { RunnerService } from './application/runner.service';
+import { SwitchOffGate } from './application/switch-off-gate';
 import { WorkflowsService } from './application/workflows.service';
 import { DestinationsController, WorkflowsController } from './adapters/http/workflows.controller';
 import { WidgetMessagesController } from './adapters/http/widget.controller';
@@ -13,7 +14,7 @@ import { DELIVERY_PARTITION, WorkflowCollections, workflowProjection } from './a
 /** The workflow-engine bounded context: conversation workflows, destinations, runs, the patient agent. */
 @Module({
   controllers: [WorkflowsController, DestinationsController, WidgetMessagesController],
-  providers: [WorkflowsService, RunnerService, DeliveriesService],
+  providers: [WorkflowsService, RunnerService, DeliveriesService, SwitchOffGate],
 })
 export class WorkflowEngineModule implements OnModuleInit {
   constructor(

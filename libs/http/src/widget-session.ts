@@ -1,7 +1,9 @@
 import { CanActivate, ExecutionContext, Inject, Injectable, createParamDecorator } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import { EncryptJWT, jwtDecrypt } from 'jose';
+import { catchError, lastValueFrom, of, timeout } from 'rxjs';
 import { CLOCK, Clock } from '@svc/clock';
+import { AnyClientProxy, FindPatientQuery, FindPatientReply, Patterns } from '@svc/messaging';
 import { KEYRING, Keyring } from '@svc/security';
 import { ApiError } from './errors';
 import { TenantDirectory } from './tenants';
@@ -86,3 +88,45 @@ export const WidgetSession = createParamDecorator((_: unknown, ctx: ExecutionCon
   if (!s) throw new ApiError(401, 'SESSION_REQUIRED', 'A widget session is required');
   return s;
 });
+
+/** The session as a request must treat it now (see `currentPatientLink`). */
+export interface CurrentWidgetLink {
+  /** The session with its patient link as it stands now: unlinked sessions have no patient identity at all. */
+  session: WidgetSessionContext;
+  /** True when the token named a patient whose link no longer holds (cancelled, or no longer this patient). */
+  revoked: boolean;
+}
+
+/** How long (real time) a widget request waits for the patient-pathway's answer before 503. */
+export const PATIENT_LINK_TIMEOUT_MS = 5000;
+
+/**
+ * A session token carries the patient id it was linked to when it was issued (an hour's life), but
+ * `patient.cancelled` ends the link at once (docs/decisions.md: "the widget no longer links the
+ * patient"). A request that needs the link asks the patient-pathway again (`Patterns.findPatient`,
+ * as the session's creation did; it reads the patient's stream, so it sees every cancellation
+ * already answered 202) and keeps the link only when it still names the same, active patient. A
+ * session that lost its link is treated like an anonymous visitor's: no patient id, no external id,
+ * no email (no case, no call that identifies the patient, no case-thread reply). Nothing is cached:
+ * no cache could be told of a cancellation before its 202 is sent. Sessions without a link are
+ * returned as they are, without a question (anonymous ones, and signed-in patients who were not
+ * enrolled when the session was made: a later enrolment does not link them). The pathway not
+ * answering is 503 `UNAVAILABLE` (ApiError, retry) so that a stale link is never used for lack of
+ * an answer.
+ */
+export async function currentPatientLink(bus: AnyClientProxy, session: WidgetSessionContext, timeoutMs = PATIENT_LINK_TIMEOUT_MS): Promise<CurrentWidgetLink> {
+  if (!session.patientId) return { session, revoked: false };
+  // The sessions endpoint links a session only through the identity token's `sub`, so a linked
+  // token always names the external id too; one without it cannot be checked and links nobody.
+  if (!session.externalPatientId) return { session: { ...session, patientId: null, email: null }, revoked: true };
+  const query: FindPatientQuery = { environmentId: session.environmentId, externalPatientId: session.externalPatientId };
+  const reply = await lastValueFrom(
+    bus.send<FindPatientReply>(Patterns.findPatient, query).pipe(
+      timeout(timeoutMs),
+      catchError(() => of(null)),
+    ),
+  );
+  if (reply === null) throw new ApiError(503, 'UNAVAILABLE', 'The patient directory is not reachable; retry shortly', undefined, { 'retry-after': '1' });
+  if (reply.patientId === session.patientId) return { session, revoked: false };
+  return { session: { ...session, patientId: null, externalPatientId: null, email: null }, revoked: true };
+}

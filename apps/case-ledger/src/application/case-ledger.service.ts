@@ -291,15 +291,23 @@ export class CaseLedgerService {
 
   /**
    * A `resolved` update, in the case stream's turn (no other command of the case between its steps):
-   * the thread first holds patient messages (a begun close), then the resolution is recorded, so no
+   * when it resolves the case (decided first on the stream as it stands: the decider is pure), the
+   * thread first holds patient messages (a begun close), then the resolution is recorded, so no
    * patient message is taken between the resolution and the thread's final close (update() makes it
-   * final once the read model has the resolution). Refused, the hold is lifted again (or made final
-   * if the case was resolved already). Holding the thread fails: 503, nothing recorded.
+   * final once the read model has the resolution). A resolve that is refused, or a retry, never
+   * holds the thread. Holding the thread fails: 503, nothing recorded. Relies on one case-ledger
+   * process writing the case streams (deploy runs one replica).
    */
   private resolve(tenant: Tenant, caseId: string, command: CaseCommand, ctx: CommandContext): Promise<HandleResult<CaseEvent, CaseState>> {
     return this.cases.exclusive(caseStream(caseId), async (turn) => {
       const { state } = await turn.load();
-      if (!state.caseId || state.environmentId !== tenant.environmentId) return turn.handle(command, ctx); // the decider's 404
+      let resolves = false;
+      try {
+        resolves = caseDecider.decide(command, state, this.clock.now()).some((e) => e.type === 'clinical_case.resolved');
+      } catch {
+        // Refused: the handler below decides again and answers the refusal.
+      }
+      if (!resolves) return turn.handle(command, ctx);
       try {
         await this.caseThread('begin_close_case_thread', tenant, caseId, state.patientId);
       } catch (err) {
@@ -309,11 +317,15 @@ export class CaseLedgerService {
       try {
         return await turn.handle(command, ctx);
       } catch (err) {
-        const after = (await turn.load()).state;
-        await this.caseThread(after.status === 'resolved' ? 'close_case_thread' : 'cancel_close_case_thread', tenant, caseId, state.patientId).catch((e: unknown) => {
-          // The hold's lease runs out and the next patient message settles it with caseStatus().
-          this.log.warn({ caseId, error: (e as { code?: string })?.code ?? (e as Error)?.name }, 'case resolve refused: lifting the thread hold failed');
-        });
+        // Not recorded (a writer this process does not see, a store failure): lift the hold, or make
+        // it final if the case is resolved after all. If that fails, the hold's lease runs out and
+        // the next patient message settles it (caseStatus()). The refusal is answered either way.
+        try {
+          const after = (await turn.load()).state;
+          await this.caseThread(after.status === 'resolved' ? 'close_case_thread' : 'cancel_close_case_thread', tenant, caseId, state.patientId);
+        } catch (e) {
+          this.log.warn({ caseId, error: (e as { code?: string })?.code ?? (e as Error)?.name }, 'case resolve not recorded: lifting the thread hold failed');
+        }
         throw err;
       }
     });

@@ -5,7 +5,7 @@ import { lastValueFrom, timeout } from 'rxjs';
 import { v5 as uuidv5 } from 'uuid';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
-import { ApiError, WidgetSessionContext, isUuid } from '@svc/http';
+import { ApiError, WidgetSessionContext, currentPatientLink, isUuid } from '@svc/http';
 import {
   AnyClientProxy,
   BUS_CLIENT,
@@ -70,7 +70,7 @@ export class ConversationService {
 
   constructor(
     @Inject(EVENT_STORE) private readonly store: EventStore,
-    @Inject(CLOCK) clock: Clock,
+    @Inject(CLOCK) private readonly clock: Clock,
     @Inject(PROJECTIONS) private readonly projections: ProjectionRunner,
     @Inject(READ_STORE) private readonly readStore: ReadStore,
     @Inject(KEYRING) private readonly keyring: Keyring,
@@ -123,6 +123,8 @@ export class ConversationService {
     actor: string,
     input: { requestId: string; sender: Sender; message: string; externalMessageId: string | null; attachments: Attachment[]; bodyHash: string },
     start: { kind: 'case' | 'work_item'; patientId: string | null } | null,
+    /** Wait for a hold on the thread (HTTP callers); a bus append must not (it could wait on a close queued behind it). */
+    wait = true,
   ): Promise<AppendConversationMessageReply> {
     const command: ConversationCommand = {
       type: 'AppendMessage',
@@ -140,19 +142,52 @@ export class ConversationService {
     const ctx = { actor, organizationId: tenant.organizationId, environmentId: tenant.environmentId };
     const giveUpAt = Date.now() + CLOSING_WAIT_MS;
     for (let waits = 0; ; waits++) {
+      // A patient message to a case thread whose case is being resolved waits for the outcome
+      // (then it is refused 409 CASE_RESOLVED or taken, never taken after the resolution): on the
+      // hold's release when this process placed it (no read of the thread meanwhile), else (a hold
+      // from before a restart) by trying again with a backoff.
+      const hold = input.sender === 'patient' ? this.holds.get(conversationId) : undefined;
+      if (hold && this.clock.now().getTime() < hold.until) {
+        if (!wait || Date.now() >= giveUpAt) throw caseBeingResolved();
+        await Promise.race([hold.released, sleep(Math.max(0, Math.min(250, giveUpAt - Date.now())))]);
+        continue;
+      }
       try {
         const r = await this.conversations.handle(conversationStream(conversationId), command, ctx);
         await this.applied(r.position);
         return { ...r.state.requests.get(input.requestId)!.result, duplicate: r.newEvents.length === 0 };
       } catch (err) {
-        // A patient message to a case thread whose case is being resolved waits for the outcome:
-        // then it is refused (409 CASE_RESOLVED) or taken, never taken after the resolution.
         const code = err instanceof DomainError ? err.code : null;
         if (code !== CASE_THREAD_CLOSING && code !== CASE_THREAD_CLOSE_EXPIRED) throw err;
-        if (Date.now() >= giveUpAt) throw caseBeingResolved();
-        if (code === CASE_THREAD_CLOSE_EXPIRED) await this.settleUnfinishedClose(tenant, conversationId);
-        else await sleep(Math.min(100, 5 * 2 ** waits)); // 5, 10, 20 ... 100 ms: each try reads the thread again
+        if (!wait || Date.now() >= giveUpAt) throw caseBeingResolved();
+        const lease = ((err as DomainError).details as { until: string }).until;
+        if (code === CASE_THREAD_CLOSE_EXPIRED) await this.settleUnfinishedClose(tenant, conversationId, lease, giveUpAt);
+        else await sleep(Math.min(100, 5 * 2 ** waits)); // 5, 10, 20 ... 100 ms
       }
+    }
+  }
+
+  /**
+   * Holds on case threads placed by this process (the conversation app is the one writer of its
+   * streams), released when the close is made final or called off: patient messages wait on them
+   * instead of reading the thread again and again.
+   */
+  private readonly holds = new Map<string, { until: number; released: Promise<void>; release: () => void }>();
+
+  /** Records the hold state of a thread after a command on it: held (with its lease) or not. */
+  private noteHold(conversationId: string, state: ConversationState): void {
+    const current = this.holds.get(conversationId);
+    if (state.closing && !state.closed) {
+      const until = Date.parse(state.closing.until);
+      if (current) current.until = until;
+      else {
+        let release!: () => void;
+        const released = new Promise<void>((r) => (release = r));
+        this.holds.set(conversationId, { until, released, release });
+      }
+    } else if (current) {
+      this.holds.delete(conversationId);
+      current.release();
     }
   }
 
@@ -163,18 +198,19 @@ export class ConversationService {
    * opened again accordingly (the reopen only while the lease is still the expired one: a resolve
    * begun meanwhile keeps its hold).
    */
-  private async settleUnfinishedClose(tenant: Tenant, caseId: string): Promise<void> {
+  private async settleUnfinishedClose(tenant: Tenant, caseId: string, lease: string, giveUpAt: number): Promise<void> {
     let status: CaseStatusReply;
     try {
       const query: CaseStatusQuery = { environmentId: tenant.environmentId, caseId };
-      status = await lastValueFrom(this.bus.send<CaseStatusReply>(Patterns.caseStatus, query).pipe(timeout(5000)));
+      status = await lastValueFrom(this.bus.send<CaseStatusReply>(Patterns.caseStatus, query).pipe(timeout(Math.max(500, giveUpAt - Date.now()))));
     } catch {
       throw caseBeingResolved();
     }
     const command: ConversationCommand = status.resolved
       ? { type: 'CloseCaseThread', environmentId: tenant.environmentId, start: null }
-      : { type: 'CancelCaseThreadClose', environmentId: tenant.environmentId, onlyIfExpired: true };
+      : { type: 'CancelCaseThreadClose', environmentId: tenant.environmentId, lease };
     const r = await this.conversations.handle(conversationStream(caseId), command, { actor: 'system', organizationId: tenant.organizationId, environmentId: tenant.environmentId });
+    this.noteHold(caseId, r.state);
     await this.applied(r.position);
   }
 
@@ -201,6 +237,7 @@ export class ConversationService {
       sender === 'patient' && cmd.patientId ? `patient:${cmd.patientId}` : 'system',
       { requestId, sender, message, externalMessageId, attachments, bodyHash: hashOf({ sender, message, externalMessageId, attachments }) },
       { kind: cmd.kind, patientId: cmd.patientId },
+      false,
     );
   }
 
@@ -211,7 +248,10 @@ export class ConversationService {
    * thread's requestId is derived from the patient and the key, so a patient's keys can never
    * meet the caller's inbound requestIds or another patient's keys.
    */
-  async widgetReply(session: WidgetSessionContext, caseId: string, message: string, idempotencyKey?: string) {
+  async widgetReply(tokenSession: WidgetSessionContext, caseId: string, message: string, idempotencyKey?: string) {
+    // The token's patient link as it stands now: after patient.cancelled the session is unlinked
+    // and its replies are refused like an anonymous session's (404 below).
+    const { session } = await currentPatientLink(this.bus, tokenSession);
     // One answer for a case that does not exist and one that is not this patient's: a session
     // (anonymous ones too) must not learn which case ids exist in the environment.
     const thread = await this.thread(session.environmentId, caseId).catch(() => null);
@@ -254,9 +294,10 @@ export class ConversationService {
         : cmd.control === 'begin_close_case_thread'
           ? { type: 'BeginCaseThreadClose', environmentId: cmd.environmentId, start }
           : cmd.control === 'cancel_close_case_thread'
-            ? { type: 'CancelCaseThreadClose', environmentId: cmd.environmentId, onlyIfExpired: false }
+            ? { type: 'CancelCaseThreadClose', environmentId: cmd.environmentId, lease: null }
             : { type: 'CloseCaseThread', environmentId: cmd.environmentId, start };
     const r = await this.conversations.handle(conversationStream(cmd.conversationId), command, ctx);
+    if (r.state.environmentId === cmd.environmentId) this.noteHold(cmd.conversationId, r.state);
     await this.applied(r.position);
     if (r.state.environmentId !== cmd.environmentId) throw new DomainError(404, 'NOT_FOUND', 'Conversation not found');
     return { id: cmd.conversationId, conversationId: cmd.conversationId, sequence: r.state.lastSequence, createdAt: new Date(0).toISOString(), duplicate: r.newEvents.length === 0 };
@@ -273,7 +314,8 @@ export class ConversationService {
       if (m.type === IntegrationEventTypes.caseOpened) {
         await this.conversations.handle(conversationStream(caseId), { type: 'StartConversation', conversationId: caseId, kind: 'case', organizationId: orgId, environmentId: envId, patientId: m.data.patientId ?? null }, ctx);
       } else if (m.type === IntegrationEventTypes.caseResolved) {
-        await this.conversations.handle(conversationStream(caseId), { type: 'CloseCaseThread', environmentId: envId, start: { organizationId: orgId, conversationId: caseId, patientId: m.data.patientId ?? null } }, ctx);
+        const r = await this.conversations.handle(conversationStream(caseId), { type: 'CloseCaseThread', environmentId: envId, start: { organizationId: orgId, conversationId: caseId, patientId: m.data.patientId ?? null } }, ctx);
+        if (r.state.environmentId === envId) this.noteHold(caseId, r.state);
       }
     } catch (err) {
       if (err instanceof DomainError) return;

@@ -67,8 +67,12 @@ export type ConversationCommand =
    * so none is accepted between the resolution and the final close. Starts a thread not started yet.
    */
   | { type: 'BeginCaseThreadClose'; environmentId: string; start: { organizationId: string; conversationId: string; patientId: string | null } }
-  /** The resolve was not recorded: patient messages are taken again. `onlyIfExpired`: only once the close's lease has run out. */
-  | { type: 'CancelCaseThreadClose'; environmentId: string; onlyIfExpired: boolean };
+  /**
+   * The resolve was not recorded: patient messages are taken again. `lease`: only while the hold
+   * is still the one with this lease, and once it has run out (a hold a crashed resolve left; a
+   * resolve begun since holds the thread with a lease of its own, which this must not lift).
+   */
+  | { type: 'CancelCaseThreadClose'; environmentId: string; lease: string | null };
 
 export interface ConversationState {
   conversationId: string | null;
@@ -161,8 +165,8 @@ export const conversationDecider: Decider<ConversationCommand, ConversationEvent
         }
         if (state.closed && command.sender === 'patient') throw new DomainError(409, 'CASE_RESOLVED', 'The clinical case of this conversation is resolved');
         if (state.closing && command.sender === 'patient') {
-          if (now.getTime() < Date.parse(state.closing.until)) throw new DomainError(409, CASE_THREAD_CLOSING, 'The clinical case of this conversation is being resolved');
-          throw new DomainError(409, CASE_THREAD_CLOSE_EXPIRED, 'A close of this thread was begun and never finished');
+          if (now.getTime() < Date.parse(state.closing.until)) throw new DomainError(409, CASE_THREAD_CLOSING, 'The clinical case of this conversation is being resolved', { until: state.closing.until });
+          throw new DomainError(409, CASE_THREAD_CLOSE_EXPIRED, 'A close of this thread was begun and never finished', { until: state.closing.until });
         }
         const sequence = state.lastSequence + 1;
         events.push({
@@ -225,7 +229,7 @@ export const conversationDecider: Decider<ConversationCommand, ConversationEvent
       }
       case 'CancelCaseThreadClose': {
         if (!state.conversationId || state.environmentId !== command.environmentId || state.closed || !state.closing) return [];
-        if (command.onlyIfExpired && now.getTime() < Date.parse(state.closing.until)) return [];
+        if (command.lease !== null && (state.closing.until !== command.lease || now.getTime() < Date.parse(state.closing.until))) return [];
         return [{ type: 'CaseThreadReopened', conversationId: state.conversationId, at }];
       }
       default: {

@@ -3,7 +3,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { ClientProxy } from '@nestjs/microservices';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
-import { ApiError, TenantDirectory, WidgetSessionContext, getLogger } from '@svc/http';
+import { ApiError, CurrentWidgetLink, TenantDirectory, WidgetSessionContext, currentPatientLink, getLogger } from '@svc/http';
 import {
   BUS_CLIENT,
   Patterns,
@@ -23,6 +23,7 @@ import { callDestination } from './destination-client';
 import { DeliveriesService, DeliveryResult } from './deliveries.service';
 import { CaseRequest } from '../domain/delivery';
 import { Actor, Scope, WorkflowsService } from './workflows.service';
+import { SwitchOffGate } from './switch-off-gate';
 
 /** A uuid-shaped id derived from a value (stable ids for idempotent bus commands). */
 export function derivedUuid(value: string): string {
@@ -48,6 +49,8 @@ const TURN_LEASE_MS = 15 * 60_000;
 /** How long (real time) a retry waits for the first sender's answer before 409 TURN_IN_PROGRESS. */
 const TURN_WAIT_MS = 10_000;
 const PAUSED_REPLY = "I can't look that up right now. Would you like me to connect you with our team?";
+/** A run stopped before a Destination call because its workflow was switched off (or archived) meanwhile. */
+export const SWITCHED_OFF_REPLY = "I can't continue with that here right now. Would you like me to connect you with our team? / No puedo continuar con eso ahora. ¿Quiere que le comunique con nuestro equipo?";
 
 /** Runs workflows: the pure machine plus the I/O (calls, runs' streams, hand-offs, credits). */
 @Injectable()
@@ -64,6 +67,7 @@ export class RunnerService {
     private readonly tenants: TenantDirectory,
     private readonly workflows: WorkflowsService,
     private readonly deliveries: DeliveriesService,
+    private readonly gate: SwitchOffGate,
   ) {
     this.runs = new CommandHandler(store, runDecider, () => clock.now());
     this.turns = new CommandHandler(store, widgetTurnDecider, () => clock.now());
@@ -100,6 +104,28 @@ export class RunnerService {
     while (r.next.kind === 'call') {
       beforeCall?.();
       const result = await this.call(envId, r.next.request, traces);
+      r = giveCallResult(def, r.state, ctx, result);
+      replies.push(...r.replies);
+    }
+    return { ...r, replies };
+  }
+
+  /**
+   * Drives a patient's run of `workflowId`: each Destination call goes through the SwitchOffGate,
+   * which makes it only while the workflow is still live (read from its stream after the call is
+   * registered, so a switch-off's 200 waits for it or it is not made). A run stopped there ends
+   * where it stood as `switched_off`; the patient is offered the team.
+   */
+  private async driveLive(workflowId: string, envId: string, def: Definition, ctx: RunContext, first: Advance): Promise<Advance> {
+    let r = first;
+    const replies: Reply[] = [...first.replies];
+    while (r.next.kind === 'call') {
+      const request = r.next.request;
+      const result = await this.gate.call(workflowId, () => this.workflows.isLive(workflowId), () => this.call(envId, request));
+      if (result === null) {
+        replies.push({ type: 'text', text: SWITCHED_OFF_REPLY });
+        return { state: switchedOff(r.state), replies, next: { kind: 'ended' } };
+      }
       r = giveCallResult(def, r.state, ctx, result);
       replies.push(...r.replies);
     }
@@ -272,11 +298,24 @@ export class RunnerService {
   private async answerMessage(session: WidgetSessionContext, message: string, attachments: number) {
     const conversationId = derivedUuid(`widget-conversation:${session.sessionId}`);
     const envId = session.environmentId;
-    const patient: Patient = { email: session.email ?? null, externalId: session.externalPatientId ?? null };
+    // The session's patient link as it stands now, asked once per message and only when the answer
+    // needs it (a case, a run): after patient.cancelled the token's link no longer holds.
+    let asked: Promise<CurrentWidgetLink> | undefined;
+    const link = () => (asked ??= currentPatientLink(this.bus, session));
     const kinds = emergencyKinds(message);
     if (kinds.length) {
+      let current: WidgetSessionContext;
+      try {
+        current = (await link()).session;
+      } catch (err) {
+        if (!(err instanceof ApiError && err.status === 503)) throw err;
+        // The pathway did not answer: an emergency still gets its guidance, and the case the
+        // token's link asks for (a missed alert is the riskier failure; decisions, seventh session).
+        this.log.warn({ environmentId: envId }, 'widget emergency: patient link not confirmed (pathway unreachable); using the session token');
+        current = session;
+      }
       const requestId = derivedUuid(`emergency:${session.sessionId}:${this.clock.now().toISOString()}:${message}`);
-      const d = await this.requestCase(session, requestId, 'emergency', message, kinds.map((k) => `emergency_terms:${k}`), 'emergency');
+      const d = await this.requestCase(current, requestId, 'emergency', message, kinds.map((k) => `emergency_terms:${k}`), 'emergency');
       // Only a case requested for an identified patient (and not refused) lets us say the team was alerted.
       const alerted = !!d && d.status !== 'failed';
       const caseReference = d?.status === 'delivered' ? d.reference : null;
@@ -287,11 +326,13 @@ export class RunnerService {
     // decisions section 7). The waiting run stays as it is.
     const health = healthQuestion(message);
     if (health.matched) {
-      const d = await this.requestCase(session, derivedUuid(`health:${session.sessionId}:${this.clock.now().toISOString()}:${message}`), health.priority, message, [], 'health_question');
+      const { session: current, revoked } = await link();
+      const d = await this.requestCase(current, derivedUuid(`health:${session.sessionId}:${this.clock.now().toISOString()}:${message}`), health.priority, message, [], 'health_question');
       const passed = !!d && d.status !== 'failed';
       const caseReference = d?.status === 'delivered' ? d.reference : null;
-      // "Please sign in" only for an anonymous visitor; a signed-in patient is never asked to (M2).
-      const text = passed ? HEALTH_REPLY : session.externalPatientId ? HEALTH_DIRECT_REPLY : HEALTH_ANON_REPLY;
+      // "Please sign in" only for an anonymous visitor; a signed-in patient is never asked to (M2),
+      // nor one whose link ended with a cancellation (signing in again would not pass it on).
+      const text = passed ? HEALTH_REPLY : session.externalPatientId || revoked ? HEALTH_DIRECT_REPLY : HEALTH_ANON_REPLY;
       return { conversationId, replies: [{ type: 'text', text }] as Reply[], handedOff: passed, ...(caseReference ? { caseReference } : {}) };
     }
     // One workflow message of a conversation at a time in this process: a message that arrives
@@ -301,7 +342,7 @@ export class RunnerService {
     if (this.answering.has(conversationId)) return { conversationId, replies: [{ type: 'text', text: BUSY_REPLY }] as Reply[], handedOff: false };
     this.answering.add(conversationId);
     try {
-      return await this.workflowMessage(session, conversationId, envId, patient, message, attachments);
+      return await this.workflowMessage(link, conversationId, envId, message, attachments);
     } finally {
       this.answering.delete(conversationId);
     }
@@ -311,13 +352,19 @@ export class RunnerService {
   private readonly answering = new Set<string>();
 
   /** The waiting run's next turn, or a new run of the live workflow the message triggers. */
-  private async workflowMessage(session: WidgetSessionContext, conversationId: string, envId: string, patient: Patient, message: string, attachments: number) {
+  private async workflowMessage(link: () => Promise<CurrentWidgetLink>, conversationId: string, envId: string, message: string, attachments: number) {
+    /** The session as it stands now (asked before anything is claimed or reserved). */
+    const current = async (): Promise<{ session: WidgetSessionContext; patient: Patient }> => {
+      const { session } = await link();
+      return { session, patient: { email: session.email ?? null, externalId: session.externalPatientId ?? null } };
+    };
     const pending = await this.readStore.get<{ runId: string; workflowId: string; versionId: string }>(WorkflowCollections.pending, conversationId);
     if (pending) {
       const loaded = await this.runs.load(runStream(pending.runId));
       const wf = await this.readStore.get<WorkflowState>(WorkflowCollections.workflows, pending.workflowId);
       const version = wf?.versions.find((v) => v.id === pending.versionId);
       if (loaded.state.state && version && wf && (loaded.state.state.status === 'waiting' || loaded.state.openTurn)) {
+        const { session, patient } = await current();
         const meta = { actor: this.actor(session), organizationId: session.organizationId, environmentId: envId };
         // Claim the turn before any call: of replies that arrive together, one answers the turn
         // and makes its calls; the others are told to wait (B1).
@@ -329,15 +376,17 @@ export class RunnerService {
           if (err instanceof DomainError && err.code === 'TURN_IN_PROGRESS') return { conversationId, replies: [{ type: 'text', text: BUSY_REPLY }] as Reply[], handedOff: false };
           throw err;
         }
-        if (!wf.active || wf.archivedAt) {
+        if (!wf.active || wf.archivedAt || !(await this.workflows.isLive(pending.workflowId))) {
           // Switched off (or archived) since the run started: off means off, also for a run that
           // waits for its next answer. The run ends where it stood; this message is a new one.
+          // (Read again from the workflow's stream once the turn is ours: the read model above may
+          // be older than a switch-off answered meanwhile. Calls are checked again one by one.)
           const ended = await this.runs.handle(runStream(pending.runId), { type: 'Advance', turn, state: switchedOff(claimed.state.state!) }, meta);
           await this.workflows.applied(ended.position);
         } else {
           const ctx: RunContext = { runId: pending.runId, patient };
           const def = version.definition;
-          const r = await this.drive(envId, def, ctx, giveInput(def, claimed.state.state!, ctx, message, attachments));
+          const r = await this.driveLive(pending.workflowId, envId, def, ctx, giveInput(def, claimed.state.state!, ctx, message, attachments));
           const handOff = await this.recordHandOff(session, pending.runId, r);
           const w = await this.runs.handle(runStream(pending.runId), { type: 'Advance', turn, state: r.state }, meta);
           await this.workflows.applied(w.position);
@@ -348,11 +397,12 @@ export class RunnerService {
     const live = await this.workflows.liveWorkflows(envId);
     const match = live.map((w) => ({ w, v: w.versions.find((v) => v.id === w.liveVersionId)! })).find(({ v }) => v && triggerMatches(v.definition, message));
     if (!match) return { conversationId, replies: [{ type: 'text', text: GENERIC_REPLY }] as Reply[], handedOff: false };
+    const { session, patient } = await current();
     const runId = randomUUID();
     if (await this.usagePaused(session.organizationId, envId, runId)) return { conversationId, replies: [{ type: 'text', text: PAUSED_REPLY }] as Reply[], handedOff: false };
     const ctx: RunContext = { runId, patient };
     const def = match.v.definition;
-    const r = await this.drive(envId, def, ctx, advance(def, startRun(def), ctx));
+    const r = await this.driveLive(match.w.id!, envId, def, ctx, advance(def, startRun(def), ctx));
     const handOff = await this.recordHandOff(session, runId, r);
     const w = await this.runs.handle(
       runStream(runId),

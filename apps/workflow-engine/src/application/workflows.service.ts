@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, EVENT_STORE, EventStore } from '@svc/eventstore';
-import { ApiError } from '@svc/http';
+import { ApiError, getLogger } from '@svc/http';
 import { PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
 import { KEYRING, Keyring } from '@svc/security';
@@ -10,6 +10,7 @@ import { Definition, validateDefinition } from '../domain/definition';
 import { destinationDecider, destinationKeyStream, destinationStream } from '../domain/destination';
 import { Blocker, HolderCheck, VersionRecord, WorkflowCommand, WorkflowState, readiness, workflowDecider, workflowKeyDecider, workflowKeyStream, workflowStream } from '../domain/workflow';
 import { DestinationDoc, RunDoc, WORKFLOW_PROJECTION, WorkflowCollections } from '../adapters/projections/workflow.projection';
+import { SwitchOffGate } from './switch-off-gate';
 
 export interface Actor {
   sub: string;
@@ -49,6 +50,7 @@ export class WorkflowsService {
   readonly workflows: CommandHandler<WorkflowCommand, Parameters<typeof workflowDecider.evolve>[1], WorkflowState>;
   private readonly keys;
   private readonly destinations;
+  private readonly log = getLogger();
 
   constructor(
     @Inject(EVENT_STORE) store: EventStore,
@@ -56,6 +58,7 @@ export class WorkflowsService {
     @Inject(PROJECTIONS) private readonly projections: ProjectionRunner,
     @Inject(READ_STORE) private readonly readStore: ReadStore,
     @Inject(KEYRING) private readonly keyring: Keyring,
+    private readonly gate: SwitchOffGate,
   ) {
     const now = () => clock.now();
     this.workflows = new CommandHandler(store, workflowDecider, now);
@@ -159,7 +162,9 @@ export class WorkflowsService {
 
   async archive(scope: Scope, id: string, actor: Actor) {
     await this.state(scope.environmentId, id);
-    return workflowView((await this.exec(scope, actor, id, { type: 'Archive', by: actor.sub })).state);
+    const r = await this.exec(scope, actor, id, { type: 'Archive', by: actor.sub });
+    await this.switchedOff(id);
+    return workflowView(r.state);
   }
 
   async restore(scope: Scope, id: string, actor: Actor) {
@@ -169,7 +174,28 @@ export class WorkflowsService {
 
   async deactivate(scope: Scope, id: string, actor: Actor) {
     await this.state(scope.environmentId, id);
-    return workflowView((await this.exec(scope, actor, id, { type: 'Deactivate', by: actor.sub })).state);
+    const r = await this.exec(scope, actor, id, { type: 'Deactivate', by: actor.sub });
+    await this.switchedOff(id);
+    return workflowView(r.state);
+  }
+
+  /**
+   * After a switch-off (or archive) is stored: waits for the Destination calls of its runs already
+   * under way in this process (at most SWITCH_OFF_DRAIN_MS), so that no call is sent after the 200;
+   * calls checked after the switch-off's event are not made (SwitchOffGate). Also when the
+   * command changed nothing (already off): an earlier switch-off's calls may still be under way.
+   */
+  private async switchedOff(workflowId: string): Promise<void> {
+    if (!(await this.gate.drain(workflowId))) this.log.warn({ workflowId, calls: this.gate.count(workflowId) }, 'workflow switch-off: calls still under way after the drain limit');
+  }
+
+  /**
+   * Whether the workflow is live (switched on, not archived), read from its stream (not the read
+   * model): a switch-off already stored is seen, in any process.
+   */
+  async isLive(workflowId: string): Promise<boolean> {
+    const { state } = await this.workflows.load(workflowStream(workflowId));
+    return !!state.id && state.active && !state.archivedAt && !state.deleted;
   }
 
   async createDraft(scope: Scope, id: string, actor: Actor) {
