@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { EVENT_STORE, EventStore } from '@svc/eventstore';
 import { IntegrationMessage, Patterns, Topics } from '@svc/messaging';
 import { TestApp } from '@svc/testing';
 import { Tenant, brokerOf, busRequest, eventually, openCase, update, watchTopic, widgetToken } from './case-helpers';
@@ -26,6 +27,7 @@ describe('resolving a case while patient messages arrive (e2e, real HTTP)', () =
 
   const inbound = (caseId: string, message: string) => app.api.post(`/v1/conversations/${caseId}/messages`, { requestId: randomUUID(), message }, t.apiKey);
   const staffCase = async (caseId: string) => (await app.api.get(`${t.env}/clinical-cases/${caseId}`, t.staff)).body;
+  const store = () => (app as unknown as { app: { get(token: symbol): EventStore } }).app.get(EVENT_STORE);
 
   it('takes no patient message after the resolution: each one is from before it (thread and event) or 409 CASE_RESOLVED', async () => {
     for (let round = 0; round < 3; round++) {
@@ -80,6 +82,30 @@ describe('resolving a case while patient messages arrive (e2e, real HTTP)', () =
     expect({ status: r.status, code: r.body.code }).toEqual({ status: 409, code: 'INVALID_TRANSITION' });
     const m = await app.api.post(`/v1/conversations/${c.caseId}/messages`, { requestId: randomUUID(), message: 'still here' }, t.apiKey);
     expect(m.status).toBe(201);
+    // Nor does a retry of a resolve that was recorded: the thread saw one hold, the first resolve's.
+    expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(1, 'processed'), t.apiKey)).status).toBe(200);
+    const resolve = update(2, 'resolved', { resolutionOutcome: 'no_further_action', resolutionNote: 'Resolved after review' });
+    expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, resolve, t.apiKey)).status).toBe(200);
+    expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, resolve, t.apiKey)).body.duplicate).toBe(true);
+    expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(3, 'resolved', { resolutionOutcome: 'other', resolutionNote: 'Resolved once more' }), t.apiKey)).body.code).toBe('CASE_RESOLVED');
+    const threadEvents = (await store().readStream(`conversation-conversation-${c.caseId}`)).map((e) => e.type).filter((x) => x.startsWith('CaseThread'));
+    expect(threadEvents).toEqual(['CaseThreadClosing', 'CaseThreadClosed']);
+  });
+
+  it('messages waiting on a hold this process placed do not read the thread again and again', async () => {
+    const c = await openCase(app, t);
+    await busRequest(app, Patterns.caseThread, { control: 'begin_close_case_thread', organizationId: t.orgId, environmentId: t.sandbox, conversationId: c.caseId, kind: 'case', patientId: c.patientId });
+    const reads = jest.spyOn(store(), 'readStream');
+    try {
+      const waiting = Array.from({ length: 20 }, (_, i) => inbound(c.caseId, `waiting ${i}`));
+      await new Promise((r) => setTimeout(r, 500));
+      const readsOfThread = reads.mock.calls.filter(([stream]) => stream === `conversation-conversation-${c.caseId}`).length;
+      expect(readsOfThread).toBeLessThanOrEqual(2);
+      await busRequest(app, Patterns.caseThread, { control: 'cancel_close_case_thread', organizationId: t.orgId, environmentId: t.sandbox, conversationId: c.caseId, kind: 'case', patientId: c.patientId });
+      expect((await Promise.all(waiting)).map((r) => r.status)).toEqual(Array(20).fill(201));
+    } finally {
+      reads.mockRestore();
+    }
   });
 
   it('a hold its resolve never finished (a crash before the resolution): messages wait, and after the lease the case being open lets them in', async () => {

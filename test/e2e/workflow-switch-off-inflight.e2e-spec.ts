@@ -189,7 +189,6 @@ describe('workflow switch-off with calls in flight (e2e, real HTTP, real Destina
   for (const op of ['deactivate', 'archive'] as const) {
     it(`${op} racing 30 patients' order lookups: no Destination call arrives after the 200; runs end completed or switched_off`, async () => {
       let callsAfter = 0;
-      let switchedOff = 0;
       for (let round = 0; round < 3; round++) {
         const { t, P, session, runs } = await setUp();
         const tpl = orderStatusTemplate();
@@ -230,11 +229,9 @@ describe('workflow switch-off with calls in flight (e2e, real HTTP, real Destina
         expect(outcomes.filter((o) => o === 'completed').length).toBe(dest.arrivals.length);
         const stopped = answers.filter((a) => a.body.replies.some((x: { text?: string }) => x.text === SWITCHED_OFF_REPLY)).length;
         expect(stopped).toBe(outcomes.filter((o) => o === 'switched_off').length);
-        switchedOff += stopped;
       }
       // Without the fix 9-47 calls arrived after the 200 over three rounds (runs listed `completed`).
       expect(callsAfter).toBe(0);
-      expect(switchedOff).toBeGreaterThanOrEqual(0); // how many runs the switch-off stopped before their call (race-dependent)
     });
   }
 });

@@ -52,8 +52,11 @@ describe('conversation decider', () => {
     spec.given([...started, ...taken, closing[1]]).when(append('r0'), now).then([]);
     // Called off: by the resolve that placed it at once; by a settling message only the very hold it
     // saw (its lease) and only once that has run out; never once final.
-    const cancel = (lease: string | null): ConversationCommand => ({ type: 'CancelCaseThreadClose', environmentId: env, lease });
+    const cancel = (lease: string | null, onlyIfExpired = lease !== null): ConversationCommand => ({ type: 'CancelCaseThreadClose', environmentId: env, lease, onlyIfExpired });
     spec.given(closing).when(cancel(until), now).then([]);
+    // The resolve that placed it names its lease: at once, but never another resolve's hold.
+    spec.given(closing).when(cancel(until, false), now).then([{ type: 'CaseThreadReopened', conversationId: conv, at: now.toISOString() }]);
+    spec.given(closing).when(cancel(new Date(0).toISOString(), false), now).then([]);
     spec.given(closing).when(cancel(until), later).then([{ type: 'CaseThreadReopened', conversationId: conv, at: later.toISOString() }]);
     spec.given(closing).when(cancel(null), now).then([{ type: 'CaseThreadReopened', conversationId: conv, at: now.toISOString() }]);
     // A resolve begun since placed a hold of its own (another lease): a stale settle leaves it alone.

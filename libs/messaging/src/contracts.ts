@@ -104,6 +104,8 @@ export interface AppendConversationMessageReply {
   sequence: number;
   createdAt: string;
   duplicate: boolean;
+  /** Patterns.caseThread only: the lease of the thread's hold after the command (null: not held). */
+  holdUntil?: string | null;
 }
 
 /**
@@ -117,6 +119,8 @@ export interface CaseThreadCommand {
    * `close_case_thread` (the resolve was recorded) or `cancel_close_case_thread` (it was refused).
    */
   control: 'start_case_thread' | 'close_case_thread' | 'begin_close_case_thread' | 'cancel_close_case_thread';
+  /** `cancel_close_case_thread`: the hold's lease as `begin_close_case_thread` answered it (`holdUntil`); another hold is left alone. */
+  lease?: string | null;
   organizationId: string;
   environmentId: string;
   /** The case id. */

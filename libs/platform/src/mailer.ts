@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import nodemailer, { Transporter } from 'nodemailer';
+import { parseConnectionUrl } from 'nodemailer/lib/shared';
 
 export interface OutgoingEmail {
   /** Stable id (the id of the event that caused it): sending twice writes one outbox entry. */
@@ -58,6 +59,9 @@ export class OutboxMailer implements Mailer {
   }
 }
 
+/** Longest wait for the SMTP server at each step (connect, greeting, any socket read or write). */
+export const SMTP_TIMEOUT_MS = 10_000;
+
 /** Distributed mail over SMTP (`SMTP_URL`). */
 export class SmtpMailer implements Mailer {
   private readonly transport: Transporter;
@@ -65,7 +69,10 @@ export class SmtpMailer implements Mailer {
     url: string,
     private readonly from: string,
   ) {
-    this.transport = nodemailer.createTransport(url);
+    // Bounded: a check-in email is sent in its patient's turn (a cancellation waits for it), so a
+    // mail server that stalls must not hold it for nodemailer's default minutes. Settings in the
+    // URL's query (`?socketTimeout=…`) still win.
+    this.transport = nodemailer.createTransport({ connectionTimeout: SMTP_TIMEOUT_MS, greetingTimeout: SMTP_TIMEOUT_MS, socketTimeout: SMTP_TIMEOUT_MS, ...parseConnectionUrl(url) });
   }
 
   async send(email: OutgoingEmail, sentAt: Date): Promise<void> {

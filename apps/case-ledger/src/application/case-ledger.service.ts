@@ -146,9 +146,9 @@ export class CaseLedgerService {
     return { caseId, reference: r.state.reference!, priority: r.state.priority!, duplicate: r.newEvents.length === 0 };
   }
 
-  private async caseThread(control: CaseThreadCommand['control'], tenant: Tenant, caseId: string, patientId: string | null): Promise<void> {
-    const cmd: CaseThreadCommand = { control, organizationId: tenant.organizationId, environmentId: tenant.environmentId, conversationId: caseId, kind: 'case', patientId };
-    await lastValueFrom(this.bus.send<AppendConversationMessageReply>(Patterns.caseThread, cmd).pipe(timeout(10_000)));
+  private async caseThread(control: CaseThreadCommand['control'], tenant: Tenant, caseId: string, patientId: string | null, lease?: string | null): Promise<AppendConversationMessageReply> {
+    const cmd: CaseThreadCommand = { control, organizationId: tenant.organizationId, environmentId: tenant.environmentId, conversationId: caseId, kind: 'case', patientId, ...(lease ? { lease } : {}) };
+    return lastValueFrom(this.bus.send<AppendConversationMessageReply>(Patterns.caseThread, cmd).pipe(timeout(10_000)));
   }
 
   /** A clinical request from the team chat channel (source staff_chat). */
@@ -308,8 +308,9 @@ export class CaseLedgerService {
         // Refused: the handler below decides again and answers the refusal.
       }
       if (!resolves) return turn.handle(command, ctx);
+      let hold: string | null = null;
       try {
-        await this.caseThread('begin_close_case_thread', tenant, caseId, state.patientId);
+        hold = (await this.caseThread('begin_close_case_thread', tenant, caseId, state.patientId)).holdUntil ?? null;
       } catch (err) {
         this.log.warn({ caseId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'case resolve: thread hold failed');
         throw new ApiError(503, 'UNAVAILABLE', 'The case thread could not be held for the resolution; nothing was recorded; retry with the same updateId', undefined, { 'retry-after': '1' });
@@ -322,7 +323,8 @@ export class CaseLedgerService {
         // the next patient message settles it (caseStatus()). The refusal is answered either way.
         try {
           const after = (await turn.load()).state;
-          await this.caseThread(after.status === 'resolved' ? 'close_case_thread' : 'cancel_close_case_thread', tenant, caseId, state.patientId);
+          // The cancel names this resolve's hold: delivered late (a bus retry), it lifts no other.
+          await this.caseThread(after.status === 'resolved' ? 'close_case_thread' : 'cancel_close_case_thread', tenant, caseId, state.patientId, hold);
         } catch (e) {
           this.log.warn({ caseId, error: (e as { code?: string })?.code ?? (e as Error)?.name }, 'case resolve not recorded: lifting the thread hold failed');
         }

@@ -141,11 +141,10 @@ export class ConversationService {
     };
     const ctx = { actor, organizationId: tenant.organizationId, environmentId: tenant.environmentId };
     const giveUpAt = Date.now() + CLOSING_WAIT_MS;
-    for (let waits = 0; ; waits++) {
+    for (;;) {
       // A patient message to a case thread whose case is being resolved waits for the outcome
       // (then it is refused 409 CASE_RESOLVED or taken, never taken after the resolution): on the
-      // hold's release when this process placed it (no read of the thread meanwhile), else (a hold
-      // from before a restart) by trying again with a backoff.
+      // hold's release (no read of the thread meanwhile), or until its lease runs out.
       const hold = input.sender === 'patient' ? this.holds.get(conversationId) : undefined;
       if (hold && this.clock.now().getTime() < hold.until) {
         if (!wait || Date.now() >= giveUpAt) throw caseBeingResolved();
@@ -162,7 +161,9 @@ export class ConversationService {
         if (!wait || Date.now() >= giveUpAt) throw caseBeingResolved();
         const lease = ((err as DomainError).details as { until: string }).until;
         if (code === CASE_THREAD_CLOSE_EXPIRED) await this.settleUnfinishedClose(tenant, conversationId, lease, giveUpAt);
-        else await sleep(Math.min(100, 5 * 2 ** waits)); // 5, 10, 20 ... 100 ms
+        // A hold this process did not place (before a restart): from now on waited on like its own
+        // (released by the close or cancel that ends it here, or by its lease running out).
+        else this.noteHold(conversationId, { closing: { until: lease }, closed: false });
       }
     }
   }
@@ -175,7 +176,7 @@ export class ConversationService {
   private readonly holds = new Map<string, { until: number; released: Promise<void>; release: () => void }>();
 
   /** Records the hold state of a thread after a command on it: held (with its lease) or not. */
-  private noteHold(conversationId: string, state: ConversationState): void {
+  private noteHold(conversationId: string, state: Pick<ConversationState, 'closing' | 'closed'>): void {
     const current = this.holds.get(conversationId);
     if (state.closing && !state.closed) {
       const until = Date.parse(state.closing.until);
@@ -208,7 +209,7 @@ export class ConversationService {
     }
     const command: ConversationCommand = status.resolved
       ? { type: 'CloseCaseThread', environmentId: tenant.environmentId, start: null }
-      : { type: 'CancelCaseThreadClose', environmentId: tenant.environmentId, lease };
+      : { type: 'CancelCaseThreadClose', environmentId: tenant.environmentId, lease, onlyIfExpired: true };
     const r = await this.conversations.handle(conversationStream(caseId), command, { actor: 'system', organizationId: tenant.organizationId, environmentId: tenant.environmentId });
     this.noteHold(caseId, r.state);
     await this.applied(r.position);
@@ -294,13 +295,20 @@ export class ConversationService {
         : cmd.control === 'begin_close_case_thread'
           ? { type: 'BeginCaseThreadClose', environmentId: cmd.environmentId, start }
           : cmd.control === 'cancel_close_case_thread'
-            ? { type: 'CancelCaseThreadClose', environmentId: cmd.environmentId, lease: null }
+            ? { type: 'CancelCaseThreadClose', environmentId: cmd.environmentId, lease: cmd.lease ?? null, onlyIfExpired: false }
             : { type: 'CloseCaseThread', environmentId: cmd.environmentId, start };
     const r = await this.conversations.handle(conversationStream(cmd.conversationId), command, ctx);
     if (r.state.environmentId === cmd.environmentId) this.noteHold(cmd.conversationId, r.state);
     await this.applied(r.position);
     if (r.state.environmentId !== cmd.environmentId) throw new DomainError(404, 'NOT_FOUND', 'Conversation not found');
-    return { id: cmd.conversationId, conversationId: cmd.conversationId, sequence: r.state.lastSequence, createdAt: new Date(0).toISOString(), duplicate: r.newEvents.length === 0 };
+    return {
+      id: cmd.conversationId,
+      conversationId: cmd.conversationId,
+      sequence: r.state.lastSequence,
+      createdAt: new Date(0).toISOString(),
+      duplicate: r.newEvents.length === 0,
+      holdUntil: r.state.closing && !r.state.closed ? r.state.closing.until : null,
+    };
   }
 
   /** Case facts from the case-ledger (the relayed events; a backstop to controlCaseThread): a case opens its thread; a resolution closes it to patients. */

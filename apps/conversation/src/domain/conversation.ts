@@ -68,11 +68,12 @@ export type ConversationCommand =
    */
   | { type: 'BeginCaseThreadClose'; environmentId: string; start: { organizationId: string; conversationId: string; patientId: string | null } }
   /**
-   * The resolve was not recorded: patient messages are taken again. `lease`: only while the hold
-   * is still the one with this lease, and once it has run out (a hold a crashed resolve left; a
-   * resolve begun since holds the thread with a lease of its own, which this must not lift).
+   * The resolve was not recorded: patient messages are taken again. `lease`: only while the hold is
+   * still the one with this lease (a resolve begun since holds the thread with a lease of its own,
+   * which this must not lift: a late delivery of the command, or a settle of an older hold);
+   * `onlyIfExpired`: only once the lease has run out (a hold a crashed resolve left).
    */
-  | { type: 'CancelCaseThreadClose'; environmentId: string; lease: string | null };
+  | { type: 'CancelCaseThreadClose'; environmentId: string; lease: string | null; onlyIfExpired: boolean };
 
 export interface ConversationState {
   conversationId: string | null;
@@ -229,7 +230,8 @@ export const conversationDecider: Decider<ConversationCommand, ConversationEvent
       }
       case 'CancelCaseThreadClose': {
         if (!state.conversationId || state.environmentId !== command.environmentId || state.closed || !state.closing) return [];
-        if (command.lease !== null && (state.closing.until !== command.lease || now.getTime() < Date.parse(state.closing.until))) return [];
+        if (command.lease !== null && state.closing.until !== command.lease) return [];
+        if (command.onlyIfExpired && now.getTime() < Date.parse(state.closing.until)) return [];
         return [{ type: 'CaseThreadReopened', conversationId: state.conversationId, at }];
       }
       default: {

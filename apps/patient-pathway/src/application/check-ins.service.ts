@@ -218,7 +218,9 @@ export class CheckInsService {
     if (!UUID.test(checkInId)) throw new DomainError(404, 'NOT_FOUND', 'Check-in not found');
     const { state } = await this.checkIns.load(checkInStream(checkInId));
     if (state.status === 'none') throw new DomainError(404, 'NOT_FOUND', 'Check-in not found');
-    if (typeof token !== 'string' || !token || !safeEqual(sha256Hex(token), state.tokenHash!)) throw tokenRefused();
+    // A check-in voided before it was issued has no token at all: every link to it is refused.
+    if (state.status === 'voided' || state.tokenHash === null) throw tokenRefused();
+    if (typeof token !== 'string' || !token || !safeEqual(sha256Hex(token), state.tokenHash)) throw tokenRefused();
     if (state.status !== 'open' && !closedToo) throw tokenRefused();
     return state;
   }

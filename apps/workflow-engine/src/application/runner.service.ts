@@ -49,6 +49,8 @@ const TURN_LEASE_MS = 15 * 60_000;
 /** How long (real time) a retry waits for the first sender's answer before 409 TURN_IN_PROGRESS. */
 const TURN_WAIT_MS = 10_000;
 const PAUSED_REPLY = "I can't look that up right now. Would you like me to connect you with our team?";
+/** How long an emergency message waits for the patient directory to confirm the session's link (then the token's link is used). */
+const EMERGENCY_LINK_TIMEOUT_MS = 1500;
 /** A run stopped before a Destination call because its workflow was switched off (or archived) meanwhile. */
 export const SWITCHED_OFF_REPLY = "I can't continue with that here right now. Would you like me to connect you with our team? / No puedo continuar con eso ahora. ¿Quiere que le comunique con nuestro equipo?";
 
@@ -306,7 +308,8 @@ export class RunnerService {
     if (kinds.length) {
       let current: WidgetSessionContext;
       try {
-        current = (await link()).session;
+        // Asked briefly: the guidance must not wait on a slow patient directory.
+        current = (await currentPatientLink(this.bus, session, EMERGENCY_LINK_TIMEOUT_MS)).session;
       } catch (err) {
         if (!(err instanceof ApiError && err.status === 503)) throw err;
         // The pathway did not answer: an emergency still gets its guidance, and the case the

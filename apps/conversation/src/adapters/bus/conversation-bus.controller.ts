@@ -33,6 +33,7 @@ export class ConversationBusController {
     return rpc(async () => {
     const bad: string[] = [];
     if (!CASE_THREAD_CONTROLS.includes(cmd?.control)) bad.push('control');
+    if (cmd?.lease !== undefined && cmd.lease !== null && (typeof cmd.lease !== 'string' || Number.isNaN(Date.parse(cmd.lease)))) bad.push('lease');
     for (const k of ['organizationId', 'environmentId', 'conversationId'] as const) if (!isUuid(cmd?.[k])) bad.push(k);
     if (cmd?.kind !== 'case') bad.push('kind');
     if (cmd?.patientId !== null && !isUuid(cmd?.patientId)) bad.push('patientId');
