@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, Clock } from '@svc/clock';
-import { CommandHandler, EVENT_STORE, EventStore } from '@svc/eventstore';
+import { CommandHandler, EVENT_STORE, EventStore, toDomainEvent } from '@svc/eventstore';
 import { ApiError, getLogger } from '@svc/http';
 import { PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
@@ -53,7 +53,7 @@ export class WorkflowsService {
   private readonly log = getLogger();
 
   constructor(
-    @Inject(EVENT_STORE) store: EventStore,
+    @Inject(EVENT_STORE) private readonly store: EventStore,
     @Inject(CLOCK) private readonly clock: Clock,
     @Inject(PROJECTIONS) private readonly projections: ProjectionRunner,
     @Inject(READ_STORE) private readonly readStore: ReadStore,
@@ -191,12 +191,28 @@ export class WorkflowsService {
 
   /**
    * Whether the workflow is live (switched on, not archived), read from its stream (not the read
-   * model): a switch-off already stored is seen, in any process.
+   * model): a switch-off already stored is seen, in any process. Incremental: the state folded at
+   * the last look is kept (at most LIVENESS_CACHE workflows) and only the events recorded since are
+   * read, so a long-edited workflow (drafts, tests) costs a short read per Destination call.
    */
   async isLive(workflowId: string): Promise<boolean> {
-    const { state } = await this.workflows.load(workflowStream(workflowId));
+    const known = this.liveness.get(workflowId);
+    let state = known?.state ?? workflowDecider.initialState();
+    let revision = known?.revision ?? -1;
+    for (const e of await this.store.readStream(workflowStream(workflowId), revision + 1)) {
+      state = workflowDecider.evolve(state, toDomainEvent(e));
+      revision = e.revision;
+    }
+    if (revision >= 0) {
+      this.liveness.delete(workflowId); // re-inserted last: oldest first
+      this.liveness.set(workflowId, { state, revision });
+      if (this.liveness.size > WorkflowsService.LIVENESS_CACHE) this.liveness.delete(this.liveness.keys().next().value as string);
+    }
     return !!state.id && state.active && !state.archivedAt && !state.deleted;
   }
+
+  private static readonly LIVENESS_CACHE = 1000;
+  private readonly liveness = new Map<string, { state: WorkflowState; revision: number }>();
 
   async createDraft(scope: Scope, id: string, actor: Actor) {
     await this.state(scope.environmentId, id);
