@@ -29,6 +29,44 @@ describe('resolving a case while patient messages arrive (e2e, real HTTP)', () =
   const staffCase = async (caseId: string) => (await app.api.get(`${t.env}/clinical-cases/${caseId}`, t.staff)).body;
   const store = () => (app as unknown as { app: { get(token: symbol): EventStore } }).app.get(EVENT_STORE);
 
+  /**
+   * Bus faults for one case: its thread's final close and the relayed clinical_case.resolved (the
+   * close's backstop) are lost, as a crash between the resolution and the close would leave them;
+   * with `holdFirstStatus`, the first case-status answer is also held back on its way until
+   * `answerStatus()`. `restore()` puts the bus back.
+   */
+  function busFaults(caseId: string, holdFirstStatus = false) {
+    const broker = brokerOf(app);
+    const { request, publish } = broker;
+    // What the bus carries (the app's clients send serialized snapshots).
+    const open = (data: unknown): any => (data && typeof data === 'object' && typeof (data as { json?: unknown }).json === 'string' ? JSON.parse((data as { json: string }).json) : data);
+    let held: (() => void) | null = null;
+    broker.request = function (pattern, data, onReply, options) {
+      const d = open(data);
+      if (holdFirstStatus && !held && pattern === Patterns.caseStatus && d?.caseId === caseId) {
+        return request.call(this, pattern, data, (p) => void (held = () => onReply(p)), options);
+      }
+      if (pattern === Patterns.caseThread && d?.control === 'close_case_thread' && d?.conversationId === caseId) {
+        setImmediate(() => onReply({ err: { status: 503, code: 'UNAVAILABLE', message: 'lost' }, isDisposed: true }));
+        return () => undefined;
+      }
+      return request.call(this, pattern, data, onReply, options);
+    };
+    broker.publish = function (pattern, data, options) {
+      const d = open(data);
+      if (pattern === Topics.caseEvents && d?.type === 'clinical_case.resolved' && d?.data?.caseId === caseId) return Promise.resolve(0);
+      return publish.call(this, pattern, data, options);
+    };
+    return {
+      statusHeld: () => held !== null,
+      answerStatus: () => held!(),
+      restore: () => {
+        broker.request = request;
+        broker.publish = publish;
+      },
+    };
+  }
+
   it('takes no patient message after the resolution: each one is from before it (thread and event) or 409 CASE_RESOLVED', async () => {
     for (let round = 0; round < 3; round++) {
       const c = await openCase(app, t);
@@ -126,31 +164,13 @@ describe('resolving a case while patient messages arrive (e2e, real HTTP)', () =
   it('a hold whose resolve was recorded but never closed the thread (a crash after the resolution): after the lease the case being resolved refuses them', async () => {
     const c = await openCase(app, t);
     expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(1, 'processed'), t.apiKey)).status).toBe(200);
-    // Lose the thread's final close and the relayed clinical_case.resolved (its backstop) for this case.
-    const broker = brokerOf(app);
-    const { request, publish } = broker;
-    // What the bus carries (the app's clients send serialized snapshots).
-    const open = (data: unknown): any => (data && typeof data === 'object' && typeof (data as { json?: unknown }).json === 'string' ? JSON.parse((data as { json: string }).json) : data);
-    broker.request = function (pattern, data, onReply, options) {
-      const d = open(data);
-      if (pattern === Patterns.caseThread && d?.control === 'close_case_thread' && d?.conversationId === c.caseId) {
-        setImmediate(() => onReply({ err: { status: 503, code: 'UNAVAILABLE', message: 'lost' }, isDisposed: true }));
-        return () => undefined;
-      }
-      return request.call(this, pattern, data, onReply, options);
-    };
-    broker.publish = function (pattern, data, options) {
-      const d = open(data);
-      if (pattern === Topics.caseEvents && d?.type === 'clinical_case.resolved' && d?.data?.caseId === c.caseId) return Promise.resolve(0);
-      return publish.call(this, pattern, data, options);
-    };
+    const faults = busFaults(c.caseId);
     const resolve = update(2, 'resolved', { resolutionOutcome: 'no_further_action', resolutionNote: 'Resolved after review' });
     try {
       const r = await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, resolve, t.apiKey);
       expect({ status: r.status, code: r.body.code }).toEqual({ status: 503, code: 'UNAVAILABLE' });
     } finally {
-      broker.request = request;
-      broker.publish = publish;
+      faults.restore();
     }
     expect((await staffCase(c.caseId)).status).toBe('resolved');
     await app.advanceClock(11);
@@ -166,44 +186,24 @@ describe('resolving a case while patient messages arrive (e2e, real HTTP)', () =
     // H1: a hold a crashed resolve left behind, its lease run out.
     await busRequest(app, Patterns.caseThread, { control: 'begin_close_case_thread', organizationId: t.orgId, environmentId: t.sandbox, conversationId: c.caseId, kind: 'case', patientId: c.patientId });
     await app.advanceClock(11);
-    const broker = brokerOf(app);
-    const { request, publish } = broker;
-    const open = (data: unknown): any => (data && typeof data === 'object' && typeof (data as { json?: unknown }).json === 'string' ? JSON.parse((data as { json: string }).json) : data);
-    let answerStatus: (() => void) | null = null;
-    broker.request = function (pattern, data, onReply, options) {
-      const d = open(data);
-      // The first case-status answer ("not resolved": the case is open) is held back on its way.
-      if (pattern === Patterns.caseStatus && d?.caseId === c.caseId && !answerStatus) {
-        return request.call(this, pattern, data, (p) => void (answerStatus = () => onReply(p)), options);
-      }
-      // The new resolve's final close is lost, and so is its relayed backstop.
-      if (pattern === Patterns.caseThread && d?.control === 'close_case_thread' && d?.conversationId === c.caseId) {
-        setImmediate(() => onReply({ err: { status: 503, code: 'UNAVAILABLE', message: 'lost' }, isDisposed: true }));
-        return () => undefined;
-      }
-      return request.call(this, pattern, data, onReply, options);
-    };
-    broker.publish = function (pattern, data, options) {
-      const d = open(data);
-      if (pattern === Topics.caseEvents && d?.type === 'clinical_case.resolved' && d?.data?.caseId === c.caseId) return Promise.resolve(0);
-      return publish.call(this, pattern, data, options);
-    };
+    // The first case-status answer ("not resolved": the case is open) is held back on its way; the
+    // new resolve's final close is lost, and so is its relayed backstop.
+    const faults = busFaults(c.caseId, true);
     try {
       const m1 = app.api.post(`/v1/conversations/${c.caseId}/messages`, { requestId: randomUUID(), message: 'm1' }, t.apiKey);
-      for (let i = 0; i < 400 && !answerStatus; i++) await new Promise((r) => setTimeout(r, 5));
-      expect(answerStatus).not.toBeNull();
+      for (let i = 0; i < 1000 && !faults.statusHeld(); i++) await new Promise((r) => setTimeout(r, 5));
+      expect(faults.statusHeld()).toBe(true);
       // H2: a resolve holds the thread, is recorded, and its final close is lost; then its lease runs out too.
       const r2 = await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(2, 'resolved', { resolutionOutcome: 'no_further_action', resolutionNote: 'Resolved after review' }), t.apiKey);
       expect({ status: r2.status, code: r2.body.code }).toEqual({ status: 503, code: 'UNAVAILABLE' });
       await app.advanceClock(11);
-      answerStatus!(); // "not resolved", about H1: it must not lift H2
+      faults.answerStatus(); // "not resolved", about H1: it must not lift H2
       const r1 = await m1;
       expect({ status: r1.status, code: r1.body.code }).toEqual({ status: 409, code: 'CASE_RESOLVED' });
       const m2 = await inbound(c.caseId, 'm2');
       expect({ status: m2.status, code: m2.body.code }).toEqual({ status: 409, code: 'CASE_RESOLVED' });
     } finally {
-      broker.request = request;
-      broker.publish = publish;
+      faults.restore();
     }
     expect((await app.api.get(`/v1/conversations/${c.caseId}/messages`, t.apiKey)).body.messages.filter((x: { sender: string }) => x.sender === 'patient')).toEqual([]);
   });
