@@ -1,8 +1,8 @@
-import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
-import { IncomingMessage, Server, ServerResponse, createServer } from 'node:http';
+import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { SignJWT } from 'jose';
 import { TestApp } from '@svc/testing';
+import { OrderDestination } from './order-destination';
 
 /**
  * docs/decisions.md: after `patient.cancelled` "the widget no longer links the patient" — also for a
@@ -11,50 +11,12 @@ import { TestApp } from '@svc/testing';
  * an anonymous session's), while another, still active patient's session is unaffected.
  */
 
-const ORDERS = { orders: [{ id: 'A-1', status: 'shipped', statusLabel: null, carrier: 'UPS', trackingUrl: 'https://track.example/A-1', estimatedDelivery: null, placedAt: '2026-01-01', items: null }] };
-
-/** A real Destination on 127.0.0.1: checks the signature from the raw bytes and records each call's arrival and patient. */
-class Destination {
-  server!: Server;
-  baseUrl!: string;
-  secret = '';
-  arrivals: { at: number; signatureOk: boolean; externalId: string | null }[] = [];
-
-  async start(): Promise<void> {
-    this.server = createServer((req: IncomingMessage, res: ServerResponse) => {
-      const at = performance.now();
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        const raw = Buffer.concat(chunks).toString('utf8');
-        const ts = String(req.headers['x-svc-timestamp'] ?? '');
-        const sig = String(req.headers['x-svc-signature'] ?? '');
-        const expected = `v1=${createHmac('sha256', this.secret).update(`${ts}.${req.method} ${req.url}\n${raw}`).digest('hex')}`;
-        const signatureOk = sig.length === expected.length && timingSafeEqual(Buffer.from(sig), Buffer.from(expected));
-        let externalId: string | null = null;
-        try {
-          externalId = JSON.parse(raw)?.patient?.externalId ?? null;
-        } catch {
-          externalId = null;
-        }
-        this.arrivals.push({ at, signatureOk, externalId });
-        res.writeHead(signatureOk ? 200 : 401, { 'content-type': 'application/json' }).end(signatureOk ? JSON.stringify(ORDERS) : '{}');
-      });
-    });
-    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', () => r()));
-    this.baseUrl = `http://127.0.0.1:${(this.server.address() as { port: number }).port}`;
-  }
-
-  stop(): Promise<void> {
-    return new Promise((r) => this.server.close(() => r()));
-  }
-}
 
 const HEALTH = 'I have had a high fever and bad headache since yesterday, is that worrying?';
 
 describe('a widget session issued before patient.cancelled (e2e, real HTTP, real Destination)', () => {
   const app = new TestApp();
-  const dest = new Destination();
+  const dest = new OrderDestination();
   beforeAll(async () => {
     await app.start();
     await dest.start();
