@@ -201,6 +201,41 @@ describe('HTTP edge audit (e2e, raw sockets)', () => {
     });
   });
 
+  describe('a fuzzer, afterwards: what follows an answer that closes the connection', () => {
+    const createKey = (name: string) =>
+      request('POST', `${t.env}/api-keys`, { Host: 'x', Authorization: `Bearer ${t.staff}`, 'Content-Type': 'application/json' }, JSON.stringify({ name }));
+    const keyNames = async () => ((await app.api.get(`${t.env}/api-keys`, t.staff)).body.apiKeys as { name: string }[]).map((k) => k.name);
+
+    it('a request pipelined after a 400 for its Host lines, or a 417, is not processed (was: executed, never answered)', async () => {
+      for (const first of [`GET /api/v1/ping HTTP/1.1\r\nAuthorization: Bearer ${t.apiKey}\r\n\r\n`, ping({ Expect: 'foo' })]) {
+        const name = `after-closing-${randomUUID()}`;
+        const r = await exchange([first + createKey(name)]);
+        expect(r.answers.map((a) => a.status)).toEqual([first.includes('Expect') ? 417 : 400]);
+        expect(r.closed).toBe(true);
+        expect(await keyNames()).not.toContain(name);
+      }
+    });
+
+    it('a request with Upgrade is answered, then the connection is closed (Node drops what follows in that read): nothing after it is processed', async () => {
+      for (const upgrade of [{ Upgrade: 'websocket', Connection: 'Upgrade' } as Record<string, string>, { Upgrade: 'h2c', Connection: 'Upgrade, HTTP2-Settings', 'HTTP2-Settings': 'AAMAAABkAARAAAAAAAIAAAAA' }]) {
+        const name = `after-upgrade-${randomUUID()}`;
+        const started = Date.now();
+        const r = await exchange([ping(upgrade) + createKey(name)]);
+        expect(r.answers.map((a) => a.status)).toEqual([200]);
+        expect(r.answers[0].head).toContain('connection: close');
+        expect(r.closed).toBe(true);
+        expect(Date.now() - started).toBeLessThan(5000); // closed after the answer, not at the keep-alive timeout
+        expect(await keyNames()).not.toContain(name);
+      }
+    });
+
+    it('a request answered before its body was read (415) gets that one answer, also when its body then breaks off', async () => {
+      const r = await exchange([`POST /api/client/patient-events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.apiKey}\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\n0123456789`], { fin: true });
+      expect(r.answers.map((a) => a.status)).toEqual([415]);
+      expect(r.closed).toBe(true);
+    });
+  });
+
   describe('finding 4: CONNECT', () => {
     it('is 404 NOT_FOUND with the error body and the security headers, then the close', async () => {
       for (const target of ['127.0.0.1:4322', '/api/v1/ping']) {

@@ -100,7 +100,26 @@ const WHEN_WRITTEN = Symbol('svc.whenWritten');
 /** Set once an answer that closes the connection is under way (Node may report the same socket's error again). */
 const CLOSING = Symbol('svc.closing');
 
-type TrackedSocket = Socket & { [PENDING]?: Set<ServerResponse>; [WHEN_WRITTEN]?: () => void; [CLOSING]?: boolean };
+/** The connection's latest request and its response (the one being read when a client error comes). */
+const LAST = Symbol('svc.lastRequest');
+/**
+ * Set when a request was answered with `Connection: close` because the connection cannot go on
+ * (no or two Host lines, an Expect the service does not meet, an Upgrade): requests Node already
+ * parsed after it in the same read are not processed (RFC 9112 section 9.6), since their answers
+ * would never be written (the socket closes after the closing answer).
+ */
+const ENDING = Symbol('svc.ending');
+/** On a request: answer it 400 for its Host lines (decided when Node emitted it). */
+const BAD_HOST = Symbol('svc.badHost');
+
+type TrackedSocket = Socket & {
+  [PENDING]?: Set<ServerResponse>;
+  [WHEN_WRITTEN]?: () => void;
+  [CLOSING]?: boolean;
+  [LAST]?: { req: IncomingMessage; res: ServerResponse };
+  [ENDING]?: boolean;
+};
+type MarkedRequest = IncomingMessage & { [BAD_HOST]?: boolean; [ENDING]?: boolean };
 
 /** Longest wait for the pending answers of a connection before its error answer is written anyway. */
 export const PENDING_ANSWERS_WAIT_MS = 30_000;
@@ -108,6 +127,15 @@ export const PENDING_ANSWERS_WAIT_MS = 30_000;
 /** Records a response as pending on its connection until Node has written it (or the connection closed). */
 function trackResponse(req: IncomingMessage, res: ServerResponse): void {
   const socket = req.socket as TrackedSocket;
+  socket[LAST] = { req, res };
+  // Decided here, as Node emits the request (before it parses the next one in the same read), so
+  // that the requests after a closing answer are known not to be processed.
+  const marked = req as MarkedRequest;
+  if (socket[ENDING]) marked[ENDING] = true;
+  else if (req.headers.host === undefined ? req.httpVersion === '1.1' : hostLines(req.rawHeaders) > 1) {
+    marked[BAD_HOST] = true;
+    socket[ENDING] = true;
+  } else if (req.headers.upgrade !== undefined) socket[ENDING] = true; // answered, then closed (see the onRequest hook)
   let pending = socket[PENDING];
   if (!pending) socket[PENDING] = pending = new Set();
   pending.add(res);
@@ -171,8 +199,11 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
     reading.end(body);
     return;
   }
-  // A request that was being read but is answered already (413, say): its answer stands.
-  const answer = !reading && err.code !== 'HPE_CLOSED_CONNECTION';
+  // A request that was being read but is answered already (413 or 415 before its body, say): its
+  // answer stands, written or still pending.
+  const last = s[LAST];
+  const answeredWhileRead = !!last && !last.req.complete && last.res.headersSent;
+  const answer = !reading && !answeredWhileRead && err.code !== 'HPE_CLOSED_CONNECTION';
   afterPendingAnswers(s, () => {
     if (answer && socket.writable) socket.write(rawAnswer(status, body));
     closeAfterWrites(socket);
@@ -343,6 +374,7 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   fastify.server.on('connect', answerConnect);
   fastify.server.on('checkExpectation', (req, res) => {
     trackResponse(req, res);
+    (req.socket as TrackedSocket)[ENDING] = true;
     const body = JSON.stringify({ code: 'EXPECTATION_FAILED', message: 'Only "Expect: 100-continue" is supported' });
     res.writeHead(417, { ...SECURITY_HEADERS, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
     res.end(body);
@@ -379,9 +411,19 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   // NOT_FOUND like any unknown route, where Fastify refused it first for having no content type
   // (400 in its own words).
   fastify.addHook('onRequest', (req, reply, done) => {
+    const raw = req.raw as MarkedRequest;
+    // Parsed after a request the connection closes with: not processed, never answered (the
+    // connection closes after that answer; the client sends it again on a new one).
+    if (raw[ENDING]) {
+      reply.hijack();
+      return;
+    }
     reply.headers(SECURITY_HEADERS);
-    const raw = req.raw;
-    if (raw.headers.host === undefined ? raw.httpVersion === '1.1' : hostLines(raw.rawHeaders) > 1) {
+    // Node stops reading a connection after a request with Upgrade (the rest of that read is
+    // dropped, and the connection would idle until the keep-alive timeout): answered as usual,
+    // then closed, so that a client knows to send what followed again.
+    if (raw.headers.upgrade !== undefined) reply.header('connection', 'close');
+    if (raw[BAD_HOST]) {
       const body = { code: 'VALIDATION_FAILED', message: 'The request is not valid HTTP', details: [{ path: 'Host', message: 'exactly one Host header is required' }] };
       void reply.code(400).header('connection', 'close').header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(body));
       return;
