@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
+import { SignJWT } from 'jose';
 import { DevClock } from '@svc/clock';
 import { WidgetSessions } from '@svc/http';
 import { Keyring } from '@svc/security';
@@ -32,6 +33,15 @@ export async function widgetToken(app: TestApp, session: { organizationId: strin
   const sessions = new WidgetSessions(keyring, new DevClock(join(app.dataDir, 'clock.json')));
   const { sessionToken } = await sessions.issue({ sessionId: randomUUID(), externalPatientId: null, email: null, ...session });
   return sessionToken;
+}
+
+/**
+ * An identity token for `sub` as the caller's site signs it (decisions 7): HS256 with the
+ * environment's identity_token secret, issued now on the service clock, five minutes' life.
+ */
+export async function identityToken(app: TestApp, secret: string, sub: string, claims: Record<string, string> = {}): Promise<string> {
+  const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
+  return new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).setSubject(sub).setIssuedAt(now).setExpirationTime(now + 300).sign(new TextEncoder().encode(secret));
 }
 
 export async function eventually<T>(fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 5000): Promise<T> {

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { SignJWT } from 'jose';
 import { TestApp } from '@svc/testing';
 import { OrderDestination } from './order-destination';
+import { identityToken } from './case-helpers';
 
 /**
  * docs/decisions.md: after `patient.cancelled` "the widget no longer links the patient" — also for a
@@ -39,12 +39,8 @@ describe('a widget session issued before patient.cancelled (e2e, real HTTP, real
 
     const identity = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff)).body.secret as string;
     const session = async (sub: string | null): Promise<{ token: string; patientId: string | null }> => {
-      let identityToken: string | undefined;
-      if (sub) {
-        const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
-        identityToken = await new SignJWT({ email: `${sub}@example.test` }).setProtectedHeader({ alg: 'HS256' }).setSubject(sub).setIssuedAt(now).setExpirationTime(now + 300).sign(new TextEncoder().encode(identity));
-      }
-      const r = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, ...(identityToken ? { identityToken } : {}) });
+      const signed = sub ? await identityToken(app, identity, sub, { email: `${sub}@example.test` }) : undefined;
+      const r = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, ...(signed ? { identityToken: signed } : {}) });
       expect(r.status).toBe(201);
       return { token: r.body.sessionToken, patientId: r.body.patientId };
     };

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { IncomingMessage, Server, createServer } from 'node:http';
-import { SignJWT } from 'jose';
 import { OidcIssuer, TestApp } from '@svc/testing';
+import { identityToken } from './case-helpers';
 
 /** Issue 6: a multi-message conversation (pending asks, ownership, confirm, hand-off) and production address checks. */
 
@@ -124,9 +124,7 @@ describe('workflow agent conversations (e2e, real HTTP)', () => {
 
     await app.enrolledPatient(t, { externalPatientId: OWNER }); // a care-team case needs a known patient
     const rotated = await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff);
-    const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
-    const identityToken = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject(OWNER).setIssuedAt(now).setExpirationTime(now + 300).sign(new TextEncoder().encode(rotated.body.secret));
-    const session = (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken })).body.sessionToken;
+    const session = (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(app, rotated.body.secret, OWNER) })).body.sessionToken;
 
     // Attachment items are objects: an array in their place is 400 naming it, and nothing runs.
     const att = { id: randomUUID(), fileName: 'a.jpg', contentType: 'image/jpeg', sha256: 'a'.repeat(64) };
@@ -208,10 +206,8 @@ describe('workflow agent conversations (e2e, real HTTP)', () => {
     expect(seen()).toBe(before);
 
     const rotated = await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff);
-    const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
-    const token = (claims: Record<string, string>) =>
-      new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).setSubject(OWNER).setIssuedAt(now).setExpirationTime(now + 300).sign(new TextEncoder().encode(rotated.body.secret));
-    const session = async (claims: Record<string, string>) => (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await token(claims) })).body.sessionToken;
+    const session = async (claims: Record<string, string>) =>
+      (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(app, rotated.body.secret, OWNER, claims) })).body.sessionToken;
 
     const withoutEmail = await app.api.post('/widget/v1/messages', { message: 'my plan status' }, await session({}));
     expect(withoutEmail.body.replies).toEqual([{ type: 'text', text: 'I cannot check that here; shall I connect you with our team?' }]);
@@ -229,9 +225,7 @@ describe('workflow agent conversations (e2e, real HTTP)', () => {
 
 async function patientSession(app: TestApp, t: { env: string; staff: string; sandbox: string }, externalId: string): Promise<string> {
   const rotated = await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff);
-  const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
-  const identityToken = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject(externalId).setIssuedAt(now).setExpirationTime(now + 300).sign(new TextEncoder().encode(rotated.body.secret));
-  const r = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken });
+  const r = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(app, rotated.body.secret, externalId) });
   expect(r.status).toBe(201);
   return r.body.sessionToken;
 }

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { SignJWT } from 'jose';
 import { TestApp } from '@svc/testing';
 import { created, setUpTenant } from '../../apps/patient-pathway/test/e2e-helpers';
 import { derivedUuid } from '../../apps/workflow-engine/src/application/runner.service';
+import { identityToken } from './case-helpers';
 
 /** B3/T3: the agent's cases and hand-offs reach the case ledger and the conversation service. */
 describe('workflow agent cases and hand-offs (e2e)', () => {
@@ -18,13 +18,12 @@ describe('workflow agent cases and hand-offs (e2e)', () => {
   afterAll(() => app.stop());
 
   async function session(externalId: string | null): Promise<{ token: string; patientId: string | null }> {
-    let identityToken: string | undefined;
+    let signed: string | undefined;
     if (externalId) {
       const rotated = await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff);
-      const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
-      identityToken = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject(externalId).setIssuedAt(now).setExpirationTime(now + 300).sign(new TextEncoder().encode(rotated.body.secret));
+      signed = await identityToken(app, rotated.body.secret, externalId);
     }
-    const r = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, ...(identityToken ? { identityToken } : {}) });
+    const r = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, ...(signed ? { identityToken: signed } : {}) });
     expect(r.status).toBe(201);
     return { token: r.body.sessionToken, patientId: r.body.patientId };
   }

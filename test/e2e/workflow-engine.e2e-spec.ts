@@ -1,8 +1,8 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { IncomingMessage, Server, ServerResponse, createServer } from 'node:http';
 import { eventSchemas } from '../../apps/webhook-dispatcher/test/receiver';
-import { SignJWT } from 'jose';
 import { TestApp } from '@svc/testing';
+import { identityToken } from './case-helpers';
 
 /** JSON Schemas of contracts/events: the Destination's received payload must satisfy its contract. */
 const validatePayload = eventSchemas();
@@ -92,18 +92,12 @@ describe('conversation workflows (e2e, real HTTP)', () => {
   });
 
   async function session(signedIn: boolean): Promise<string> {
-    let identityToken: string | undefined;
+    let signed: string | undefined;
     if (signedIn) {
       const rotated = await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff);
-      const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
-      identityToken = await new SignJWT({ email: PATIENT_EMAIL })
-        .setProtectedHeader({ alg: 'HS256' })
-        .setSubject(PATIENT_EXT)
-        .setIssuedAt(now)
-        .setExpirationTime(now + 300)
-        .sign(new TextEncoder().encode(rotated.body.secret));
+      signed = await identityToken(app, rotated.body.secret, PATIENT_EXT, { email: PATIENT_EMAIL });
     }
-    const r = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, ...(identityToken ? { identityToken } : {}) });
+    const r = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, ...(signed ? { identityToken: signed } : {}) });
     expect(r.status).toBe(201);
     return r.body.sessionToken;
   }

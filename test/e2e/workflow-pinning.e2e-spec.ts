@@ -1,5 +1,5 @@
-import { SignJWT } from 'jose';
 import { TestApp } from '@svc/testing';
+import { identityToken } from './case-helpers';
 
 /** Issue 6: a run stays on the version it started on, even when another version goes live meanwhile. */
 const definition = (answer: string) => ({
@@ -28,9 +28,7 @@ describe('workflow runs are pinned to their version (e2e, real HTTP)', () => {
 
     const secret = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff)).body.secret as string;
     const session = async (sub: string) => {
-      const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
-      const token = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject(sub).setIssuedAt(now).setExpirationTime(now + 300).sign(new TextEncoder().encode(secret));
-      return (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: token })).body.sessionToken as string;
+      return (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(app, secret, sub) })).body.sessionToken as string;
     };
 
     const early = await session('ext-pin-1');
@@ -68,9 +66,7 @@ describe('workflow runs are pinned to their version (e2e, real HTTP)', () => {
     const P = `${t.env}/conversation-workflows`;
     const secret = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff)).body.secret as string;
     const session = async (sub: string) => {
-      const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
-      const token = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject(sub).setIssuedAt(now).setExpirationTime(now + 300).sign(new TextEncoder().encode(secret));
-      return (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: token })).body.sessionToken as string;
+      return (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(app, secret, sub) })).body.sessionToken as string;
     };
     for (const action of ['deactivate', 'archive']) {
       const key = `hours_${action}`;
@@ -100,9 +96,7 @@ describe('workflow runs are pinned to their version (e2e, real HTTP)', () => {
     expect((await app.api.post(`${P}/versions/${v1}/test`, { expectedRevision: 1, opening: 'opening hours', replies: ['Monday'] }, t.staff)).body.passed).toBe(true);
     expect((await app.api.post(`${P}/versions/${v1}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
     const secret = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff)).body.secret as string;
-    const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
-    const token = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject('ext-burst').setIssuedAt(now).setExpirationTime(now + 300).sign(new TextEncoder().encode(secret));
-    const session = (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: token })).body.sessionToken as string;
+    const session = (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(app, secret, 'ext-burst') })).body.sessionToken as string;
     const answers = await Promise.all(Array.from({ length: 10 }, () => app.api.post('/widget/v1/messages', { message: 'opening hours?' }, session)));
     expect(answers.map((a) => a.status)).toEqual(Array(10).fill(201));
     const texts = answers.map((a) => a.body.replies[0].text as string);

@@ -1,9 +1,9 @@
 import { performance } from 'node:perf_hooks';
-import { SignJWT } from 'jose';
 import { TestApp } from '@svc/testing';
 import { orderStatusTemplate } from '../../apps/workflow-engine/src/domain/templates';
 import { SWITCHED_OFF_REPLY } from '../../apps/workflow-engine/src/application/runner.service';
 import { OrderDestination } from './order-destination';
+import { identityToken } from './case-helpers';
 
 /**
  * Switched off means off for calls in flight (docs/decisions.md, seventh session): no Destination
@@ -58,8 +58,7 @@ describe('workflow switch-off with calls in flight (e2e, real HTTP, real Destina
     expect((await app.api.post(`${t.env}/destinations`, { stableKey: 'order_system', name: 'Orders', baseUrl: dest.baseUrl, timeoutMs: 5000 }, t.staff)).status).toBe(201);
     const identity = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff)).body.secret as string;
     const session = async (sub: string): Promise<string> => {
-      const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
-      const token = await new SignJWT({ email: `${sub}@example.test` }).setProtectedHeader({ alg: 'HS256' }).setSubject(sub).setIssuedAt(now).setExpirationTime(now + 300).sign(new TextEncoder().encode(identity));
+      const token = await identityToken(app, identity, sub, { email: `${sub}@example.test` });
       const r = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: token });
       expect(r.status).toBe(201);
       return r.body.sessionToken;
