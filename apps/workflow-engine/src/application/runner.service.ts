@@ -99,13 +99,20 @@ export class RunnerService {
     return out.kind === 'response' ? { kind: 'response', status: out.status, body: out.body } : { kind: 'failed', reason: out.reason };
   }
 
-  /** Drives the machine through its calls until it waits for the patient or ends. */
-  private async drive(envId: string, def: Definition, ctx: RunContext, first: Advance, traces?: CallTrace[], beforeCall?: () => void): Promise<Advance> {
+  /**
+   * Drives the machine through its calls until it waits for the patient or ends. `makeCall` makes
+   * each one; null means it was not made because the workflow was switched off meanwhile: the run
+   * ends where it stood as `switched_off` and the patient is offered the team.
+   */
+  private async drive(def: Definition, ctx: RunContext, first: Advance, makeCall: (request: CallRequest) => Promise<CallResult | null>): Promise<Advance> {
     let r = first;
     const replies: Reply[] = [...first.replies];
     while (r.next.kind === 'call') {
-      beforeCall?.();
-      const result = await this.call(envId, r.next.request, traces);
+      const result = await makeCall(r.next.request);
+      if (result === null) {
+        replies.push({ type: 'text', text: SWITCHED_OFF_REPLY });
+        return { state: switchedOff(r.state), replies, next: { kind: 'ended' } };
+      }
       r = giveCallResult(def, r.state, ctx, result);
       replies.push(...r.replies);
     }
@@ -115,23 +122,10 @@ export class RunnerService {
   /**
    * Drives a patient's run of `workflowId`: each Destination call goes through the SwitchOffGate,
    * which makes it only while the workflow is still live (read from its stream after the call is
-   * registered, so a switch-off's 200 waits for it or it is not made). A run stopped there ends
-   * where it stood as `switched_off`; the patient is offered the team.
+   * registered, so a switch-off's 200 waits for it or it is not made).
    */
-  private async driveLive(workflowId: string, envId: string, def: Definition, ctx: RunContext, first: Advance): Promise<Advance> {
-    let r = first;
-    const replies: Reply[] = [...first.replies];
-    while (r.next.kind === 'call') {
-      const request = r.next.request;
-      const result = await this.gate.call(workflowId, () => this.workflows.isLive(workflowId), () => this.call(envId, request));
-      if (result === null) {
-        replies.push({ type: 'text', text: SWITCHED_OFF_REPLY });
-        return { state: switchedOff(r.state), replies, next: { kind: 'ended' } };
-      }
-      r = giveCallResult(def, r.state, ctx, result);
-      replies.push(...r.replies);
-    }
-    return { ...r, replies };
+  private driveLive(workflowId: string, envId: string, def: Definition, ctx: RunContext, first: Advance): Promise<Advance> {
+    return this.drive(def, ctx, first, (request) => this.gate.call(workflowId, () => this.workflows.isLive(workflowId), () => this.call(envId, request)));
   }
 
   // ---------- test runs ----------
@@ -168,12 +162,17 @@ export class RunnerService {
         else transcript.push({ from: 'agent', text: `[upload: ${r.variable}]` });
       }
     };
-    let r = await this.drive(scope.environmentId, def, ctx, advance(def, startRun(def), ctx), traces, beforeCall);
+    // A test run calls whatever its version names, live or not (never through the switch-off gate).
+    const testCall = (request: CallRequest) => {
+      beforeCall?.();
+      return this.call(scope.environmentId, request, traces);
+    };
+    let r = await this.drive(def, ctx, advance(def, startRun(def), ctx), testCall);
     say(r.replies);
     for (const reply of body.replies) {
       if (r.next.kind !== 'await') break;
       transcript.push({ from: 'patient', text: reply });
-      r = await this.drive(scope.environmentId, def, ctx, giveInput(def, r.state, ctx, reply, 0), traces, beforeCall);
+      r = await this.drive(def, ctx, giveInput(def, r.state, ctx, reply, 0), testCall);
       say(r.replies);
     }
     const s = r.state;
