@@ -4,3 +4,4 @@ export * from './platform.module';
 export * from './bootstrap';
 export * from './background';
 export * from './cors';
+export * from './in-flight';

@@ -4,7 +4,7 @@ import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, EVENT_STORE, EventStore } from '@svc/eventstore';
 import { ApiError, TenantDirectory, getLogger } from '@svc/http';
 import { IntegrationMessage } from '@svc/messaging';
-import { CONFIG, PROJECTIONS, ServiceConfig } from '@svc/platform';
+import { CONFIG, InFlight, PROJECTIONS, ServiceConfig } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore, TimerScheduler } from '@svc/read-store';
 import { KEYRING, Keyring, addressProblem, randomToken, urlProblemMessage, urlSyntaxProblem } from '@svc/security';
 import { isAccountEvent, isCaseEvent } from '../domain/catalog';
@@ -48,7 +48,6 @@ interface AttemptInFlight {
   secretRef?: string;
   /** Aborted by a deletion: ends the attempt if it is not on the wire yet. */
   readonly controller: AbortController;
-  readonly ended: Promise<void>;
 }
 export const DEFAULT_DELIVERY_LIMIT = 100;
 export const MAX_DELIVERY_LIMIT = 1000;
@@ -268,7 +267,7 @@ export class WebhooksService implements OnModuleDestroy {
   }
 
   /** Attempts of this process under way, by endpoint id (see AttemptInFlight). */
-  private readonly inFlight = new Map<string, Set<AttemptInFlight>>();
+  private readonly inFlight = new InFlight<AttemptInFlight>();
 
   /**
    * Called once the change is in the read model: every attempt that starts reading the endpoint
@@ -279,15 +278,15 @@ export class WebhooksService implements OnModuleDestroy {
    * the attempt's one 15 s deadline (DELIVERY_TIMEOUT_MS).
    */
   private async settleAttempts(endpointId: string, change: 'rotated' | 'deleted'): Promise<void> {
-    const entries = [...(this.inFlight.get(endpointId) ?? [])];
+    const entries = this.inFlight.current(endpointId);
     if (entries.length === 0) return;
     if (change === 'deleted') {
-      for (const e of entries) e.controller.abort();
+      for (const e of entries) e.data.controller.abort();
       await Promise.all(entries.map((e) => e.ended));
       return;
     }
     const current = (await this.readStore.get<EndpointDoc>(Collections.endpoints, endpointId))?.secret;
-    await Promise.all(entries.filter((e) => e.secretRef === undefined || e.secretRef !== current).map((e) => e.ended));
+    await Promise.all(entries.filter((e) => e.data.secretRef === undefined || e.data.secretRef !== current).map((e) => e.ended));
   }
 
   /** The endpoint's most recent deliveries, newest first (at most `limit`), of one status if given. */
@@ -517,27 +516,17 @@ export class WebhooksService implements OnModuleDestroy {
    */
   private async sendLeased(stream: string, leaseId: string, lease: Leased, created: Created, endpointId: string): Promise<void> {
     const ctx = { actor: SYSTEM, organizationId: lease.state.organizationId, environmentId: lease.state.environmentId };
-    let end!: () => void;
-    const entry: AttemptInFlight = { controller: new AbortController(), ended: new Promise<void>((r) => (end = r)) };
-    let entries = this.inFlight.get(endpointId);
-    if (!entries) this.inFlight.set(endpointId, (entries = new Set()));
-    entries.add(entry);
-    let result: SendResult | null = null;
-    try {
+    const entry: AttemptInFlight = { controller: new AbortController() };
+    const result = await this.inFlight.run(endpointId, entry, async (): Promise<SendResult | null> => {
       const ep = await this.readStore.get<EndpointDoc>(Collections.endpoints, endpointId);
-      if (ep && !ep.deletedAt && !entry.controller.signal.aborted) {
-        entry.secretRef = ep.secret;
-        const secret = this.keyring.decrypt(ep.environmentId, ep.secret);
-        result = await this.sender.send(
-          { url: ep.url, payload: created.payload, secret, eventId: created.eventId, eventType: created.eventType, at: this.clock.now(), production: this.config.production },
-          entry.controller.signal,
-        );
-      }
-    } finally {
-      entries.delete(entry);
-      if (entries.size === 0 && this.inFlight.get(endpointId) === entries) this.inFlight.delete(endpointId);
-      end();
-    }
+      if (!ep || ep.deletedAt || entry.controller.signal.aborted) return null;
+      entry.secretRef = ep.secret;
+      const secret = this.keyring.decrypt(ep.environmentId, ep.secret);
+      return this.sender.send(
+        { url: ep.url, payload: created.payload, secret, eventId: created.eventId, eventType: created.eventType, at: this.clock.now(), production: this.config.production },
+        entry.controller.signal,
+      );
+    });
     if (!result || result.notSent) {
       await this.deliveries.handle(stream, { type: 'AbandonDelivery', reason: 'endpoint_deleted' }, ctx, { state: lease.state, revision: lease.revision });
       this.log.info({ deliveryId: lease.state.deliveryId, eventType: created.eventType }, 'webhook attempt not sent: endpoint deleted');

@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { InFlight } from '@svc/platform';
 
 /**
  * How long a switch-off (deactivate, archive) waits for the Destination calls already under way
@@ -18,27 +19,15 @@ export const SWITCH_OFF_DRAIN_MS = 6_000;
  */
 @Injectable()
 export class SwitchOffGate {
-  /** Per workflow, the calls registered and not ended (each a promise settled when it ends). */
-  private readonly inflight = new Map<string, Set<Promise<void>>>();
+  /** Per workflow, the calls registered and not ended. */
+  private readonly inflight = new InFlight<object>();
 
   /**
    * Runs `call` unless `live()` (read after the call is registered) says the workflow is off;
    * null when it was not made.
    */
-  async call<T>(workflowId: string, live: () => Promise<boolean>, call: () => Promise<T>): Promise<T | null> {
-    let end!: () => void;
-    const ended = new Promise<void>((r) => (end = r));
-    let set = this.inflight.get(workflowId);
-    if (!set) this.inflight.set(workflowId, (set = new Set()));
-    set.add(ended);
-    try {
-      if (!(await live())) return null;
-      return await call();
-    } finally {
-      set.delete(ended);
-      if (set.size === 0 && this.inflight.get(workflowId) === set) this.inflight.delete(workflowId);
-      end();
-    }
+  call<T>(workflowId: string, live: () => Promise<boolean>, call: () => Promise<T>): Promise<T | null> {
+    return this.inflight.run(workflowId, {}, async () => ((await live()) ? call() : null));
   }
 
   /**
@@ -46,9 +35,8 @@ export class SwitchOffGate {
    * the switch-off and are not made), at most `maxMs`; false when some were still under way then.
    */
   async drain(workflowId: string, maxMs = SWITCH_OFF_DRAIN_MS): Promise<boolean> {
-    const set = this.inflight.get(workflowId);
-    if (!set || set.size === 0) return true;
-    const pending = [...set];
+    const pending = this.inflight.current(workflowId).map((e) => e.ended);
+    if (pending.length === 0) return true;
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<false>((r) => (timer = setTimeout(() => r(false), maxMs)));
     try {
@@ -60,6 +48,6 @@ export class SwitchOffGate {
 
   /** Calls under way for the workflow in this process (tests, logs). */
   count(workflowId: string): number {
-    return this.inflight.get(workflowId)?.size ?? 0;
+    return this.inflight.current(workflowId).length;
   }
 }
