@@ -1,18 +1,20 @@
 import { Inject, Module, OnModuleInit } from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
+import { ApiKeyGuard } from '@svc/http';
 import { IntegrationEventTypes, Topics } from '@svc/messaging';
-import { BackgroundWork, PROJECTIONS } from '@svc/platform';
+import { API_PREFIX, BackgroundWork, PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner } from '@svc/read-store';
 import { KEYRING, Keyring } from '@svc/security';
 import { CaseLedgerService } from './application/case-ledger.service';
 import { CaseBusController } from './adapters/bus/case-bus.controller';
-import { ClinicalCasesController, StaffClinicalCasesController } from './adapters/http/cases.controller';
+import { ClinicalCasesController, StaffClinicalCasesController, registerCaseLeanRoutes } from './adapters/http/cases.controller';
 import { NOTIFY_PARTITION, NOTIFY_TIMERS, NotifyTimerDoc, caseProjection } from './adapters/projections/case.projection';
 import { CASE_STREAM_PREFIX } from './domain/case';
 
 /** The case-ledger bounded context: clinical cases, their updates, provider messages, case events. */
 @Module({
   controllers: [ClinicalCasesController, StaffClinicalCasesController, CaseBusController],
-  providers: [CaseLedgerService],
+  providers: [CaseLedgerService, ApiKeyGuard],
   exports: [CaseLedgerService],
 })
 export class CaseLedgerModule implements OnModuleInit {
@@ -21,9 +23,13 @@ export class CaseLedgerModule implements OnModuleInit {
     @Inject(KEYRING) private readonly keyring: Keyring,
     private readonly background: BackgroundWork,
     private readonly cases: CaseLedgerService,
+    private readonly http: HttpAdapterHost,
+    private readonly apiKeys: ApiKeyGuard,
   ) {}
 
   onModuleInit(): void {
+    // Nest has registered the controllers' routes; Fastify takes routes until it starts listening.
+    registerCaseLeanRoutes(this.http.httpAdapter.getInstance(), API_PREFIX, this.apiKeys, this.cases);
     this.projections.register(caseProjection(this.keyring));
     this.background.relay({
       name: 'case-ledger-relay',

@@ -53,7 +53,12 @@ export class ApiKeyGuard implements CanActivate {
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
-    const req = context.switchToHttp().getRequest<AuthedRequest>();
+    await this.authenticate(context.switchToHttp().getRequest<AuthedRequest>());
+    return true;
+  }
+
+  /** The tenant the request's API key speaks for (also set as the request's `apiTenant`), or the refusal. */
+  async authenticate(req: AuthedRequest): Promise<ApiTenant> {
     const token = bearer(req);
     if (!token || !looksLikeApiKey(token)) throw new ApiError(401, 'INVALID_API_CREDENTIAL', 'A valid API key is required');
     const hash = hashApiKey(token);
@@ -62,10 +67,7 @@ export class ApiKeyGuard implements CanActivate {
     const gen = store ? store.generation!(AccessCollections.apiKeysByHash, AccessCollections.organizations) : 0;
     if (store) {
       const hit = this.accepted.get(hash);
-      if (hit && hit.gen === gen) {
-        req.apiTenant = { ...hit.tenant };
-        return true;
-      }
+      if (hit && hit.gen === gen) return (req.apiTenant = { ...hit.tenant });
       if (hit) this.accepted.delete(hash);
     }
     const key = await this.tenants.apiKeyByHash(hash);
@@ -79,7 +81,7 @@ export class ApiKeyGuard implements CanActivate {
       if (this.accepted.size >= ApiKeyGuard.MAX_CACHED) this.accepted.delete(this.accepted.keys().next().value as string);
       this.accepted.set(hash, { gen, tenant: { ...tenant } });
     }
-    return true;
+    return tenant;
   }
 }
 

@@ -35,6 +35,28 @@ export function bodyProblemOf(request: object | undefined): ApiError | undefined
 }
 
 /**
+ * What is wrong with the body of an authenticated request, for an operation that takes a body or
+ * not (`takesBody`, asked only when it matters): the problem the parsers recorded, except a
+ * zero-length body labelled JSON for an operation that takes none (RFC 9110: Content-Length 0 is
+ * no content; clients that set `Content-Type: application/json` on every call), which passes as
+ * a request without the header does (an operation that takes a body still answers 400 "empty
+ * body"); and a body sent to an operation that takes none (acknowledge, activate, rotate, ...):
+ * `{}` or no body passes, members are unknown fields and anything else is not an empty object,
+ * both 400 VALIDATION_FAILED (decisions 11), as a DTO route answers them.
+ */
+export function bodyProblemFor(request: { body?: unknown }, takesBody: () => boolean): ApiError | undefined {
+  const problem = bodyProblemOf(request);
+  if (problem) return (request as WithProblem)[EMPTY_JSON_BODY] && !takesBody() ? undefined : problem;
+  const body = request.body;
+  if (body === undefined || takesBody()) return undefined;
+  if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
+    const keys = Object.keys(body);
+    return keys.length ? ApiError.validation(keys.map((path) => ({ path, message: 'unknown field' }))) : undefined;
+  }
+  return ApiError.validation([{ path: '', message: 'this operation takes no request body (or an empty JSON object)' }]);
+}
+
+/**
  * The global guard that answers a recorded body problem (400 VALIDATION_FAILED, 415
  * UNSUPPORTED_MEDIA_TYPE) on every HTTP route, guarded or not, after the route's own guards:
  * a request is authenticated (401/403, and a guard's 404 for another organization) before its
@@ -57,13 +79,7 @@ export class BodyProblemGuard implements CanActivate {
   canActivate(context: ExecutionContext): boolean | Promise<boolean> {
     if (context.getType() !== 'http') return true;
     const request = context.switchToHttp().getRequest<{ body?: unknown }>();
-    let problem = bodyProblemOf(request);
-    // A zero-length body labelled JSON is no body (RFC 9110: Content-Length 0 is no content): an
-    // operation that takes none lets it pass, as it does a request without the header (clients
-    // that set `Content-Type: application/json` on every call). An operation that takes a body
-    // still answers 400 "empty body".
-    if (problem && (request as WithProblem)[EMPTY_JSON_BODY] && !this.routeTakesBody(context)) problem = undefined;
-    else if (!problem) problem = this.bodyNotTaken(context, request.body);
+    const problem = bodyProblemFor(request, () => this.routeTakesBody(context));
     if (!problem) return true;
     return this.routeGuardsThenProblem(context, problem);
   }
@@ -81,22 +97,6 @@ export class BodyProblemGuard implements CanActivate {
       this.takesBody.set(handler, takes);
     }
     return takes;
-  }
-
-  /**
-   * A body sent to an operation that takes none (acknowledge, activate, rotate, ...): `{}` or no
-   * body (a zero-length one labelled JSON included) passes; members are unknown fields and
-   * anything else is not an empty object, both 400 VALIDATION_FAILED (decisions 11), as a DTO
-   * route answers them.
-   */
-  private bodyNotTaken(context: ExecutionContext, body: unknown): ApiError | undefined {
-    if (body === undefined) return undefined;
-    if (this.routeTakesBody(context)) return undefined;
-    if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
-      const keys = Object.keys(body);
-      return keys.length ? ApiError.validation(keys.map((path) => ({ path, message: 'unknown field' }))) : undefined;
-    }
-    return ApiError.validation([{ path: '', message: 'this operation takes no request body (or an empty JSON object)' }]);
   }
 
   private async routeGuardsThenProblem(context: ExecutionContext, problem: ApiError): Promise<boolean> {

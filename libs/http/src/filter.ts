@@ -118,14 +118,18 @@ function extraMembers(details: Record<string, unknown>): Record<string, unknown>
 export class ErrorFilter implements ExceptionFilter {
   catch(exception: unknown, host: ArgumentsHost): void {
     if (host.getType() !== 'http') throw exception;
-    const reply = host.switchToHttp().getResponse<FastifyReply>();
-    const { status, body, headers } = toErrorResponse(exception);
-    if (status >= 500) {
-      const err = exception as Error;
-      // Name and stack only: messages of lower layers may quote data.
-      getLogger().error({ err: { name: err?.name, stack: err?.stack?.split('\n').slice(1, 6).join('\n') } }, 'unhandled error');
-    }
-    if (headers) for (const [k, v] of Object.entries(headers)) reply.header(k, v);
-    void reply.status(status).send(body);
+    sendError(exception, host.switchToHttp().getResponse<FastifyReply>());
   }
+}
+
+/** Answers an error in the form of decisions 11 (the ErrorFilter's answer; also the lean routes'). */
+export function sendError(exception: unknown, reply: FastifyReply): void {
+  const { status, body, headers } = toErrorResponse(exception);
+  if (status >= 500) {
+    const err = exception as Error;
+    // Name and stack only: messages of lower layers may quote data.
+    getLogger().error({ err: { name: err?.name, stack: err?.stack?.split('\n').slice(1, 6).join('\n') } }, 'unhandled error');
+  }
+  if (headers) for (const [k, v] of Object.entries(headers)) reply.header(k, v);
+  void reply.status(status).send(body);
 }

@@ -8,3 +8,4 @@ export * from './auth';
 export * from './widget-session';
 export * from './date-time';
 export * from './attachment';
+export * from './lean-route';

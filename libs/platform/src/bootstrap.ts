@@ -16,6 +16,9 @@ import { IN_PROCESS_BROKER, PlatformModule } from './platform.module';
 
 export const BODY_LIMIT = 1024 * 1024;
 
+/** The path prefix of every route (`app.setGlobalPrefix`); lean routes (libs/http) write it themselves. */
+export const API_PREFIX = '/api';
+
 /** Deepest nesting of objects and arrays accepted in a JSON body. */
 export const MAX_JSON_DEPTH = 32;
 
@@ -354,7 +357,7 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   });
   // bodyParser off: the JSON parser below (Fastify's, plus a nesting limit) is the only one.
   const app = await NestFactory.create<NestFastifyApplication>(rootModule as never, adapter, { logger: false, abortOnError: false, bodyParser: false });
-  app.setGlobalPrefix('api');
+  app.setGlobalPrefix(API_PREFIX.slice(1));
   app.useGlobalFilters(new AnyContextFilter());
   app.useGlobalPipes(createValidationPipe());
   // Body problems the parsers recorded are answered here, after the route's own guards and before the pipes.

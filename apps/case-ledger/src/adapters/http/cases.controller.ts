@@ -1,11 +1,11 @@
 import { Body, Controller, Get, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
-import { RouteSchema } from '@nestjs/platform-fastify';
-import { ApiError, ApiKeyGuard, ApiTenant, ErrorDetail, Staff, StaffContext, StaffGuard, Tenant } from '@svc/http';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { ApiError, ApiKeyGuard, ApiTenant, ErrorDetail, Staff, StaffContext, StaffGuard, Tenant, createValidationPipe, registerLeanRoute } from '@svc/http';
 import { CaseLedgerService } from '../../application/case-ledger.service';
 import { CaseUpdateDto, ProviderMessageDto, StaffCaseDto } from './dto';
 
 /**
- * Response schema of GET progress (contracts/openapi.yaml CaseProgress): Fastify serializes the
+ * Response schema of GET progress (contracts/openapi.yaml CaseProgress): the lean route serializes the
  * 200 body with fast-json-stringify instead of JSON.stringify. Only the 200 body: errors keep the
  * filter's own serialization. Every member the service returns is listed (unlisted ones would be dropped).
  */
@@ -27,30 +27,51 @@ export const PROGRESS_RESPONSE_SCHEMA = {
   },
 };
 
-/** Caller-facing clinical-case endpoints (API key). */
+/** Cross-field rules of a case update (spec "Case update"), after its DTO: 400 VALIDATION_FAILED naming the missing members. */
+export function checkUpdate(body: CaseUpdateDto): void {
+  const details: ErrorDetail[] = [];
+  if (body.status === 'scheduled' && (body.scheduledFor === undefined || body.scheduledFor === null)) details.push({ path: 'scheduledFor', message: 'scheduledFor is required with status scheduled' });
+  if (body.status === 'resolved') {
+    if (body.resolutionOutcome === undefined || body.resolutionOutcome === null) details.push({ path: 'resolutionOutcome', message: 'resolutionOutcome is required with status resolved' });
+    if (body.resolutionNote === undefined || body.resolutionNote === null) details.push({ path: 'resolutionNote', message: 'resolutionNote (10-2000 characters) is required with status resolved' });
+  }
+  if (details.length) throw ApiError.validation(details);
+}
+
+/**
+ * The two hottest caller operations, GET progress and POST updates, as lean routes
+ * (`registerLeanRoute`, libs/http): the same guard, body rules, DTO pipe and error answers as the
+ * controller below, without Nest's per-request context (decisions: "Lean routes").
+ */
+export function registerCaseLeanRoutes(fastify: FastifyInstance, prefix: string, guard: ApiKeyGuard, cases: CaseLedgerService): void {
+  const pipe = createValidationPipe();
+  const authenticate = (req: FastifyRequest) => guard.authenticate(req);
+  registerLeanRoute<ApiTenant, object>(fastify, pipe, {
+    method: 'GET',
+    url: `${prefix}/v1/clinical-cases/:caseId/progress`,
+    status: 200,
+    authenticate,
+    responseSchema: PROGRESS_RESPONSE_SCHEMA,
+    handle: (tenant, params) => cases.progress(tenant, params.caseId),
+  });
+  registerLeanRoute<ApiTenant, CaseUpdateDto>(fastify, pipe, {
+    method: 'POST',
+    url: `${prefix}/v1/clinical-cases/:caseId/updates`,
+    status: 200,
+    authenticate,
+    body: CaseUpdateDto,
+    handle: (tenant, params, body) => {
+      checkUpdate(body);
+      return cases.update(tenant, `api-key:${tenant.keyId}`, params.caseId, body);
+    },
+  });
+}
+
+/** Caller-facing clinical-case endpoints (API key); progress and updates are lean routes (above). */
 @Controller('v1/clinical-cases')
 @UseGuards(ApiKeyGuard)
 export class ClinicalCasesController {
   constructor(private readonly cases: CaseLedgerService) {}
-
-  @Get(':caseId/progress')
-  @RouteSchema({ response: { 200: PROGRESS_RESPONSE_SCHEMA } })
-  progress(@Param('caseId') caseId: string, @Tenant() tenant: ApiTenant) {
-    return this.cases.progress(tenant, caseId);
-  }
-
-  @Post(':caseId/updates')
-  @HttpCode(200)
-  update(@Param('caseId') caseId: string, @Body() body: CaseUpdateDto, @Tenant() tenant: ApiTenant) {
-    const details: ErrorDetail[] = [];
-    if (body.status === 'scheduled' && (body.scheduledFor === undefined || body.scheduledFor === null)) details.push({ path: 'scheduledFor', message: 'scheduledFor is required with status scheduled' });
-    if (body.status === 'resolved') {
-      if (body.resolutionOutcome === undefined || body.resolutionOutcome === null) details.push({ path: 'resolutionOutcome', message: 'resolutionOutcome is required with status resolved' });
-      if (body.resolutionNote === undefined || body.resolutionNote === null) details.push({ path: 'resolutionNote', message: 'resolutionNote (10-2000 characters) is required with status resolved' });
-    }
-    if (details.length) throw ApiError.validation(details);
-    return this.cases.update(tenant, `api-key:${tenant.keyId}`, caseId, body);
-  }
 
   @Post(':caseId/messages')
   @HttpCode(200)

@@ -1,0 +1,59 @@
+import type { PipeTransform } from '@nestjs/common';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { bodyProblemFor } from './body-problem';
+import { sendError } from './filter';
+
+/**
+ * A route Fastify serves itself, without Nest's per-request execution context (guards, pipes and
+ * interceptor consumers, the response controller): on this service's hottest operations that
+ * context cost about as much CPU as the whole bare Fastify route (bench/README.md, eighth
+ * session). It runs the steps a controller route runs, in Nest's order and with the same parts:
+ *
+ * 1. an empty path parameter is "Route not found", as Nest's Fastify adapter answers it;
+ * 2. `authenticate` (the route's guard, e.g. `ApiKeyGuard.authenticate`): 401/403 first;
+ * 3. the body problem the parsers recorded, or a body sent to an operation that takes none
+ *    (`bodyProblemFor`, the rule of the global BodyProblemGuard);
+ * 4. the body through the app's validation pipe with the route's DTO (`body`), as `@Body()` does;
+ * 5. `handle`; its result is the answer (status `status`), serialized by `responseSchema` when given;
+ * 6. any error answered by `sendError`, the global ErrorFilter's answer.
+ *
+ * The app's Fastify hooks (security headers, CORS, lower-case uuid parameters, request log) run as
+ * for every route, and the route is listed with the others (contract test against openapi.yaml).
+ */
+export interface LeanRoute<A, B> {
+  method: 'GET' | 'POST';
+  /** Full path, with the app's global prefix (`/api/...`), in Fastify's syntax (`:param`). */
+  url: string;
+  status: number;
+  authenticate: (req: FastifyRequest) => Promise<A>;
+  /** The DTO class of the body; none: the operation takes no body. */
+  body?: new () => B;
+  responseSchema?: object;
+  handle: (auth: A, params: Record<string, string>, body: B) => Promise<unknown>;
+}
+
+export function registerLeanRoute<A, B extends object>(fastify: FastifyInstance, pipe: PipeTransform, route: LeanRoute<A, B>): void {
+  const takesBody = route.body !== undefined;
+  const bodyMeta = { type: 'body' as const, metatype: route.body, data: undefined };
+  fastify.route({
+    method: route.method,
+    url: route.url,
+    ...(route.responseSchema ? { schema: { response: { [route.status]: route.responseSchema } } } : {}),
+    handler: async (req: FastifyRequest, reply: FastifyReply) => {
+      const params = req.params as Record<string, string>;
+      for (const name in params) if (params[name] === '') return reply.callNotFound();
+      try {
+        const auth = await route.authenticate(req);
+        const problem = bodyProblemFor(req, () => takesBody);
+        if (problem) throw problem;
+        const body = (takesBody ? await pipe.transform(req.body, bodyMeta) : undefined) as B;
+        const result = await route.handle(auth, params, body);
+        reply.code(route.status);
+        return result;
+      } catch (err) {
+        sendError(err, reply);
+        return reply;
+      }
+    },
+  });
+}
