@@ -29,7 +29,8 @@ export class CaseLedgerModule implements OnModuleInit {
 
   onModuleInit(): void {
     // Nest has registered the controllers' routes; Fastify takes routes until it starts listening.
-    registerCaseLeanRoutes(this.http.httpAdapter.getInstance(), API_PREFIX, this.apiKeys, this.cases);
+    // (A context without HTTP, e.g. a bus-only microservice, has no adapter and no routes.)
+    if (this.http.httpAdapter) registerCaseLeanRoutes(this.http.httpAdapter.getInstance(), API_PREFIX, this.apiKeys, this.cases);
     this.projections.register(caseProjection(this.keyring));
     this.background.relay({
       name: 'case-ledger-relay',

@@ -6,8 +6,8 @@ import { sendError } from './filter';
 /**
  * A route Fastify serves itself, without Nest's per-request execution context (guards, pipes and
  * interceptor consumers, the response controller): on this service's hottest operations that
- * context cost about as much CPU as the whole bare Fastify route (bench/README.md, eighth
- * session). It runs the steps a controller route runs, in Nest's order and with the same parts:
+ * context cost about as much CPU as the whole bare Fastify route (bench/README.md, "Eighth
+ * session"). It runs the steps a controller route runs, in Nest's order and with the same parts:
  *
  * 1. an empty path parameter is "Route not found", as Nest's Fastify adapter answers it;
  * 2. `authenticate` (the route's guard, e.g. `ApiKeyGuard.authenticate`): 401/403 first;
@@ -16,6 +16,14 @@ import { sendError } from './filter';
  * 4. the body through the app's validation pipe with the route's DTO (`body`), as `@Body()` does;
  * 5. `handle`; its result is the answer (status `status`), serialized by `responseSchema` when given;
  * 6. any error answered by `sendError`, the global ErrorFilter's answer.
+ *
+ * With `coalesce` (an operation without a body, answered from memory), a successful answer is
+ * written at the end of the event-loop turn, together with the other answers of that turn (in the
+ * order they were decided) instead of as soon as it is decided: a burst of small answers to several
+ * connections then costs the kernel one wake-up of a waiting client instead of one per answer,
+ * which on a virtual machine is most of what a small answer costs (bench/README.md, "Eighth
+ * session"). The request has been read whole by then (no body), so nothing of it can arrive after
+ * its answer is decided; an answer waits at most for the rest of the turn's reads, never a timer.
  *
  * The app's Fastify hooks (security headers, CORS, lower-case uuid parameters, request log) run as
  * for every route, and the route is listed with the others (contract test against openapi.yaml).
@@ -29,11 +37,14 @@ export interface LeanRoute<A, B> {
   /** The DTO class of the body; none: the operation takes no body. */
   body?: new () => B;
   responseSchema?: object;
+  /** Write successful answers at the end of the turn, the turn's together (see above). Only for operations without a body. */
+  coalesce?: boolean;
   handle: (auth: A, params: Record<string, string>, body: B) => Promise<unknown>;
 }
 
 export function registerLeanRoute<A, B extends object>(fastify: FastifyInstance, pipe: PipeTransform, route: LeanRoute<A, B>): void {
   const takesBody = route.body !== undefined;
+  if (route.coalesce && takesBody) throw new Error(`${route.method} ${route.url}: only an operation without a body coalesces its answers`);
   const bodyMeta = { type: 'body' as const, metatype: route.body, data: undefined };
   fastify.route({
     method: route.method,
@@ -49,11 +60,28 @@ export function registerLeanRoute<A, B extends object>(fastify: FastifyInstance,
         const body = (takesBody ? await pipe.transform(req.body, bodyMeta) : undefined) as B;
         const result = await route.handle(auth, params, body);
         reply.code(route.status);
-        return result;
+        if (!route.coalesce) return result;
+        if (turnAnswers.push({ reply, result }) === 1) setImmediate(writeTurnAnswers);
+        return reply;
       } catch (err) {
         sendError(err, reply);
         return reply;
       }
     },
   });
+}
+
+/** Successful answers of coalescing routes decided in this event-loop turn, not yet written. */
+const turnAnswers: { reply: FastifyReply; result: unknown }[] = [];
+
+function writeTurnAnswers(): void {
+  for (const { reply, result } of turnAnswers.splice(0)) {
+    try {
+      reply.send(result);
+    } catch (err) {
+      // Not seen: Fastify answers its own serialization errors. Should a send throw, the request
+      // still gets the error answer rather than none.
+      if (!reply.sent) sendError(err, reply);
+    }
+  }
 }

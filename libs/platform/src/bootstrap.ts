@@ -127,19 +127,6 @@ type MarkedRequest = IncomingMessage & { [BAD_HOST]?: boolean; [ENDING]?: boolea
 /** Longest wait for the pending answers of a connection before its error answer is written anyway. */
 export const PENDING_ANSWERS_WAIT_MS = 30_000;
 
-/** Answers decided in this event-loop turn, not yet handed on to be written (see the onSend hook). */
-const turnAnswers: (() => void)[] = [];
-
-function writeTurnAnswers(): void {
-  for (const write of turnAnswers.splice(0)) {
-    try {
-      write();
-    } catch (err) {
-      getLogger().error({ err: { name: (err as Error)?.name } }, 'answer write failed');
-    }
-  }
-}
-
 /** Records a response as pending on its connection until Node has written it (or the connection closed). */
 function trackResponse(req: IncomingMessage, res: ServerResponse): void {
   const socket = req.socket as TrackedSocket;
@@ -496,15 +483,6 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
       }
       done(null, value);
     });
-  });
-  // Answers are written at the end of the event-loop turn that decided them, all of the turn's
-  // together (in the order they were decided), instead of each as soon as its handler returns: a
-  // burst of answers to several connections costs the kernel one wake-up of a waiting client rather
-  // than one per answer, which on a virtual machine is most of what a small answer costs (bench/README.md,
-  // eighth session: 25-30% fewer CPU-µs per GET progress). An answer waits at most for the rest of
-  // the turn's reads (the poll phase), never for a timer.
-  fastify.addHook('onSend', (_req, _reply, payload, done) => {
-    if (turnAnswers.push(() => done(null, payload)) === 1) setImmediate(writeTurnAnswers);
   });
   // Every route the app serves, for the contract test that holds openapi.yaml to them.
   const routes: { method: string; url: string }[] = [];

@@ -41,7 +41,7 @@ export function checkUpdate(body: CaseUpdateDto): void {
 /**
  * The two hottest caller operations, GET progress and POST updates, as lean routes
  * (`registerLeanRoute`, libs/http): the same guard, body rules, DTO pipe and error answers as the
- * controller below, without Nest's per-request context (decisions: "Lean routes").
+ * controller below, without Nest's per-request context (docs/decisions.md, "Eighth session").
  */
 export function registerCaseLeanRoutes(fastify: FastifyInstance, prefix: string, guard: ApiKeyGuard, cases: CaseLedgerService): void {
   const pipe = createValidationPipe();
@@ -52,6 +52,7 @@ export function registerCaseLeanRoutes(fastify: FastifyInstance, prefix: string,
     status: 200,
     authenticate,
     responseSchema: PROGRESS_RESPONSE_SCHEMA,
+    coalesce: true,
     handle: (tenant, params) => cases.progress(tenant, params.caseId),
   });
   registerLeanRoute<ApiTenant, CaseUpdateDto>(fastify, pipe, {
