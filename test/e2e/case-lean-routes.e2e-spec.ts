@@ -8,8 +8,10 @@ import { Tenant, openCase, rawHttp, update } from './case-helpers';
  * without Nest's per-request context) and GET progress writes its answers at the end of the
  * event-loop turn, the turn's together. These are the edge rules a controller route gets from Nest's
  * guards, pipes and filter, held on the two lean routes over real HTTP: credentials before the body,
- * BAA, revocation, HEAD, empty and upper-case path ids, security headers; and the coalesced answers
- * never crossed between connections nor reordered on one.
+ * BAA, revocation, HEAD, empty and upper-case path ids, security headers; coalesced answers in
+ * request order on pipelining connections; and no answer held back while the rest of its own
+ * request is still being read (a withdrawn global deferral answered a 413 as 400). That progress
+ * answers are coalesced at all is pinned by libs/http/test/lean-route.spec.ts.
  */
 
 const JSON_CT = { 'content-type': 'application/json' };
@@ -158,7 +160,7 @@ describe('lean case routes: GET progress and POST updates (e2e, real HTTP)', () 
     expect({ status: p.body.status, nextSequence: p.body.nextSequence, externalReference: p.body.externalReference }).toEqual({ status: 'processed', nextSequence: 2, externalReference: body.externalReference });
   });
 
-  it('coalesced progress answers go to their own connection, in request order, when many connections read at once', async () => {
+  it('24 connections pipelining progress reads at once: each gets its answers in request order, a 404 between coalesced 200s in its place', async () => {
     const cases: string[] = [];
     for (let i = 0; i < 6; i++) cases.push((await openCase(app, t)).caseId);
     const host = new URL(app.baseUrl).host;
@@ -175,7 +177,7 @@ describe('lean case routes: GET progress and POST updates (e2e, real HTTP)', () 
     }
   });
 
-  it('a body over the limit is 413 on the lean update route, every time (never the parse error of what follows it)', async () => {
+  it('a body over the limit is 413 on the update route every time: no answer waits past a read of its own request (the parse error of what follows never answers first)', async () => {
     const host = new URL(app.baseUrl).host;
     const prefix = new URL(app.baseUrl).pathname;
     const size = 1_100_000;

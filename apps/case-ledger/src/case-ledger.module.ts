@@ -14,7 +14,7 @@ import { CASE_STREAM_PREFIX } from './domain/case';
 /** The case-ledger bounded context: clinical cases, their updates, provider messages, case events. */
 @Module({
   controllers: [ClinicalCasesController, StaffClinicalCasesController, CaseBusController],
-  providers: [CaseLedgerService, ApiKeyGuard],
+  providers: [CaseLedgerService],
   exports: [CaseLedgerService],
 })
 export class CaseLedgerModule implements OnModuleInit {

@@ -17,13 +17,17 @@ import { sendError } from './filter';
  * 5. `handle`; its result is the answer (status `status`), serialized by `responseSchema` when given;
  * 6. any error answered by `sendError`, the global ErrorFilter's answer.
  *
- * With `coalesce` (an operation without a body, answered from memory), a successful answer is
- * written at the end of the event-loop turn, together with the other answers of that turn (in the
- * order they were decided) instead of as soon as it is decided: a burst of small answers to several
+ * With `coalesce` (an operation without a body), a successful answer to a request that came
+ * without a body (no Content-Length above 0, no Transfer-Encoding) is written at the end of the
+ * event-loop turn (setImmediate), together with the other answers of that turn, in the order they
+ * were decided, instead of as soon as it is decided: a burst of small answers to several
  * connections then costs the kernel one wake-up of a waiting client instead of one per answer,
  * which on a virtual machine is most of what a small answer costs (bench/README.md, "Eighth
- * session"). The request has been read whole by then (no body), so nothing of it can arrive after
- * its answer is decided; an answer waits at most for the rest of the turn's reads, never a timer.
+ * session"). Such a request is complete when its handler runs, so nothing of it can arrive after
+ * its answer is decided (a request that carries a body, which Fastify does not read for a GET, is
+ * answered at once: its body's bytes could otherwise be read, and answered by the HTTP edge, before
+ * the queued answer is written). An answer waits for the event loop's next check phase, never for
+ * a timer of its own.
  *
  * The app's Fastify hooks (security headers, CORS, lower-case uuid parameters, request log) run as
  * for every route, and the route is listed with the others (contract test against openapi.yaml).
@@ -60,7 +64,7 @@ export function registerLeanRoute<A, B extends object>(fastify: FastifyInstance,
         const body = (takesBody ? await pipe.transform(req.body, bodyMeta) : undefined) as B;
         const result = await route.handle(auth, params, body);
         reply.code(route.status);
-        if (!route.coalesce) return result;
+        if (!route.coalesce || !withoutBody(req)) return result;
         if (turnAnswers.push({ reply, result }) === 1) setImmediate(writeTurnAnswers);
         return reply;
       } catch (err) {
@@ -80,8 +84,20 @@ function writeTurnAnswers(): void {
       reply.send(result);
     } catch (err) {
       // Not seen: Fastify answers its own serialization errors. Should a send throw, the request
-      // still gets the error answer rather than none.
-      if (!reply.sent) sendError(err, reply);
+      // still gets the error answer (or, its headers gone out, its connection closed), and the
+      // other answers of the turn are written.
+      try {
+        if (!reply.raw.headersSent) sendError(err, reply);
+        else reply.raw.destroy();
+      } catch {
+        reply.raw.destroy();
+      }
     }
   }
+}
+
+/** The request came without a body: no Content-Length above 0 and no Transfer-Encoding. */
+function withoutBody(req: FastifyRequest): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] === undefined && (length === undefined || Number(length) === 0);
 }
