@@ -28,7 +28,7 @@ export const PROGRESS_RESPONSE_SCHEMA = {
 };
 
 /** Cross-field rules of a case update (spec "Case update"), after its DTO: 400 VALIDATION_FAILED naming the missing members. */
-export function checkUpdate(body: CaseUpdateDto): void {
+function checkUpdate(body: CaseUpdateDto): void {
   const details: ErrorDetail[] = [];
   if (body.status === 'scheduled' && (body.scheduledFor === undefined || body.scheduledFor === null)) details.push({ path: 'scheduledFor', message: 'scheduledFor is required with status scheduled' });
   if (body.status === 'resolved') {
