@@ -57,17 +57,21 @@ describe('sendWebhook', () => {
   afterAll(() => receiver.stop());
   beforeEach(() => (got.length = 0));
 
-  const input = (url: string, production: boolean) => ({ url, payload: '{"id":"e1","type":"t","createdAt":"2026-01-01T00:00:00.000Z","data":{"x":"é"}}', secret: 's', eventId: 'e1', eventType: 't', at: new Date(), production });
+  const input = (url: string, production: boolean) => ({ url, payload: '{"id":"e1","type":"t","createdAt":"2026-01-01T00:00:00.000Z","data":{"x":"é"}}', secret: 's', eventId: 'e1', eventType: 't', at: new Date(), signedAt: new Date(), production });
 
   it('sends the exact signed bytes and headers', async () => {
-    const i = input(`http://127.0.0.1:${port}/hook`, false);
+    // The service clock (a dev clock moved 3 days ahead) stamps the attempt's record; the signature
+    // carries the real time it was given (signedAt), which receivers compare with their own clocks.
+    const signedAt = new Date(Date.UTC(2026, 0, 2, 3, 4, 5, 678));
+    const i = { ...input(`http://127.0.0.1:${port}/hook`, false), at: new Date(Date.now() + 3 * 86_400_000), signedAt };
     const r = await sendWebhook(i);
-    expect(r.attempt).toMatchObject({ statusCode: 200, error: null });
+    expect(r.attempt).toMatchObject({ statusCode: 200, error: null, at: i.at.toISOString() });
+    expect(got[0]?.headers['x-svc-timestamp']).toBe(String(Math.floor(signedAt.getTime() / 1000)));
     expect(got).toHaveLength(1);
     expect(got[0].body.toString('utf8')).toBe(i.payload);
     expect(got[0].headers['content-length']).toBe(String(Buffer.byteLength(i.payload)));
     expect(got[0].headers).toMatchObject({ 'content-type': 'application/json', 'x-svc-event-id': 'e1', 'idempotency-key': 'e1', 'x-svc-event-type': 't' });
-    await verifyWebhook({ rawBody: got[0].body, headers: got[0].headers as Record<string, string>, secret: 's', now: i.at, seen: null });
+    await verifyWebhook({ rawBody: got[0].body, headers: got[0].headers as Record<string, string>, secret: 's', now: signedAt, seen: null });
   });
 
   it('production: a host name that resolves to a blocked address at connect time is refused and nothing is sent', async () => {
@@ -117,7 +121,7 @@ describe('sendWebhook deadline', () => {
     const t0 = performance.now();
     const results = await Promise.all(
       Array.from({ length: n }, (_, i) =>
-        sendWebhook({ url: `http://127.0.0.1:${port}/never`, payload: '{}', secret: 's', eventId: `e${i}`, eventType: 't', at: new Date(), production: false, timeoutMs }).then((r) => ({ ...r, endedAt: performance.now() - t0 })),
+        sendWebhook({ url: `http://127.0.0.1:${port}/never`, payload: '{}', secret: 's', eventId: `e${i}`, eventType: 't', at: new Date(), signedAt: new Date(), production: false, timeoutMs }).then((r) => ({ ...r, endedAt: performance.now() - t0 })),
       ),
     );
     for (const r of results) {
@@ -157,7 +161,7 @@ describe('sendWebhook connections', () => {
     return new Promise<void>((r) => server.close(() => r()));
   });
   afterEach(() => jest.restoreAllMocks());
-  const input = (url: string, production: boolean) => ({ url, payload: '{}', secret: 's', eventId: 'e1', eventType: 't', at: new Date(), production });
+  const input = (url: string, production: boolean) => ({ url, payload: '{}', secret: 's', eventId: 'e1', eventType: 't', at: new Date(), signedAt: new Date(), production });
 
   it('a reused keep-alive socket reset before any response is retried once on a fresh socket', async () => {
     const url = `http://127.0.0.1:${port}/hook`;
@@ -204,7 +208,7 @@ describe('sendWebhook abort (an endpoint deleted while its attempts are under wa
   });
 
   it('ends an attempt not yet on the wire (queued for a socket) unsent; one already written runs to its answer', async () => {
-    const input = (i: number) => ({ url: `http://127.0.0.1:${port}/abort`, payload: '{}', secret: 's', eventId: `a${i}`, eventType: 't', at: new Date(), production: false, timeoutMs: 5000 });
+    const input = (i: number) => ({ url: `http://127.0.0.1:${port}/abort`, payload: '{}', secret: 's', eventId: `a${i}`, eventType: 't', at: new Date(), signedAt: new Date(), production: false, timeoutMs: 5000 });
     const n = MAX_SOCKETS_PER_ORIGIN + 20; // 20 wait for a socket of the origin's pool
     const controllers = Array.from({ length: n }, () => new AbortController());
     const results = Array.from({ length: n }, (_, i) => sendWebhook(input(i), controllers[i].signal));

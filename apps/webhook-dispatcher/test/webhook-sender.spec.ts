@@ -41,6 +41,7 @@ describe('WebhookSender (attempts on a thread of their own)', () => {
     eventId: 'e1',
     eventType: 't',
     at: new Date(),
+    signedAt: new Date(),
     production,
   });
 
@@ -57,7 +58,7 @@ describe('WebhookSender (attempts on a thread of their own)', () => {
     expect(got).toHaveLength(2);
     for (const g of got) {
       expect(g.body.toString('utf8')).toBe(i.payload.replace('"e1"', `"${g.headers['x-svc-event-id']}"`));
-      await verifyWebhook({ rawBody: g.body, headers: g.headers as Record<string, string>, secret: 'whsec_thread', now: i.at, seen: null });
+      await verifyWebhook({ rawBody: g.body, headers: g.headers as Record<string, string>, secret: 'whsec_thread', now: i.signedAt, seen: null });
     }
     expect(got.map((g) => g.headers['x-svc-event-id']).sort()).toEqual(['e1', 'e2']);
   });

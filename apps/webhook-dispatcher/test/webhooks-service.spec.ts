@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
-import { DevClock } from '../../../libs/clock/src';
+import { DevClock, SystemWallClock } from '../../../libs/clock/src';
 import { InMemoryEventStore } from '../../../libs/eventstore/src/memory-event-store';
 import { IntegrationMessage } from '../../../libs/messaging/src';
 import { CommandHandler } from '../../../libs/eventstore/src/decider';
@@ -32,6 +32,7 @@ function service(url: string, store = new InMemoryEventStore(), over: { list?: (
     { decrypt: () => 'whsec_test' } as never,
     { production: false } as never,
     { organization: async () => ({ id: 'org-1', baaSignedAt: '2026-01-01T00:00:00.000Z', environments: [{ id: 'env-1' }] }) } as never,
+    new SystemWallClock(),
   );
   return { svc, store, reads, endpoint };
 }

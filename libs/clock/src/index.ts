@@ -1,7 +1,10 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 
-/** The one clock (architecture rule 6). Nothing else in the service reads Date.now(). */
+/**
+ * The one clock of every time rule (architecture rule 6): nothing else in the service reads Date.now()
+ * for a time it emits or checks. The one exception is WALL_CLOCK below (signature timestamps).
+ */
 export interface Clock {
   now(): Date;
   /** Called after the clock jumps (dev clock); timers use it to fire at once. */
@@ -16,6 +19,24 @@ export class SystemClock implements Clock {
   }
   onAdvance(): () => void {
     return () => undefined;
+  }
+}
+
+/**
+ * Real time, whatever the service clock says: read only for the `x-svc-timestamp` of webhook
+ * attempts and Destination calls, which receivers compare with their own clocks (a dev clock moved
+ * days ahead must not make every receiver reject). Every time rule reads CLOCK instead.
+ */
+export interface WallClock {
+  now(): Date;
+}
+
+export const WALL_CLOCK = Symbol('WALL_CLOCK');
+
+/** The wall clock of every running mode (the dev clock never moves it). */
+export class SystemWallClock implements WallClock {
+  now(): Date {
+    return new Date(Date.now());
   }
 }
 

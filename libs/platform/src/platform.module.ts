@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { DynamicModule, Global, Inject, Injectable, Module, OnApplicationBootstrap, OnApplicationShutdown, OnModuleDestroy } from '@nestjs/common';
-import { CLOCK, Clock, DevClock, SystemClock } from '@svc/clock';
+import { CLOCK, Clock, DevClock, SystemClock, SystemWallClock, WALL_CLOCK } from '@svc/clock';
 import { EVENT_STORE, EncryptingEventStore, EventStore, KurrentEventStore, SqliteEventStore } from '@svc/eventstore';
 import { MFA_MAX_AGE_S, StaffGuard, ApiKeyGuard, TenantDirectory, WidgetSessionGuard, WidgetSessions, getLogger } from '@svc/http';
 import { READ_STORE, ProjectionRunner, ReadStore, RedisReadStore, SqliteReadStore } from '@svc/read-store';
@@ -74,6 +74,8 @@ export class PlatformModule {
       providers: [
         { provide: CONFIG, useValue: config },
         { provide: CLOCK, useValue: clock },
+        // Real time for signature timestamps only (receivers compare them with their own clocks).
+        { provide: WALL_CLOCK, useValue: new SystemWallClock() },
         { provide: KEYRING, useValue: keyring },
         {
           provide: EVENT_STORE,
@@ -139,7 +141,7 @@ export class PlatformModule {
         BackgroundWork,
         PlatformLifecycle,
       ],
-      exports: [IN_PROCESS_BROKER, BUS_CLIENT, CONFIG, CLOCK, KEYRING, EVENT_STORE, READ_STORE, PROJECTIONS, MAILER, DEV_IDP, STAFF_TOKEN_VERIFIER, MFA_MAX_AGE_S, TenantDirectory, StaffGuard, ApiKeyGuard, WidgetSessions, WidgetSessionGuard, BackgroundWork],
+      exports: [IN_PROCESS_BROKER, BUS_CLIENT, CONFIG, CLOCK, WALL_CLOCK, KEYRING, EVENT_STORE, READ_STORE, PROJECTIONS, MAILER, DEV_IDP, STAFF_TOKEN_VERIFIER, MFA_MAX_AGE_S, TenantDirectory, StaffGuard, ApiKeyGuard, WidgetSessions, WidgetSessionGuard, BackgroundWork],
     };
   }
 }

@@ -34,8 +34,13 @@ export interface SendInput {
   secret: string;
   eventId: string;
   eventType: string;
-  /** Attempt time from the service clock. */
+  /** Attempt time from the service clock (the attempt's record). */
   at: Date;
+  /**
+   * Real time of the attempt (WALL_CLOCK), signed as `x-svc-timestamp`: receivers compare it with
+   * their own clocks, so it never follows the dev clock.
+   */
+  signedAt: Date;
   production: boolean;
   /** Tests only: the DNS answer the production guard checks (default: the system resolver). */
   resolve?: Resolver;
@@ -156,13 +161,13 @@ function errorOf(err: unknown, production: boolean): string {
 }
 
 /**
- * One delivery attempt: a fresh timestamp and signature, one 15 s deadline from the request's
+ * One delivery attempt: a fresh timestamp (`signedAt`, real time) and signature, one 15 s deadline from the request's
  * creation (waiting for a pooled socket included), no redirects followed, response body drained
  * unseen (never kept). Only metadata is returned (never the body); `durationMs` is measured from
  * the request's creation too (so it includes any wait for a pooled socket).
  */
 export async function sendWebhook(input: SendInput, signal?: AbortSignal): Promise<SendResult> {
-  const ts = Math.floor(input.at.getTime() / 1000);
+  const ts = Math.floor(input.signedAt.getTime() / 1000);
   const body = Buffer.from(input.payload, 'utf8');
   const headers = {
     'content-type': 'application/json',

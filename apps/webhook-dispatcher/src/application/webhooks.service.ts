@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
-import { CLOCK, Clock } from '@svc/clock';
+import { CLOCK, Clock, WALL_CLOCK, WallClock } from '@svc/clock';
 import { CommandHandler, EVENT_STORE, EventStore } from '@svc/eventstore';
 import { ApiError, TenantDirectory, getLogger } from '@svc/http';
 import { IntegrationMessage } from '@svc/messaging';
@@ -73,6 +73,8 @@ export class WebhooksService implements OnModuleDestroy {
     @Inject(KEYRING) private readonly keyring: Keyring,
     @Inject(CONFIG) private readonly config: ServiceConfig,
     private readonly tenants: TenantDirectory,
+    /** Real time, for the signature timestamp of each attempt only. */
+    @Inject(WALL_CLOCK) private readonly wallClock: WallClock,
   ) {
     const now = () => clock.now();
     this.endpoints = new CommandHandler(store, endpointDecider, now);
@@ -523,7 +525,7 @@ export class WebhooksService implements OnModuleDestroy {
       entry.secretRef = ep.secret;
       const secret = this.keyring.decrypt(ep.environmentId, ep.secret);
       return this.sender.send(
-        { url: ep.url, payload: created.payload, secret, eventId: created.eventId, eventType: created.eventType, at: this.clock.now(), production: this.config.production },
+        { url: ep.url, payload: created.payload, secret, eventId: created.eventId, eventType: created.eventType, at: this.clock.now(), signedAt: this.wallClock.now(), production: this.config.production },
         entry.controller.signal,
       );
     });

@@ -14,6 +14,10 @@ export interface SignedCall {
   body: string | undefined;
   headers: Record<string, string>;
   secret: string;
+  /**
+   * The `x-svc-timestamp` to sign: the real Unix seconds of this call (WALL_CLOCK), not the service
+   * clock, because the Destination compares it with its own clock.
+   */
   nowS: number;
   timeoutMs: number;
   production: boolean;

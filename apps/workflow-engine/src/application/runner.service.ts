@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import type { ClientProxy } from '@nestjs/microservices';
-import { CLOCK, Clock } from '@svc/clock';
+import { CLOCK, Clock, WALL_CLOCK, WallClock } from '@svc/clock';
 import { CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
 import { ApiError, CurrentWidgetLink, TenantDirectory, WidgetSessionContext, currentPatientLink, getLogger } from '@svc/http';
 import {
@@ -70,6 +70,8 @@ export class RunnerService {
     private readonly workflows: WorkflowsService,
     private readonly deliveries: DeliveriesService,
     private readonly gate: SwitchOffGate,
+    /** Real time, for the signature timestamp of each Destination call only. */
+    @Inject(WALL_CLOCK) private readonly wallClock: WallClock,
   ) {
     this.runs = new CommandHandler(store, runDecider, () => clock.now());
     this.turns = new CommandHandler(store, widgetTurnDecider, () => clock.now());
@@ -86,7 +88,8 @@ export class RunnerService {
       traces?.push({ request: { method: req.method, url: req.path, headers: {}, body: req.body ? JSON.parse(req.body) : undefined }, response: { status: null, error: 'destination_missing' } });
       return { kind: 'failed', reason: 'destination_missing' };
     }
-    const nowS = Math.floor(this.clock.now().getTime() / 1000);
+    // Signed with the real time of the call (receivers compare it with their own clocks), never the service clock.
+    const nowS = Math.floor(this.wallClock.now().getTime() / 1000);
     const out = await callDestination({ baseUrl: dest.baseUrl, path: req.path, method: req.method, body: req.body, headers: dest.headers, secret, nowS, timeoutMs: dest.timeoutMs, production: this.config.production });
     this.log.info({ destination: dest.id, method: req.method, outcome: out.kind === 'response' ? out.status : out.reason }, 'destination call');
     if (traces) {
