@@ -1,5 +1,5 @@
 import Redis from 'ioredis';
-import { CommitOptions, CommitOutcome, ReadEntry, ReadStore, WriteOp, validateCollection, validateOps } from './types';
+import { CommitOptions, CommitOutcome, PageOptions, ReadEntry, ReadPage, ReadStore, WriteOp, validateCollection, validateOps, validatePageOptions } from './types';
 
 /**
  * Applies ops and (optionally) a checkpoint atomically. A Lua script runs as one unit on the
@@ -70,9 +70,78 @@ end
 return out
 `;
 
+/**
+ * One page of a partition (`ReadStore.page`) with its documents, as one consistent snapshot, read
+ * as a range of the sorted set (never the whole partition). KEYS[1] index key; ARGV: doc key
+ * prefix, order ('asc' | 'desc'), start ('first' | 'score' | 'key'), after score, after key, n.
+ * Answers up to n entries flat (member, score, doc). Ties of score are in member byte order, as
+ * Redis keeps them; when the position's member is still in the set at that score the page starts
+ * at its rank, otherwise the members of that score up to its key are skipped (compared byte by
+ * byte: Lua's own string comparison follows the server's locale).
+ */
+const PAGE_LUA = `
+local idx, prefix, desc, start = KEYS[1], ARGV[1], ARGV[2] == 'desc', ARGV[3]
+local s, k, n = ARGV[4], ARGV[5], tonumber(ARGV[6])
+local function cmp(a, b)
+  local la, lb = #a, #b
+  for i = 1, math.min(la, lb) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y and -1 or 1 end
+  end
+  if la == lb then return 0 end
+  return la < lb and -1 or 1
+end
+local ids
+if start == 'first' then
+  if desc then ids = redis.call('ZREVRANGE', idx, 0, n - 1, 'WITHSCORES')
+  else ids = redis.call('ZRANGE', idx, 0, n - 1, 'WITHSCORES') end
+elseif start == 'score' then
+  if desc then ids = redis.call('ZREVRANGEBYSCORE', idx, '(' .. s, '-inf', 'WITHSCORES', 'LIMIT', 0, n)
+  else ids = redis.call('ZRANGEBYSCORE', idx, '(' .. s, '+inf', 'WITHSCORES', 'LIMIT', 0, n) end
+else
+  local current = redis.call('ZSCORE', idx, k)
+  if current and tonumber(current) == tonumber(s) then
+    local r
+    if desc then r = redis.call('ZREVRANK', idx, k) else r = redis.call('ZRANK', idx, k) end
+    if desc then ids = redis.call('ZREVRANGE', idx, r + 1, r + n, 'WITHSCORES')
+    else ids = redis.call('ZRANGE', idx, r + 1, r + n, 'WITHSCORES') end
+  else
+    ids = {}
+    local offset = 0
+    while #ids < 2 * n do
+      local batch
+      if desc then batch = redis.call('ZREVRANGEBYSCORE', idx, s, '-inf', 'WITHSCORES', 'LIMIT', offset, n)
+      else batch = redis.call('ZRANGEBYSCORE', idx, s, '+inf', 'WITHSCORES', 'LIMIT', offset, n) end
+      for i = 1, #batch, 2 do
+        local member, score = batch[i], batch[i + 1]
+        local c = cmp(member, k)
+        local past = tonumber(score) ~= tonumber(s) or (desc and c < 0) or ((not desc) and c > 0)
+        if past and #ids < 2 * n then
+          ids[#ids + 1] = member
+          ids[#ids + 1] = score
+        end
+      end
+      if #batch < 2 * n then break end
+      offset = offset + n
+    end
+  end
+end
+local out = {}
+for i = 1, #ids, 2 do
+  local doc = redis.call('GET', prefix .. ids[i])
+  if doc then
+    out[#out + 1] = ids[i]
+    out[#out + 1] = ids[i + 1]
+    out[#out + 1] = doc
+  end
+end
+return out
+`;
+
 interface ScriptedRedis extends Redis {
   readStoreCommitV2(numKeys: number, ...args: (string | number)[]): Promise<number>;
   readStoreEntriesV1(numKeys: number, ...args: (string | number)[]): Promise<string[]>;
+  readStorePageV1(numKeys: number, ...args: (string | number)[]): Promise<string[]>;
 }
 
 /**
@@ -104,6 +173,7 @@ export class RedisReadStore implements ReadStore {
       this.redis.defineCommand('readStoreCommitV2', { lua: COMMIT_LUA });
       this.redis.defineCommand('readStoreEntriesV1', { lua: ENTRIES_LUA });
     }
+    if (typeof this.redis.readStorePageV1 !== 'function') this.redis.defineCommand('readStorePageV1', { lua: PAGE_LUA });
   }
 
   private docKey(collection: string, key: string): string {
@@ -149,6 +219,27 @@ export class RedisReadStore implements ReadStore {
       out.push({ key: flat[i], partition, score: Number(flat[i + 1]), doc: JSON.parse(flat[i + 2]) as T });
     }
     return out;
+  }
+
+  async page<T>(collection: string, partition: string, options: PageOptions): Promise<ReadPage<T>> {
+    validatePageOptions(collection, options);
+    const after = options.after;
+    const flat = await this.redis.readStorePageV1(
+      1,
+      this.idxKey(collection, partition),
+      `${this.keyPrefix}:doc:${collection}:`,
+      options.order ?? 'asc',
+      after === undefined ? 'first' : after.key === undefined ? 'score' : 'key',
+      after === undefined ? '0' : String(after.score),
+      after?.key ?? '',
+      // One entry past the page tells whether more follow.
+      options.limit + 1,
+    );
+    const entries: ReadEntry<T>[] = [];
+    for (let i = 0; i < flat.length && entries.length < options.limit; i += 3) {
+      entries.push({ key: flat[i], partition, score: Number(flat[i + 1]), doc: JSON.parse(flat[i + 2]) as T });
+    }
+    return { entries, hasMore: flat.length / 3 > options.limit };
   }
 
   async write(ops: WriteOp[]): Promise<void> {

@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { WalCheckpointer, isFile } from '@svc/eventstore';
-import { CommitOutcome, ReadEntry, ReadStore, WriteOp, validateOps } from './types';
+import { CommitOutcome, PageOptions, ReadEntry, ReadPage, ReadStore, WriteOp, validateOps, validatePageOptions } from './types';
 
 interface DocRow {
   key: string;
@@ -30,6 +30,8 @@ export class SqliteReadStore implements ReadStore {
     list: Database.Statement;
     listLimit: Database.Statement;
     range: Database.Statement;
+    /** `page`: by order ('asc' | 'desc') and start ('first' | 'score' | 'key'). */
+    page: Record<'asc' | 'desc', Record<'first' | 'score' | 'key', Database.Statement>>;
     getCheckpoint: Database.Statement;
     setCheckpoint: Database.Statement;
     dataVersion: Database.Statement;
@@ -108,6 +110,20 @@ export class SqliteReadStore implements ReadStore {
       range: this.db.prepare(
         `SELECT ${cols} FROM docs WHERE collection = ? AND partition = ? AND score <= ? ORDER BY score, key LIMIT ?`,
       ),
+      // Range reads on docs_by_partition (the row-value comparison is an index range, and the
+      // order is the index's own, so no page sorts or skips rows).
+      page: {
+        asc: {
+          first: this.db.prepare(`SELECT ${cols} FROM docs WHERE collection = ? AND partition = ? ORDER BY score, key LIMIT ?`),
+          score: this.db.prepare(`SELECT ${cols} FROM docs WHERE collection = ? AND partition = ? AND score > ? ORDER BY score, key LIMIT ?`),
+          key: this.db.prepare(`SELECT ${cols} FROM docs WHERE collection = ? AND partition = ? AND (score, key) > (?, ?) ORDER BY score, key LIMIT ?`),
+        },
+        desc: {
+          first: this.db.prepare(`SELECT ${cols} FROM docs WHERE collection = ? AND partition = ? ORDER BY score DESC, key DESC LIMIT ?`),
+          score: this.db.prepare(`SELECT ${cols} FROM docs WHERE collection = ? AND partition = ? AND score < ? ORDER BY score DESC, key DESC LIMIT ?`),
+          key: this.db.prepare(`SELECT ${cols} FROM docs WHERE collection = ? AND partition = ? AND (score, key) < (?, ?) ORDER BY score DESC, key DESC LIMIT ?`),
+        },
+      },
       getCheckpoint: this.db.prepare('SELECT position FROM checkpoints WHERE projection = ?'),
       setCheckpoint: this.db.prepare(
         'INSERT INTO checkpoints (projection, position) VALUES (?, ?) ON CONFLICT (projection) DO UPDATE SET position = excluded.position',
@@ -166,6 +182,24 @@ export class SqliteReadStore implements ReadStore {
       rows = this.stmts.list.all(collection, partition) as DocRow[];
     }
     return rows.map((r) => ({ key: r.key, partition: r.partition, score: r.score, doc: JSON.parse(r.doc) as T }));
+  }
+
+  async page<T>(collection: string, partition: string, options: PageOptions): Promise<ReadPage<T>> {
+    validatePageOptions(collection, options);
+    const stmts = this.stmts.page[options.order ?? 'asc'];
+    const after = options.after;
+    // One row past the page tells whether more follow.
+    const n = options.limit + 1;
+    const rows = (
+      after === undefined
+        ? stmts.first.all(collection, partition, n)
+        : after.key === undefined
+          ? stmts.score.all(collection, partition, after.score, n)
+          : stmts.key.all(collection, partition, after.score, after.key, n)
+    ) as DocRow[];
+    const hasMore = rows.length > options.limit;
+    if (hasMore) rows.length = options.limit;
+    return { entries: rows.map((r) => ({ key: r.key, partition: r.partition, score: r.score, doc: JSON.parse(r.doc) as T })), hasMore };
   }
 
   async write(ops: WriteOp[]): Promise<void> {

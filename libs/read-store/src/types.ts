@@ -26,6 +26,37 @@ export interface ReadEntry<T = unknown> {
   doc: T;
 }
 
+/** Where a page starts and how long it is (`ReadStore.page`). */
+export interface PageOptions {
+  /** Most entries answered: an integer of at least 1. */
+  limit: number;
+  /** `asc` (the default): score, then key, ascending; `desc`: both descending. */
+  order?: 'asc' | 'desc';
+  /**
+   * Exclusive start, in `order`: after the position `{ score, key }` (whether or not a document is
+   * still there), or with no key after every document of that score.
+   */
+  after?: { score: number; key?: string };
+}
+
+export interface ReadPage<T> {
+  entries: ReadEntry<T>[];
+  /** More entries follow the last one answered. */
+  hasMore: boolean;
+}
+
+/** Checks shared by the adapters' `page`. */
+export function validatePageOptions(collection: string, options: PageOptions): void {
+  validateCollection(collection);
+  if (!Number.isSafeInteger(options.limit) || options.limit < 1) throw new RangeError('read-store page limit must be an integer >= 1');
+  if (options.order !== undefined && options.order !== 'asc' && options.order !== 'desc') throw new TypeError("read-store page order must be 'asc' or 'desc'");
+  const after = options.after;
+  if (after !== undefined) {
+    if (!Number.isFinite(after.score)) throw new TypeError('read-store page after.score must be a finite number');
+    if (after.key !== undefined && typeof after.key !== 'string') throw new TypeError('read-store page after.key must be a string');
+  }
+}
+
 export interface ReadStore {
   get<T>(collection: string, key: string): Promise<T | null>;
   /** Documents of one partition, ordered by score then key. */
@@ -37,6 +68,13 @@ export interface ReadStore {
    * Optional so older implementations still fit the port; both shipped adapters have it.
    */
   entries?<T>(collection: string, partition: string, options?: { limit?: number; maxScore?: number }): Promise<ReadEntry<T>[]>;
+  /**
+   * One page of a partition, read as a range in the store (never the whole partition): at most
+   * `limit` entries in `order`, starting strictly after `after`, and whether more follow. Paging by
+   * the last entry's `{ score, key }` sees every document that stays in place exactly once, also
+   * when documents share a score (the key breaks the tie).
+   */
+  page<T>(collection: string, partition: string, options: PageOptions): Promise<ReadPage<T>>;
   /** Writes outside a projection (e.g. small operational state). */
   write(ops: WriteOp[]): Promise<void>;
   /** The projection's stored checkpoint; 0 when it has none. */

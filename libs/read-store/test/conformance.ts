@@ -149,6 +149,125 @@ export function describeReadStoreConformance(name: string, factory: ReadStoreFac
       expect(ids(await store.range<Doc>('timers', 'env1', Number.MAX_SAFE_INTEGER, 1))).toEqual(['t1']);
     });
 
+    describe('page (range reads by position)', () => {
+      /** Ten documents in p1, several sharing a score (ties broken by key, byte order), plus noise elsewhere. */
+      const layout: [string, number][] = [
+        ['m', 2], ['a', 2], ['z', 2], ['B', 2], ['é', 2], ['~', 2],
+        ['k1', -5.5], ['k2', 0.25], ['k3', 1767225600000], ['k4', 0],
+      ];
+      /** The order the port promises: score, then key by bytes (UTF-8). */
+      const ascending = [...layout]
+        .sort(([ka, sa], [kb, sb]) => sa - sb || Buffer.compare(Buffer.from(ka), Buffer.from(kb)))
+        .map(([k]) => k);
+      beforeEach(async () => {
+        await store.write([
+          ...layout.map(([key, score]) => ({ op: 'put' as const, collection: 'pg', key, doc: { id: key }, partition: 'p1', score })),
+          { op: 'put', collection: 'pg', key: 'other', doc: { id: 'other' }, partition: 'p2', score: 2 },
+          { op: 'put', collection: 'pg2', key: 'b', doc: { id: 'b' }, partition: 'p1', score: 2 },
+          { op: 'put', collection: 'pg', key: 'loose', doc: { id: 'loose' } },
+        ]);
+      });
+      const keys = (p: { entries: { key: string }[] }) => p.entries.map((e) => e.key);
+
+      it('reads the first page in either order with entries and hasMore', async () => {
+        expect(ascending).toEqual(['k1', 'k4', 'k2', 'B', 'a', 'm', 'z', '~', 'é', 'k3']);
+        const first = await store.page<Doc>('pg', 'p1', { limit: 3 });
+        expect(first).toEqual({
+          entries: [
+            { key: 'k1', partition: 'p1', score: -5.5, doc: { id: 'k1' } },
+            { key: 'k4', partition: 'p1', score: 0, doc: { id: 'k4' } },
+            { key: 'k2', partition: 'p1', score: 0.25, doc: { id: 'k2' } },
+          ],
+          hasMore: true,
+        });
+        expect(keys(await store.page('pg', 'p1', { limit: 3, order: 'desc' }))).toEqual(['k3', 'é', '~']);
+        // Exactly all: no more; more than all: no more.
+        expect(await store.page('pg', 'p1', { limit: 10 })).toMatchObject({ hasMore: false });
+        expect(keys(await store.page('pg', 'p1', { limit: 10 }))).toEqual(ascending);
+        expect(keys(await store.page('pg', 'p1', { limit: 500, order: 'desc' }))).toEqual([...ascending].reverse());
+        expect(await store.page('pg', 'p1', { limit: 11 })).toMatchObject({ hasMore: false });
+        expect(await store.page('pg', 'p1', { limit: 9 })).toMatchObject({ hasMore: true });
+        expect(await store.page('pg', 'nope', { limit: 5 })).toEqual({ entries: [], hasMore: false });
+        // The list order is the ascending page order.
+        expect((await store.list<Doc>('pg', 'p1')).map((d) => d.id)).toEqual(ascending);
+      });
+
+      it('walks a partition from the last entry of each page: every document exactly once, ties included, both orders', async () => {
+        for (const order of ['asc', 'desc'] as const) {
+          const want = order === 'asc' ? ascending : [...ascending].reverse();
+          for (const limit of [1, 2, 3, 4, 9, 10, 11]) {
+            const seen: string[] = [];
+            let after: { score: number; key: string } | undefined;
+            for (let i = 0; i < 20; i++) {
+              const page = await store.page<Doc>('pg', 'p1', { limit, order, after });
+              seen.push(...keys(page));
+              const last = page.entries.at(-1);
+              if (!page.hasMore) break;
+              expect(page.entries).toHaveLength(limit);
+              after = { score: last!.score, key: last!.key };
+            }
+            expect([order, limit, seen]).toEqual([order, limit, want]);
+          }
+        }
+      });
+
+      it('starts after a score alone: past every document of that score', async () => {
+        expect(keys(await store.page('pg', 'p1', { limit: 10, after: { score: 0 } }))).toEqual(['k2', 'B', 'a', 'm', 'z', '~', 'é', 'k3']);
+        expect(keys(await store.page('pg', 'p1', { limit: 2, after: { score: 2 } }))).toEqual(['k3']);
+        expect(keys(await store.page('pg', 'p1', { limit: 10, order: 'desc', after: { score: 2 } }))).toEqual(['k2', 'k4', 'k1']);
+        expect(keys(await store.page('pg', 'p1', { limit: 10, after: { score: 1.5 } }))).toEqual(['B', 'a', 'm', 'z', '~', 'é', 'k3']);
+        expect(await store.page('pg', 'p1', { limit: 10, after: { score: 1767225600000 } })).toEqual({ entries: [], hasMore: false });
+        expect(keys(await store.page('pg', 'p1', { limit: 1, after: { score: -6 } }))).toEqual(['k1']);
+      });
+
+      it('starts after a position whose document is gone or moved, among ties, in both orders', async () => {
+        // 'm' (score 2) is deleted, 'z' moves to another score: the positions still mark where to go on.
+        await store.write([
+          { op: 'delete', collection: 'pg', key: 'm' },
+          { op: 'put', collection: 'pg', key: 'z', doc: { id: 'z' }, partition: 'p1', score: 1 },
+        ]);
+        expect(keys(await store.page('pg', 'p1', { limit: 10, after: { score: 2, key: 'm' } }))).toEqual(['~', 'é', 'k3']);
+        expect(keys(await store.page('pg', 'p1', { limit: 2, after: { score: 2, key: 'm' } }))).toEqual(['~', 'é']);
+        expect(keys(await store.page('pg', 'p1', { limit: 10, order: 'desc', after: { score: 2, key: 'm' } }))).toEqual(['a', 'B', 'z', 'k2', 'k4', 'k1']);
+        expect(keys(await store.page('pg', 'p1', { limit: 10, after: { score: 2, key: 'z' } }))).toEqual(['~', 'é', 'k3']);
+        // A key between existing ones, before all and after all of the tie, and a score no document has.
+        expect(keys(await store.page('pg', 'p1', { limit: 3, after: { score: 2, key: 'b' } }))).toEqual(['~', 'é', 'k3']);
+        expect(keys(await store.page('pg', 'p1', { limit: 3, after: { score: 2, key: '' } }))).toEqual(['B', 'a', '~']);
+        expect(keys(await store.page('pg', 'p1', { limit: 3, after: { score: 2, key: '\u{10FFFF}' } }))).toEqual(['k3']);
+        expect(keys(await store.page('pg', 'p1', { limit: 3, order: 'desc', after: { score: 2, key: 'é' } }))).toEqual(['~', 'a', 'B']);
+        expect(keys(await store.page('pg', 'p1', { limit: 2, after: { score: 1.5, key: 'x' } }))).toEqual(['B', 'a']);
+        expect(keys(await store.page('pg', 'p1', { limit: 2, order: 'desc', after: { score: 1.5, key: 'x' } }))).toEqual(['z', 'k2']);
+        // A position that does exist (the rank path) agrees with the one that does not (the scan path).
+        expect(keys(await store.page('pg', 'p1', { limit: 10, after: { score: 2, key: 'a' } }))).toEqual(['~', 'é', 'k3']);
+        expect(keys(await store.page('pg', 'p1', { limit: 10, order: 'desc', after: { score: 2, key: '~' } }))).toEqual(['a', 'B', 'z', 'k2', 'k4', 'k1']);
+      });
+
+      it('walks many documents sharing one score while the document at the position is deleted between pages', async () => {
+        const ops = Array.from({ length: 250 }, (_, i) => ({ op: 'put' as const, collection: 'tie', key: `d${String(i).padStart(3, '0')}`, doc: { id: i }, partition: 'p', score: 7 }));
+        await store.write(ops);
+        const seen: string[] = [];
+        let after: { score: number; key: string } | undefined;
+        for (;;) {
+          const page = await store.page('tie', 'p', { limit: 40, order: 'desc', after });
+          seen.push(...keys(page));
+          if (!page.hasMore) break;
+          after = { score: page.entries.at(-1)!.score, key: page.entries.at(-1)!.key };
+          // A writer deletes the position's document between pages: the next page still goes on from it.
+          await store.write([{ op: 'delete', collection: 'tie', key: after.key }]);
+        }
+        expect(seen).toEqual(ops.map((o) => o.key).reverse());
+      });
+
+      it('refuses a limit below 1 or not an integer, a bad order and a score that is not finite', async () => {
+        await expect(store.page('pg', 'p1', { limit: 0 })).rejects.toThrow();
+        await expect(store.page('pg', 'p1', { limit: 1.5 })).rejects.toThrow();
+        await expect(store.page('pg', 'p1', { limit: 2, order: 'up' as 'asc' })).rejects.toThrow();
+        await expect(store.page('pg', 'p1', { limit: 2, after: { score: Number.NaN } })).rejects.toThrow();
+        await expect(store.page('pg', 'p1', { limit: 2, after: { score: Infinity, key: 'a' } })).rejects.toThrow();
+        await expect(store.page('bad:name', 'p1', { limit: 2 })).rejects.toThrow();
+      });
+    });
+
     it('commit applies ops and checkpoint together', async () => {
       expect(await store.getCheckpoint('proj')).toBe(0);
       await store.commit('proj', 7, [

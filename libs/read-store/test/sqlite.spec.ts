@@ -44,6 +44,27 @@ describe('SqliteReadStore', () => {
   });
 });
 
+describe('SqliteReadStore.page', () => {
+  it('is a range read on the partition index in its own order: no scan of the partition, no sort', async () => {
+    const store = new SqliteReadStore(join(dir, `plan-${++n}.db`));
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const internals = store as any;
+    const plans: string[] = [];
+    for (const order of ['asc', 'desc']) {
+      for (const start of ['first', 'score', 'key']) {
+        const stmt = internals.stmts.page[order][start];
+        const args = start === 'first' ? ['c', 'p', 3] : start === 'score' ? ['c', 'p', 1, 3] : ['c', 'p', 1, 'k', 3];
+        const plan = (internals.db.prepare(`EXPLAIN QUERY PLAN ${stmt.source}`).all(...args) as { detail: string }[]).map((r) => r.detail).join('; ');
+        plans.push(plan);
+        expect(plan).toMatch(/^SEARCH docs USING INDEX docs_by_partition \(collection=\? AND partition=\?( AND (score<\?|score>\?|\(score,key\)<\(\?,\?\)|\(score,key\)>\(\?,\?\)))?\)$/);
+        expect(plan).not.toMatch(/TEMP B-TREE/);
+      }
+    }
+    expect(plans).toHaveLength(6);
+    await store.close();
+  });
+});
+
 describe('SqliteReadStore.generation (cache invalidation)', () => {
   it('changes after a write or commit touching a collection, and (from the next turn) after a commit by another connection', async () => {
     const path = join(dir, `gen-${++n}.db`);
