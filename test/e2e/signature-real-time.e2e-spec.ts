@@ -1,6 +1,9 @@
+import { ChildProcess, spawn } from 'node:child_process';
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { IncomingHttpHeaders, Server, createServer } from 'node:http';
-import { TestApp } from '@svc/testing';
+import { join } from 'node:path';
+import { TestApp, freePort, tempDataDir } from '@svc/testing';
 import { verifyWebhook } from '@svc/security';
 
 /**
@@ -65,6 +68,16 @@ function destinationCallVerifies(a: Arrival, secret: string, toleranceS = 300): 
   return Math.abs(Math.floor(Date.now() / 1000) - Number(ts)) <= toleranceS;
 }
 
+async function waitForOutput<T>(found: () => T | undefined, timeoutMs = 15_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = found();
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error('the receiver did not print what was expected in time');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
 describe('signature timestamps are real time (e2e, real HTTP)', () => {
   const app = new TestApp();
   const caller = new Caller();
@@ -121,5 +134,54 @@ describe('signature timestamps are real time (e2e, real HTTP)', () => {
     expect(tested.body.passed).toBe(true);
     const step = tested.body.steps.find((s: { type: string }) => s.type === 'call_api');
     expect(step.request.headers['x-svc-timestamp']).toBe(String(ts));
+  });
+
+  it("the README's copy-paste receiver prints its address, says why it rejects a request, and takes a delivery after the clock moved", async () => {
+    const readme = readFileSync(join(__dirname, '../../README.md'), 'utf8');
+    const code = /```js\n([\s\S]*?)```/.exec(readme.slice(readme.indexOf('## Receiving webhooks')))?.[1];
+    expect(code).toContain('createServer');
+    const file = join(tempDataDir('readme-receiver-'), 'receiver.js');
+    writeFileSync(file, code!);
+    // The endpoint first (its secret is the receiver's), on the port the receiver is then started on.
+    const t = await app.tenant();
+    const port = await freePort();
+    const ep = await app.api.post(`${t.env}/webhook-endpoints`, { url: `http://127.0.0.1:${port}/`, events: ['clinical_case.opened'] }, t.staff);
+    expect(ep.status).toBe(201);
+    const secret = ep.body.secret as string;
+    let output = '';
+    const child: ChildProcess = spawn(process.execPath, [file], { env: { PATH: process.env.PATH ?? '', WEBHOOK_SECRET: secret, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout!.on('data', (c: Buffer) => (output += c.toString('utf8')));
+    child.stderr!.on('data', (c: Buffer) => (output += c.toString('utf8')));
+    const lines = (prefix: string) => output.split('\n').filter((l) => l.startsWith(prefix));
+    try {
+      expect(await waitForOutput(() => /listening on (\S+)/.exec(output)?.[1])).toBe(`http://127.0.0.1:${port}/`);
+
+      // Why a request is refused, one line each: missing headers, an unparseable timestamp, a bad signature, a stale timestamp.
+      const body = '{"id":"e-1","type":"clinical_case.opened","createdAt":"2026-01-01T00:00:00.000Z","data":{}}';
+      const nowS = Math.floor(Date.now() / 1000);
+      const sign = (ts: number | string, key = secret) => `v1=${createHmac('sha256', key).update(`${ts}.${body}`).digest('hex')}`;
+      const send = (headers: Record<string, string>) => fetch(`http://127.0.0.1:${port}/`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+      const ahead = nowS + DAYS * 86_400; // what a signature on the moved service clock carried
+      expect((await send({})).status).toBe(400);
+      expect((await send({ 'x-svc-event-id': 'e-1', 'x-svc-timestamp': 'yesterday', 'x-svc-signature': sign(nowS) })).status).toBe(400);
+      expect((await send({ 'x-svc-event-id': 'e-1', 'x-svc-timestamp': String(nowS), 'x-svc-signature': sign(nowS, 'whsec_another') })).status).toBe(400);
+      expect((await send({ 'x-svc-event-id': 'e-1', 'x-svc-timestamp': String(ahead), 'x-svc-signature': sign(ahead) })).status).toBe(400);
+      await waitForOutput(() => (lines('rejected ').length >= 4 ? true : undefined));
+      expect(lines('rejected ')).toEqual([
+        expect.stringMatching(/missing header/),
+        expect.stringMatching(/unparseable x-svc-timestamp/),
+        expect.stringMatching(/bad signature/),
+        expect.stringMatching(/stale timestamp: -2592\d\d s/),
+      ]);
+
+      // A real delivery from the service, its dev clock days ahead of real time: accepted.
+      const { patientId } = await app.enrolledPatient(t);
+      const opened = await app.api.post(`${t.env}/clinical-cases`, { patientId, request: 'Patient reports dizziness' }, t.staff);
+      expect(opened.status).toBe(201);
+      await waitForOutput(() => (lines('received clinical_case.opened ').length === 1 ? true : undefined));
+      expect(lines('rejected ')).toHaveLength(4);
+    } finally {
+      child.kill();
+    }
   });
 });

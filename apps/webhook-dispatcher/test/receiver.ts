@@ -39,6 +39,8 @@ export interface Received {
   headers: IncomingHttpHeaders;
   rawBody: Buffer;
   status: number;
+  /** Real time (ms since the epoch) when the request had arrived whole. */
+  arrivedAt: number;
 }
 
 /**
@@ -62,7 +64,7 @@ export class WebhookReceiver {
         const status = script.length > 1 ? script.shift()! : script[0];
         const delays = this.delays.get(path) ?? [0];
         const delay = delays.length > 1 ? delays.shift()! : delays[0];
-        this.received.push({ path, headers: req.headers, rawBody: Buffer.concat(chunks), status });
+        this.received.push({ path, headers: req.headers, rawBody: Buffer.concat(chunks), status, arrivedAt: Date.now() });
         setTimeout(() => {
           res.writeHead(status, { 'content-type': 'application/json' });
           res.end(status < 300 ? '{"ok":true}' : '{"error":"nope"}');
