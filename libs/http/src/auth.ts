@@ -5,7 +5,7 @@ import type { FastifyRequest } from 'fastify';
 import { CLOCK, Clock } from '@svc/clock';
 import { STAFF_TOKEN_VERIFIER, StaffPrincipal, StaffTokenVerifier, hashApiKey, looksLikeApiKey } from '@svc/security';
 import { ApiError } from './errors';
-import { AccessCollections, EnvironmentKind, OrganizationDoc, TenantDirectory, membership } from './tenants';
+import { AccessCollections, EnvironmentKind, OrganizationDoc, OrganizationRole, TenantDirectory, membership } from './tenants';
 
 /** Who an API key speaks for. */
 export interface ApiTenant {
@@ -85,17 +85,38 @@ export class ApiKeyGuard implements CanActivate {
   }
 }
 
-export const STAFF_PERMISSION = 'svc:staff-permission';
-/** Marks a staff route as managing integrations (needs `integrations.manage`). */
-export const RequiresPermission = (permission: string) => SetMetadata(STAFF_PERMISSION, permission);
+/** The permission of the staff token that integration set-up needs. */
+export const INTEGRATIONS_MANAGE = 'integrations.manage';
+
+/**
+ * What a staff route under `/organizations/{orgId}` needs beyond membership of that organization
+ * (which every such route needs; membership alone is enough for clinical work and reading the
+ * organization and its members):
+ * - `integration-setup`: the token's `integrations.manage` (403 `PERMISSION_REQUIRED`) and the
+ *   role owner or admin in the organization (403 `ROLE_REQUIRED`);
+ * - `owner-or-admin`: the role owner or admin (403 `ROLE_REQUIRED`), no permission.
+ */
+export type StaffAccess = 'integration-setup' | 'owner-or-admin';
+export const STAFF_ACCESS = 'svc:staff-access';
+
+/**
+ * Marks a staff route (or every route of a controller) as integration set-up: API keys, webhook
+ * endpoints and their deliveries, environment secrets, Destinations, protocols, workflows.
+ */
+export const IntegrationSetup = () => SetMetadata<string, StaffAccess>(STAFF_ACCESS, 'integration-setup');
+/** Marks a staff route (or controller) as the organization's owners' and admins' (billing). */
+export const OwnerOrAdmin = () => SetMetadata<string, StaffAccess>(STAFF_ACCESS, 'owner-or-admin');
+
+export const isOwnerOrAdmin = (role: OrganizationRole | undefined): boolean => role === 'owner' || role === 'admin';
 
 export const MFA_MAX_AGE_S = Symbol('MFA_MAX_AGE_S');
 
 /**
- * Staff ID-token authentication (decisions section 3): 401 `STAFF_AUTH_REQUIRED` without a
+ * Staff ID-token authentication and access, in this order: 401 `STAFF_AUTH_REQUIRED` without a
  * valid token (API keys are refused); 404 for an organization the caller is not a member of or
- * an environment outside it; 403 `PERMISSION_REQUIRED`; writes need a recent MFA sign-in
- * (403 `MFA_REQUIRED`).
+ * an environment outside it; on routes marked `@IntegrationSetup()` 403 `PERMISSION_REQUIRED`
+ * without `integrations.manage`; on those and on `@OwnerOrAdmin()` routes 403 `ROLE_REQUIRED`
+ * for a `member`; writes need a recent MFA sign-in (403 `MFA_REQUIRED`).
  */
 @Injectable()
 export class StaffGuard implements CanActivate {
@@ -131,9 +152,13 @@ export class StaffGuard implements CanActivate {
         staff.environment = env;
       }
     }
-    const permission = this.reflector.getAllAndOverride<string | undefined>(STAFF_PERMISSION, [context.getHandler(), context.getClass()]);
-    if (permission && !principal.permissions.includes(permission)) {
-      throw new ApiError(403, 'PERMISSION_REQUIRED', `The permission ${permission} is required`);
+    const access = this.reflector.getAllAndOverride<StaffAccess | undefined>(STAFF_ACCESS, [context.getHandler(), context.getClass()]);
+    if (access === 'integration-setup' && !principal.permissions.includes(INTEGRATIONS_MANAGE)) {
+      throw new ApiError(403, 'PERMISSION_REQUIRED', `The permission ${INTEGRATIONS_MANAGE} is required`);
+    }
+    // The role in the organization of the path (a marked route without one is refused, never let through).
+    if (access && !isOwnerOrAdmin(staff.organization ? membership(staff.organization, principal.sub)?.role : undefined)) {
+      throw new ApiError(403, 'ROLE_REQUIRED', 'Only an owner or administrator of the organization may do this');
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       const nowS = Math.floor(this.clock.now().getTime() / 1000);

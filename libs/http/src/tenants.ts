@@ -18,12 +18,22 @@ export const ACCESS_PROJECTION = 'gateway-access';
 
 export type EnvironmentKind = 'sandbox' | 'production';
 
+export type OrganizationRole = 'owner' | 'admin' | 'member';
+
+export interface OrganizationMember {
+  role: OrganizationRole;
+  email: string;
+  /** Absent only in a record projected before members carried it (read as the organization's `createdAt`). */
+  addedAt?: string;
+}
+
 export interface OrganizationDoc {
   id: string;
   name: string;
   baaSignedAt: string | null;
   environments: { id: string; kind: EnvironmentKind }[];
-  members: Record<string, { role: 'owner' | 'admin' | 'member'; email: string }>;
+  /** By `sub`; `addedAt` is when the subject last joined (a role change keeps it). */
+  members: Record<string, OrganizationMember>;
   createdAt: string;
 }
 

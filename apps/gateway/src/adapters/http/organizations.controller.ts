@@ -1,6 +1,6 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Res, UseGuards } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
-import { RequiresPermission, Staff, StaffContext, StaffGuard } from '@svc/http';
+import { IntegrationSetup, Staff, StaffContext, StaffGuard } from '@svc/http';
 import { GatewayService } from '../../application/gateway.service';
 import { AddMemberDto, CreateApiKeyDto, CreateOrganizationDto, RotateSecretDto, SignBaaDto } from './dto';
 
@@ -38,7 +38,7 @@ export class OrganizationsController {
 /** Staff API of decisions section 3: API keys and environment secrets. */
 @Controller('organizations/:orgId/environments/:envId')
 @UseGuards(StaffGuard)
-@RequiresPermission('integrations.manage')
+@IntegrationSetup()
 export class EnvironmentAccessController {
   constructor(private readonly gateway: GatewayService) {}
 

@@ -1,5 +1,5 @@
 import { Body, Controller, Get, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
-import { RequiresPermission, Staff, StaffContext, StaffGuard } from '@svc/http';
+import { IntegrationSetup, Staff, StaffContext, StaffGuard } from '@svc/http';
 import { CheckInsService } from '../../application/check-ins.service';
 import { PathwayService } from '../../application/pathway.service';
 import { ProtocolDefinition } from '../../domain/protocol';
@@ -8,10 +8,9 @@ import { CreateProtocolDto } from './dto';
 const tenancy = (s: StaffContext) => ({ organizationId: s.organization!.id, environmentId: s.environment!.id });
 const actor = (s: StaffContext) => `staff:${s.principal.sub}`;
 
-/** Staff API of decisions 3: protocols and on-demand check-ins. */
+/** Staff API: protocols (integration set-up) and on-demand check-ins (clinical work: any member). */
 @Controller('organizations/:orgId/environments/:envId')
 @UseGuards(StaffGuard)
-@RequiresPermission('integrations.manage')
 export class PathwayStaffController {
   constructor(
     private readonly pathway: PathwayService,
@@ -19,22 +18,26 @@ export class PathwayStaffController {
   ) {}
 
   @Post('protocols')
+  @IntegrationSetup()
   create(@Body() body: CreateProtocolDto, @Staff() staff: StaffContext) {
     return this.pathway.createProtocol(tenancy(staff), JSON.parse(JSON.stringify(body)) as ProtocolDefinition, actor(staff));
   }
 
   @Get('protocols')
+  @IntegrationSetup()
   async list(@Staff() staff: StaffContext) {
     return { protocols: await this.pathway.listProtocols(staff.environment!.id) };
   }
 
   @Post('protocols/:protocolId/activate')
+  @IntegrationSetup()
   @HttpCode(200)
   activate(@Param('protocolId') protocolId: string, @Staff() staff: StaffContext) {
     return this.pathway.setProtocolActive(tenancy(staff), protocolId, true, actor(staff));
   }
 
   @Post('protocols/:protocolId/deactivate')
+  @IntegrationSetup()
   @HttpCode(200)
   deactivate(@Param('protocolId') protocolId: string, @Staff() staff: StaffContext) {
     return this.pathway.setProtocolActive(tenancy(staff), protocolId, false, actor(staff));

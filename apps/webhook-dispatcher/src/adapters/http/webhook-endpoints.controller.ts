@@ -1,5 +1,5 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, UseGuards } from '@nestjs/common';
-import { ApiError, RequiresPermission, Staff, StaffContext, StaffGuard } from '@svc/http';
+import { ApiError, IntegrationSetup, Staff, StaffContext, StaffGuard } from '@svc/http';
 import { DEFAULT_DELIVERY_LIMIT, MAX_DELIVERY_LIMIT, WebhooksService } from '../../application/webhooks.service';
 import { DeliveryStatus } from '../../domain/delivery';
 import { CreateWebhookEndpointDto } from './dto';
@@ -11,7 +11,7 @@ const actor = (s: StaffContext) => ({ sub: s.principal.sub });
 /** Staff API of decisions section 3: webhook endpoints of one environment and their delivery log. */
 @Controller('organizations/:orgId/environments/:envId/webhook-endpoints')
 @UseGuards(StaffGuard)
-@RequiresPermission('integrations.manage')
+@IntegrationSetup()
 export class WebhookEndpointsController {
   constructor(private readonly webhooks: WebhooksService) {}
 

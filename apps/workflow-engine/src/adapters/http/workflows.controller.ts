@@ -1,7 +1,7 @@
 import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Patch, Post, Put, UseGuards } from '@nestjs/common';
 import { CONFIG, ServiceConfig } from '@svc/platform';
 import { addressProblem, urlProblemMessage, urlSyntaxProblem } from '@svc/security';
-import { ApiError, RequiresPermission, Staff, StaffContext, StaffGuard } from '@svc/http';
+import { ApiError, IntegrationSetup, Staff, StaffContext, StaffGuard } from '@svc/http';
 import { RunnerService } from '../../application/runner.service';
 import { Scope, WorkflowsService } from '../../application/workflows.service';
 import { orderStatusTemplate } from '../../domain/templates';
@@ -18,7 +18,7 @@ const actor = (s: StaffContext) => ({ sub: s.principal.sub });
 /** Staff endpoints of the spec's "Workflows (staff-facing)" (prefix P) and decisions 10. */
 @Controller('organizations/:orgId/environments/:envId/conversation-workflows')
 @UseGuards(StaffGuard)
-@RequiresPermission('integrations.manage')
+@IntegrationSetup()
 export class WorkflowsController {
   constructor(
     private readonly workflows: WorkflowsService,
@@ -128,7 +128,7 @@ export function validHeader(name: string, value: unknown): boolean {
 /** Destinations of decisions 3 (E/destinations). Header values are never returned or logged. */
 @Controller('organizations/:orgId/environments/:envId/destinations')
 @UseGuards(StaffGuard)
-@RequiresPermission('integrations.manage')
+@IntegrationSetup()
 export class DestinationsController {
   constructor(
     private readonly workflows: WorkflowsService,
