@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, EVENT_STORE, EventStore } from '@svc/eventstore';
-import { ACCESS_PROJECTION, AccessCollections, ApiError, ApiKeyDoc, OrganizationDoc, TenantDirectory } from '@svc/http';
+import { ACCESS_PROJECTION, AccessCollections, ApiError, ApiKeyDoc, OrganizationDoc, OrganizationMember, TenantDirectory, membership } from '@svc/http';
 import { PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
 import { generateApiKey, randomToken } from '@svc/security';
@@ -21,6 +21,15 @@ export interface StaffActor {
   sub: string;
   email: string;
 }
+
+export interface MemberView {
+  sub: string;
+  email: string;
+  role: Role;
+  addedAt: string;
+}
+
+const memberView = (org: OrganizationDoc, sub: string, m: OrganizationMember): MemberView => ({ sub, email: m.email, role: m.role, addedAt: m.addedAt ?? org.createdAt });
 
 /** Gateway use cases: every write goes through the decider handler, then waits for its read model. */
 @Injectable()
@@ -74,10 +83,23 @@ export class GatewayService {
     return { id: org.id, name: org.name, baaSignedAt: org.baaSignedAt, environments: org.environments };
   }
 
-  async addMember(organizationId: string, input: { sub: string; email: string; role: Exclude<Role, 'owner'> }, actor: StaffActor) {
+  /** Adds the subject, or gives a member the role (decided by the organization); answers its record as it now is. */
+  async addMember(organizationId: string, input: { sub: string; email: string; role: Exclude<Role, 'owner'> }, actor: StaffActor): Promise<MemberView> {
     const r = await this.organizations.handle(organizationStream(organizationId), { type: 'AddMember', by: actor.sub, ...input }, { actor: `staff:${actor.sub}`, organizationId });
     await this.applied(r.position);
-    return { sub: input.sub, email: input.email, role: input.role };
+    const org = await this.organization(organizationId);
+    const member = membership(org, input.sub);
+    if (!member) throw ApiError.notFound('Member'); // removed again since, by another request
+    return memberView(org, input.sub, member);
+  }
+
+  async removeMember(organizationId: string, sub: string, actor: StaffActor): Promise<void> {
+    const r = await this.organizations.handle(organizationStream(organizationId), { type: 'RemoveMember', by: actor.sub, sub }, { actor: `staff:${actor.sub}`, organizationId });
+    await this.applied(r.position);
+  }
+
+  listMembers(org: OrganizationDoc): MemberView[] {
+    return Object.entries(org.members).map(([sub, member]) => memberView(org, sub, member));
   }
 
   /** Returns the first signing time and whether this call signed it. */

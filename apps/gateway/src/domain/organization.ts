@@ -12,12 +12,17 @@ export type OrganizationEvent =
       environments: { id: string; kind: EnvironmentKind }[];
       createdAt: string;
     }
+  /** A subject who was not a member joins (in streams written before `MemberRoleChanged`, also a member's new role). */
   | { type: 'MemberAdded'; sub: string; email: string; role: Exclude<Role, 'owner'>; addedBy: string; addedAt: string }
+  | { type: 'MemberRoleChanged'; sub: string; role: Exclude<Role, 'owner'>; previousRole: Role; changedBy: string; changedAt: string }
+  | { type: 'MemberRemoved'; sub: string; previousRole: Role; removedBy: string; removedAt: string }
   | { type: 'BaaSigned'; signerName: string; signerTitle: string; signedBy: string; baaSignedAt: string };
 
 export type OrganizationCommand =
   | { type: 'CreateOrganization'; organizationId: string; name: string; owner: { sub: string; email: string }; environments: { id: string; kind: EnvironmentKind }[] }
+  /** Adds the subject, or changes the role of a subject who is a member already. */
   | { type: 'AddMember'; by: string; sub: string; email: string; role: Exclude<Role, 'owner'> }
+  | { type: 'RemoveMember'; by: string; sub: string }
   | { type: 'SignBaa'; by: string; signerName: string; signerTitle: string };
 
 export interface OrganizationState {
@@ -34,6 +39,19 @@ function requireManager(state: OrganizationState, by: string): void {
   if (role !== 'owner' && role !== 'admin') throw new DomainError(403, 'ROLE_REQUIRED', 'Only an owner or administrator may do this');
 }
 
+/**
+ * A change to an owner's membership (a new role, or removal): only an owner may make it (an admin
+ * gets 403 `ROLE_REQUIRED`), and never to the last owner (409 `LAST_OWNER`).
+ */
+function requireOwnerMayGo(state: OrganizationState, by: string): void {
+  if (roleOf(state, by) !== 'owner') throw new DomainError(403, 'ROLE_REQUIRED', 'Only an owner may change or remove an owner');
+  const owners = Object.values(state.members).filter((r) => r === 'owner').length;
+  if (owners <= 1) throw new DomainError(409, 'LAST_OWNER', 'The last owner can be neither removed nor given another role');
+}
+
+/** The members without `sub` (an own property like any other, whatever its name). */
+const without = (members: Record<string, Role>, sub: string): Record<string, Role> => Object.fromEntries(Object.entries(members).filter(([s]) => s !== sub));
+
 export const organizationDecider: Decider<OrganizationCommand, OrganizationEvent, OrganizationState> = {
   initialState: () => ({ exists: false, members: {}, baaSignedAt: null }),
 
@@ -42,7 +60,10 @@ export const organizationDecider: Decider<OrganizationCommand, OrganizationEvent
       case 'OrganizationCreated':
         return { ...state, exists: true, members: { [event.owner.sub]: 'owner' } };
       case 'MemberAdded':
+      case 'MemberRoleChanged':
         return { ...state, members: { ...state.members, [event.sub]: event.role } };
+      case 'MemberRemoved':
+        return { ...state, members: without(state.members, event.sub) };
       case 'BaaSigned':
         return { ...state, baaSignedAt: state.baaSignedAt ?? event.baaSignedAt };
       default: {
@@ -66,12 +87,23 @@ export const organizationDecider: Decider<OrganizationCommand, OrganizationEvent
             createdAt: now.toISOString(),
           },
         ];
-      case 'AddMember':
+      case 'AddMember': {
         if (!state.exists) throw new DomainError(404, 'NOT_FOUND', 'Organization not found');
         requireManager(state, command.by);
-        if (roleOf(state, command.sub) === 'owner') throw new DomainError(409, 'INVALID_TRANSITION', 'The owner cannot be changed to another role');
-        if (roleOf(state, command.sub) === command.role) return [];
-        return [{ type: 'MemberAdded', sub: command.sub, email: command.email, role: command.role, addedBy: command.by, addedAt: now.toISOString() }];
+        const current = roleOf(state, command.sub);
+        if (current === undefined) return [{ type: 'MemberAdded', sub: command.sub, email: command.email, role: command.role, addedBy: command.by, addedAt: now.toISOString() }];
+        if (current === command.role) return [];
+        if (current === 'owner') requireOwnerMayGo(state, command.by);
+        return [{ type: 'MemberRoleChanged', sub: command.sub, role: command.role, previousRole: current, changedBy: command.by, changedAt: now.toISOString() }];
+      }
+      case 'RemoveMember': {
+        if (!state.exists) throw new DomainError(404, 'NOT_FOUND', 'Organization not found');
+        requireManager(state, command.by);
+        const current = roleOf(state, command.sub);
+        if (current === undefined) throw new DomainError(404, 'NOT_FOUND', 'Member not found');
+        if (current === 'owner') requireOwnerMayGo(state, command.by);
+        return [{ type: 'MemberRemoved', sub: command.sub, previousRole: current, removedBy: command.by, removedAt: now.toISOString() }];
+      }
       case 'SignBaa':
         if (!state.exists) throw new DomainError(404, 'NOT_FOUND', 'Organization not found');
         requireManager(state, command.by);

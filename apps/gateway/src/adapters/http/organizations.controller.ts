@@ -22,9 +22,21 @@ export class OrganizationsController {
     return this.gateway.view(staff.organization!);
   }
 
+  @Get(':orgId/members')
+  members(@Staff() staff: StaffContext) {
+    return { members: this.gateway.listMembers(staff.organization!) };
+  }
+
+  /** Adds a member, or changes the role of one (owner or admin; the organization decides who may change whom). */
   @Post(':orgId/members')
   addMember(@Param('orgId') orgId: string, @Body() body: AddMemberDto, @Staff() staff: StaffContext) {
     return this.gateway.addMember(orgId, body, actor(staff));
+  }
+
+  @Delete(':orgId/members/:sub')
+  @HttpCode(204)
+  async removeMember(@Param('orgId') orgId: string, @Param('sub') sub: string, @Staff() staff: StaffContext) {
+    await this.gateway.removeMember(orgId, sub, actor(staff));
   }
 
   @Post(':orgId/baa')

@@ -1,5 +1,5 @@
 import { RecordedEvent } from '@svc/eventstore';
-import { ACCESS_PROJECTION, AccessCollections, ApiKeyDoc, EnvironmentDoc, OrganizationDoc } from '@svc/http';
+import { ACCESS_PROJECTION, AccessCollections, ApiKeyDoc, EnvironmentDoc, OrganizationDoc, membership } from '@svc/http';
 import { Projection, ProjectionTx } from '@svc/read-store';
 import { Keyring } from '@svc/security';
 import { ApiKeyEvent } from '../../domain/api-key';
@@ -22,7 +22,7 @@ export function accessProjection(keyring: Keyring): Projection {
             name: event.name,
             baaSignedAt: null,
             environments: event.environments,
-            members: { [event.owner.sub]: { role: 'owner', email: event.owner.email } },
+            members: { [event.owner.sub]: { role: 'owner', email: event.owner.email, addedAt: event.createdAt } },
             createdAt: event.createdAt,
           };
           tx.put(AccessCollections.organizations, event.organizationId, doc);
@@ -32,7 +32,24 @@ export function accessProjection(keyring: Keyring): Projection {
           const orgId = recorded.metadata.organizationId!;
           const doc = await tx.get<OrganizationDoc>(AccessCollections.organizations, orgId);
           if (!doc) return;
-          tx.put(AccessCollections.organizations, orgId, { ...doc, members: { ...doc.members, [event.sub]: { role: event.role, email: event.email } } });
+          // A member already (a role change as streams wrote it before MemberRoleChanged): joined when it first did.
+          const addedAt = membership(doc, event.sub)?.addedAt ?? event.addedAt;
+          tx.put(AccessCollections.organizations, orgId, { ...doc, members: { ...doc.members, [event.sub]: { role: event.role, email: event.email, addedAt } } });
+          return;
+        }
+        case 'MemberRoleChanged': {
+          const orgId = recorded.metadata.organizationId!;
+          const doc = await tx.get<OrganizationDoc>(AccessCollections.organizations, orgId);
+          const member = doc && membership(doc, event.sub);
+          if (!doc || !member) return;
+          tx.put(AccessCollections.organizations, orgId, { ...doc, members: { ...doc.members, [event.sub]: { ...member, role: event.role } } });
+          return;
+        }
+        case 'MemberRemoved': {
+          const orgId = recorded.metadata.organizationId!;
+          const doc = await tx.get<OrganizationDoc>(AccessCollections.organizations, orgId);
+          if (!doc || !membership(doc, event.sub)) return;
+          tx.put(AccessCollections.organizations, orgId, { ...doc, members: Object.fromEntries(Object.entries(doc.members).filter(([sub]) => sub !== event.sub)) });
           return;
         }
         case 'BaaSigned': {
