@@ -107,9 +107,11 @@ describe('contracts/openapi.yaml', () => {
     expect(errorCodesOf(r.StaffAuthRequired)).toEqual(['STAFF_AUTH_REQUIRED']);
     expect(errorCodesOf(r.BaaRequired)).toEqual(['BAA_REQUIRED']);
     expect(errorCodesOf(r.StaffForbidden).sort()).toEqual(['MFA_REQUIRED', 'PERMISSION_REQUIRED', 'ROLE_REQUIRED']);
+    expect(errorCodesOf(r.IntegrationSetupForbidden).sort()).toEqual(['MFA_REQUIRED', 'PERMISSION_REQUIRED', 'ROLE_REQUIRED']);
+    expect(errorCodesOf(r.LastOwner)).toEqual(['LAST_OWNER']);
     expect(errorCodesOf(r.NotFound)).toEqual(['NOT_FOUND']);
     expect(errorCodesOf(r.Conflict)).toEqual(
-      expect.arrayContaining(['IDEMPOTENCY_KEY_REUSED', 'SEQUENCE_CONFLICT', 'INVALID_TRANSITION', 'CASE_RESOLVED', 'OUT_OF_ORDER']),
+      expect.arrayContaining(['IDEMPOTENCY_KEY_REUSED', 'SEQUENCE_CONFLICT', 'INVALID_TRANSITION', 'CASE_RESOLVED', 'OUT_OF_ORDER', 'LAST_OWNER']),
     );
     expect(errorCodesOf(r.PayloadTooLarge)).toEqual(['PAYLOAD_TOO_LARGE']);
     expect(errorCodesOf(r.UnsupportedMediaType)).toEqual(['UNSUPPORTED_MEDIA_TYPE']);
@@ -127,6 +129,8 @@ describe('contracts/openapi.yaml', () => {
       'POST /organizations',
       'GET /organizations/{orgId}',
       'POST /organizations/{orgId}/members',
+      'GET /organizations/{orgId}/members',
+      'DELETE /organizations/{orgId}/members/{sub}',
       'POST /organizations/{orgId}/baa',
       'POST /organizations/{orgId}/environments/{envId}/api-keys',
       'GET /organizations/{orgId}/environments/{envId}/api-keys',
@@ -168,6 +172,11 @@ describe('contracts/openapi.yaml', () => {
       const declared = o.params.filter((p) => p.in === 'path');
       expect({ op: label(o), params: declared.map((p) => p.name).sort() }).toEqual({ op: label(o), params: inTemplate });
       for (const p of declared) {
+        if (p.name === 'sub') {
+          // A member's subject: the identity provider's string, not a uuid.
+          expect({ op: label(o), required: p.required, schema: p.schema }).toEqual({ op: label(o), required: true, schema: { type: 'string', minLength: 1, maxLength: 255 } });
+          continue;
+        }
         expect({ op: label(o), param: p.name, required: p.required, format: p.schema?.format }).toEqual({
           op: label(o),
           param: p.name,
@@ -209,12 +218,26 @@ describe('contracts/openapi.yaml', () => {
     }
   });
 
+  it('answers 403 PERMISSION_REQUIRED and ROLE_REQUIRED on every integration set-up operation; sending a check-in now is any member’s', () => {
+    const prefix = '/organizations/{orgId}/environments/{envId}/';
+    const clinical = (path: string) => path.startsWith(`${prefix}clinical-cases`) || path === `${prefix}patients/{patientId}/check-ins`;
+    const envOps = operations.filter((o) => o.path.startsWith(prefix));
+    const setUp = envOps.filter((o) => !clinical(o.path));
+    expect(setUp.length).toBeGreaterThan(25);
+    for (const o of setUp) {
+      expect({ op: label(o), codes: errorCodesOf(o.op.responses['403']) }).toEqual({ op: label(o), codes: expect.arrayContaining(['PERMISSION_REQUIRED', 'ROLE_REQUIRED']) });
+    }
+    const check = envOps.find((o) => o.path === `${prefix}patients/{patientId}/check-ins`)!;
+    expect(check.op.description).toMatch(/any member/i);
+  });
+
   it('matches the staff API shapes of decisions section 3', () => {
     const schema = (name: string) => doc.components.schemas[name] as Obj;
     expect(schema('ApiKeyList').properties.apiKeys.items).toEqual({ $ref: '#/components/schemas/ApiKey' });
     expect(schema('ApiKey').required.sort()).toEqual(['createdAt', 'id', 'name', 'prefix', 'revokedAt']);
     expect(schema('ApiKeyCreated').required.sort()).toEqual(['id', 'key', 'name', 'prefix']);
-    expect(schema('Member').required.sort()).toEqual(['email', 'role', 'sub']);
+    expect(schema('Member').required.sort()).toEqual(['addedAt', 'email', 'role', 'sub']);
+    expect(schema('MemberList').properties.members.items).toEqual({ $ref: '#/components/schemas/Member' });
     expect(schema('AddMemberRequest').properties.role.enum).toEqual(['admin', 'member']);
     expect(deref(schema('RotateSecretRequest').properties.kind)?.enum).toEqual(['widget_signing', 'identity_token']);
     expect(schema('PingResponse').required.sort()).toEqual(['environmentId', 'environmentKind', 'organizationId']);
@@ -223,6 +246,12 @@ describe('contracts/openapi.yaml', () => {
     expect(Object.keys(baa)).toEqual(expect.arrayContaining(['200', '201']));
     const members = doc.paths['/organizations/{orgId}/members'].post.responses;
     expect(Object.keys(members)).toContain('201');
+    expect(errorCodesOf(members['409'])).toEqual(['LAST_OWNER']);
+    const removeMember = doc.paths['/organizations/{orgId}/members/{sub}'].delete.responses;
+    expect(removeMember['204'].content).toBeUndefined();
+    expect(errorCodesOf(removeMember['403'])).toContain('ROLE_REQUIRED');
+    expect(errorCodesOf(removeMember['409'])).toEqual(['LAST_OWNER']);
+    expect(doc.paths['/organizations/{orgId}/members'].get.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/MemberList' });
     const revoke = doc.paths['/organizations/{orgId}/environments/{envId}/api-keys/{keyId}'].delete.responses;
     expect(revoke['204']).toBeDefined();
     expect(revoke['204'].content).toBeUndefined();
