@@ -178,6 +178,10 @@ describe('roles per organization (e2e, real HTTP)', () => {
     expect(code(await app.api.post(path, { sub: 'list-member', email: 'list-member@example.test', role: 'admin' }, member))).toBe('403 ROLE_REQUIRED');
     const after = bySub((await app.api.get(path, o.staff)).body);
     expect(after.map((x: { sub: string; role: string }) => `${x.sub}:${x.role}`)).toEqual(['list-admin:admin', 'list-admin-2:member', 'list-member:member', `${o.ownerSub}:owner`]);
+    // Oldest first, also for a sub that looks like an integer (an object would put it first).
+    await app.advanceClock(1);
+    expect((await app.api.post(path, { sub: '2024', email: 'numeric@example.test', role: 'member' }, o.staff)).status).toBe(201);
+    expect((await app.api.get(path, o.staff)).body.members.map((x: { sub: string }) => x.sub)).toEqual([o.ownerSub, 'list-admin', 'list-member', 'list-admin-2', '2024']);
     // Not a member: 404 like every other organization route.
     expect(code(await app.api.get(path, await app.staffToken({ sub: 'list-stranger' })))).toBe('404 NOT_FOUND');
   });

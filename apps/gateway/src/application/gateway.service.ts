@@ -98,8 +98,11 @@ export class GatewayService {
     await this.applied(r.position);
   }
 
+  /** Oldest first (`addedAt`, then `sub`): an object's own keys are not kept in insertion order when they look like integers. */
   listMembers(org: OrganizationDoc): MemberView[] {
-    return Object.entries(org.members).map(([sub, member]) => memberView(org, sub, member));
+    return Object.entries(org.members)
+      .map(([sub, member]) => memberView(org, sub, member))
+      .sort((a, b) => (a.addedAt < b.addedAt ? -1 : a.addedAt > b.addedAt ? 1 : a.sub < b.sub ? -1 : a.sub > b.sub ? 1 : 0));
   }
 
   /** Returns the first signing time and whether this call signed it. */
