@@ -4,5 +4,7 @@ export * from './subscription-loop';
 export * from './sqlite-event-store';
 export * from './memory-event-store';
 export * from './kurrent-event-store';
+export * from './postgres-event-store';
+export { DEFAULT_EVENT_SCHEMA, EVENT_SCHEMA_VERSION, checkSchemaName, migrateEventSchema } from './postgres-schema';
 export * from './encrypting-event-store';
 export * from './wal-checkpointer';
