@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { DEFAULT_DATABASE_URL, DEFAULT_EVENT_SCHEMA, checkSchemaName } from '@svc/eventstore';
 import { CorsPolicy, parseOrigins } from './cors';
 
 /** Every setting of decisions section 1, read once from the environment. */
@@ -8,7 +9,10 @@ export interface ServiceConfig {
   dataDir: string;
   production: boolean;
   devTools: boolean;
-  eventStore: 'sqlite' | 'esdb';
+  eventStore: 'sqlite' | 'postgres' | 'esdb';
+  /** PostgreSQL event store: server address and the schema holding its tables. */
+  databaseUrl: string;
+  eventStoreSchema: string;
   esdbConnectionString: string;
   bus: 'inproc' | 'kafka';
   kafkaBrokers: string[];
@@ -43,6 +47,15 @@ function integer(value: string | undefined, name: string, fallback: number, min:
   const n = /^\d+$/.test(value.trim()) ? Number(value.trim()) : NaN;
   if (!Number.isSafeInteger(n) || n < min || n > max) throw new Error(`${name} must be a whole number from ${min} to ${max}`);
   return n;
+}
+
+/** The PostgreSQL event store's schema (EVENT_STORE_SCHEMA); a bad name stops start-up. */
+function schemaName(value: string | undefined): string {
+  try {
+    return checkSchemaName(value ?? DEFAULT_EVENT_SCHEMA);
+  } catch {
+    throw new Error('EVENT_STORE_SCHEMA must be lower-case letters, digits and _, not starting with a digit, at most 48 characters');
+  }
 }
 
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]']);
@@ -86,7 +99,9 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env, mode: 'standalo
     dataDir: resolve(env.SVC_DATA_DIR ?? './data'),
     production,
     devTools: !production && (mode === 'standalone' ? env.SVC_DEV_TOOLS !== '0' : env.SVC_DEV_TOOLS === '1'),
-    eventStore: pick(env.EVENT_STORE, ['sqlite', 'esdb'] as const, 'sqlite', 'EVENT_STORE'),
+    eventStore: pick(env.EVENT_STORE, ['sqlite', 'postgres', 'esdb'] as const, 'sqlite', 'EVENT_STORE'),
+    databaseUrl: env.DATABASE_URL ?? DEFAULT_DATABASE_URL,
+    eventStoreSchema: schemaName(env.EVENT_STORE_SCHEMA),
     esdbConnectionString: env.ESDB_CONNECTION_STRING ?? 'kurrentdb://localhost:2113?tls=false',
     bus: pick(env.BUS, ['inproc', 'kafka'] as const, 'inproc', 'BUS'),
     kafkaBrokers: (env.KAFKA_BROKERS ?? 'localhost:9092').split(',').map((s) => s.trim()).filter(Boolean),

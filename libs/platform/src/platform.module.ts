@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { DynamicModule, Global, Inject, Injectable, Module, OnApplicationBootstrap, OnApplicationShutdown, OnModuleDestroy } from '@nestjs/common';
 import { CLOCK, Clock, DevClock, SystemClock, SystemWallClock, WALL_CLOCK } from '@svc/clock';
-import { EVENT_STORE, EncryptingEventStore, EventStore, KurrentEventStore, SqliteEventStore } from '@svc/eventstore';
+import { EVENT_STORE, EncryptingEventStore, EventStore, KurrentEventStore, PostgresEventStore, SqliteEventStore } from '@svc/eventstore';
 import { MFA_MAX_AGE_S, StaffGuard, ApiKeyGuard, TenantDirectory, WidgetSessionGuard, WidgetSessions, getLogger } from '@svc/http';
 import { READ_STORE, ProjectionRunner, ReadStore, RedisReadStore, SqliteReadStore } from '@svc/read-store';
 import { DEV_ISSUER, DevIdentityProvider, KEYRING, Keyring, STAFF_AUDIENCE, STAFF_TOKEN_VERIFIER, StaffIssuer, StaffTokenVerifier, remoteIssuer } from '@svc/security';
@@ -79,9 +79,15 @@ export class PlatformModule {
         { provide: KEYRING, useValue: keyring },
         {
           provide: EVENT_STORE,
-          useFactory: (): EventStore => {
+          useFactory: async (): Promise<EventStore> => {
+            const logger = { warn: (message: string, meta: Record<string, unknown>) => getLogger().warn(meta, message) };
             const inner: EventStore =
-              config.eventStore === 'esdb' ? new KurrentEventStore(config.esdbConnectionString) : new SqliteEventStore(join(config.dataDir, 'events.sqlite'), { logger: { warn: (message, meta) => getLogger().warn(meta, message) } });
+              config.eventStore === 'esdb'
+                ? new KurrentEventStore(config.esdbConnectionString)
+                : config.eventStore === 'postgres'
+                  ? // Connects, creates or migrates its schema, and listens before the app starts; closed with the app (PlatformLifecycle).
+                    await PostgresEventStore.open({ connectionString: config.databaseUrl, schema: config.eventStoreSchema, logger })
+                  : new SqliteEventStore(join(config.dataDir, 'events.sqlite'), { logger });
             return new EncryptingEventStore(inner, (envId) => keyring.encryptionKey(envId));
           },
         },
