@@ -37,11 +37,13 @@ export async function widgetToken(app: TestApp, session: { organizationId: strin
 
 /**
  * An identity token for `sub` as the caller's site signs it (decisions 7): HS256 with the
- * environment's identity_token secret, issued now on the service clock, five minutes' life.
+ * environment's identity_token secret, issued now on the service clock, five minutes' life, with a
+ * fresh `jti` (unless `claims` names one): a token opens one session only, and two tokens minted in
+ * the same second for the same patient without a jti would be the same token.
  */
 export async function identityToken(app: TestApp, secret: string, sub: string, claims: Record<string, string> = {}): Promise<string> {
   const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
-  return new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).setSubject(sub).setIssuedAt(now).setExpirationTime(now + 300).sign(new TextEncoder().encode(secret));
+  return new SignJWT({ jti: randomUUID(), ...claims }).setProtectedHeader({ alg: 'HS256' }).setSubject(sub).setIssuedAt(now).setExpirationTime(now + 300).sign(new TextEncoder().encode(secret));
 }
 
 export async function eventually<T>(fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 5000): Promise<T> {

@@ -3,8 +3,9 @@ import { randomUUID } from 'node:crypto';
 import { TestApp } from '@svc/testing';
 import { created, protocolBody } from '../../apps/patient-pathway/test/e2e-helpers';
 
+/** A fresh `jti` each time: a token opens one session only (see widget-identity-replay.e2e-spec.ts). */
 async function identityToken(secret: string, claims: { sub: string; email?: string }, iat: number, lifetime = 300) {
-  return new SignJWT({ ...(claims.email ? { email: claims.email } : {}) })
+  return new SignJWT({ jti: randomUUID(), ...(claims.email ? { email: claims.email } : {}) })
     .setProtectedHeader({ alg: 'HS256' })
     .setSubject(claims.sub)
     .setIssuedAt(iat)
