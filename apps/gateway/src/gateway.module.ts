@@ -4,6 +4,7 @@ import { BackgroundWork, PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner } from '@svc/read-store';
 import { KEYRING, Keyring } from '@svc/security';
 import { GatewayService } from './application/gateway.service';
+import { IdentityTokenUses } from './application/identity-tokens.service';
 import { DevController } from './adapters/http/dev.controller';
 import { EnvironmentAccessController, OrganizationsController } from './adapters/http/organizations.controller';
 import { PingController } from './adapters/http/ping.controller';
@@ -23,7 +24,7 @@ export class GatewayModule implements OnModuleInit {
     return {
       module: GatewayModule,
       controllers: [OrganizationsController, EnvironmentAccessController, PingController, WidgetSessionsController, ...(options.devTools ? [DevController] : [])],
-      providers: [GatewayService],
+      providers: [GatewayService, IdentityTokenUses],
       exports: [GatewayService],
     };
   }

@@ -35,6 +35,19 @@ export interface OrganizationDoc {
   /** By `sub`; `addedAt` is when the subject last joined (a role change keeps it). */
   members: Record<string, OrganizationMember>;
   createdAt: string;
+  /**
+   * Per environment id, how many times its `identity_token` secret was rotated (absent: never).
+   * Kept on the organization, not the environment, because the widget session guard reads the
+   * organization on every request already (BAA): a session opened with an identity token carries
+   * the count it was opened under and ends when the count moves (see `widgetSessionEnded`).
+   */
+  identityTokenVersions?: Record<string, number>;
+}
+
+/** The rotation count of an environment's `identity_token` secret (0 until it is first rotated). */
+export function identityTokenVersion(org: Pick<OrganizationDoc, 'identityTokenVersions'>, environmentId: string): number {
+  const versions = org.identityTokenVersions;
+  return versions && Object.prototype.hasOwnProperty.call(versions, environmentId) ? versions[environmentId] : 0;
 }
 
 /**

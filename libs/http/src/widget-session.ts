@@ -6,7 +6,7 @@ import { CLOCK, Clock } from '@svc/clock';
 import { AnyClientProxy, FindPatientQuery, FindPatientReply, Patterns } from '@svc/messaging';
 import { KEYRING, Keyring } from '@svc/security';
 import { ApiError } from './errors';
-import { TenantDirectory } from './tenants';
+import { OrganizationDoc, TenantDirectory, identityTokenVersion } from './tenants';
 
 /** A patient's (or anonymous visitor's) widget session (decisions section 7). */
 export interface WidgetSessionContext {
@@ -19,9 +19,37 @@ export interface WidgetSessionContext {
   externalPatientId: string | null;
   /** From the identity token's optional `email`. PHI: never log. */
   email: string | null;
+  /**
+   * Sessions opened with an identity token: the environment's `identity_token` rotation count
+   * (`identityTokenVersion`) when the token was checked. A rotation ends the session.
+   */
+  identityTokenVersion?: number;
 }
 
+/** A session lives an hour from its opening... */
 export const WIDGET_SESSION_TTL_S = 3600;
+/** ... and one opened with an identity token no longer than an hour after the token's `exp`. */
+export const WIDGET_SESSION_AFTER_IDENTITY_TOKEN_S = 3600;
+
+/**
+ * When a session opened at `issuedAtS` ends (Unix seconds): an hour later, and for a session opened
+ * with an identity token never after the token's `exp` + 60 minutes (docs/decisions.md "Widget
+ * sessions and identity tokens"). Fixed at opening: activity does not extend it.
+ */
+export function widgetSessionExpiry(issuedAtS: number, identityTokenExpS: number | null): number {
+  const ttl = issuedAtS + WIDGET_SESSION_TTL_S;
+  return identityTokenExpS === null ? ttl : Math.min(ttl, identityTokenExpS + WIDGET_SESSION_AFTER_IDENTITY_TOKEN_S);
+}
+
+/**
+ * True when the session was opened with an identity token and the environment's `identity_token`
+ * secret has been rotated since (the organization as read now). Sessions issued without a version
+ * but with an external id were opened with an identity token before any version was recorded: 0.
+ */
+export function widgetSessionEnded(session: WidgetSessionContext, org: Pick<OrganizationDoc, 'identityTokenVersions'>): boolean {
+  const openedUnder = session.identityTokenVersion ?? (session.externalPatientId !== null ? 0 : null);
+  return openedUnder !== null && openedUnder !== identityTokenVersion(org, session.environmentId);
+}
 
 /**
  * Session tokens are encrypted JWTs (`dir` + A256GCM, key derived from the master key), so the
@@ -38,9 +66,10 @@ export class WidgetSessions {
     this.key = keyring.serviceKey('widget-session');
   }
 
-  async issue(session: Omit<WidgetSessionContext, 'sessionId'> & { sessionId: string }): Promise<{ sessionToken: string; expiresAt: string }> {
+  /** `identityTokenExpS`: the `exp` of the identity token the session is opened with (bounds its life). */
+  async issue(session: WidgetSessionContext, identityTokenExpS: number | null = null): Promise<{ sessionToken: string; expiresAt: string }> {
     const iat = Math.floor(this.clock.now().getTime() / 1000);
-    const exp = iat + WIDGET_SESSION_TTL_S;
+    const exp = widgetSessionExpiry(iat, identityTokenExpS);
     const sessionToken = await new EncryptJWT({ s: session })
       .setProtectedHeader({ alg: 'dir', enc: 'A256GCM' })
       .setIssuedAt(iat)
@@ -57,7 +86,10 @@ export class WidgetSessions {
 
 type SessionRequest = FastifyRequest & { widgetSession?: WidgetSessionContext };
 
-/** 401 `SESSION_REQUIRED` without a valid, unexpired session; 403 `BAA_REQUIRED` until signed. */
+/**
+ * 401 `SESSION_REQUIRED` without a valid, unexpired session, or for a session opened with an identity
+ * token whose environment's `identity_token` secret was rotated since; 403 `BAA_REQUIRED` until signed.
+ */
 @Injectable()
 export class WidgetSessionGuard implements CanActivate {
   constructor(
@@ -75,8 +107,10 @@ export class WidgetSessionGuard implements CanActivate {
     } catch {
       throw new ApiError(401, 'SESSION_REQUIRED', 'The widget session is missing or expired');
     }
+    // One read for both checks: the organization carries the BAA and the identity_token rotation
+    // counts (the rotation's 201 is sent after this document has the new count).
     const org = await this.tenants.organization(session.organizationId);
-    if (!org) throw new ApiError(401, 'SESSION_REQUIRED', 'The widget session is missing or expired');
+    if (!org || widgetSessionEnded(session, org)) throw new ApiError(401, 'SESSION_REQUIRED', 'The widget session is missing or expired');
     if (!org.baaSignedAt) throw new ApiError(403, 'BAA_REQUIRED', 'The organization has not signed its business associate agreement');
     req.widgetSession = session;
     return true;
@@ -101,7 +135,7 @@ export interface CurrentWidgetLink {
 export const PATIENT_LINK_TIMEOUT_MS = 5000;
 
 /**
- * A session token carries the patient id it was linked to when it was issued (an hour's life), but
+ * A session token carries the patient id it was linked to when it was issued (at most an hour's life), but
  * `patient.cancelled` ends the link at once (docs/decisions.md: "the widget no longer links the
  * patient"). A request that needs the link asks the patient-pathway again (`Patterns.findPatient`,
  * as the session's creation did; it reads the patient's stream, so it sees every cancellation

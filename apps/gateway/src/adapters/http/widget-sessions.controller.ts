@@ -5,18 +5,22 @@ import { IsString, IsUUID, MaxLength } from 'class-validator';
 import { jwtVerify } from 'jose';
 import { catchError, lastValueFrom, of, timeout } from 'rxjs';
 import { CLOCK, Clock } from '@svc/clock';
-import { ApiError, IfPresent, LowercaseUuid, TenantDirectory, WidgetSessions } from '@svc/http';
+import { ApiError, IfPresent, LowercaseUuid, TenantDirectory, WidgetSessions, identityTokenVersion } from '@svc/http';
 import { BUS_CLIENT, FindPatientQuery, FindPatientReply, Patterns } from '@svc/messaging';
+import { IdentityTokenUses } from '../../application/identity-tokens.service';
+import { IDENTITY_TOKEN_CLOCK_TOLERANCE_S, MAX_IDENTITY_TOKEN_LIFETIME_S } from '../../domain/identity-token';
 
 export class CreateWidgetSessionDto {
   @LowercaseUuid() @IsUUID() environmentId!: string;
   @IfPresent() @IsString() @MaxLength(8192) identityToken?: string;
 }
 
-/** Identity tokens may live at most 10 minutes (decisions section 7). */
-const MAX_IDENTITY_TOKEN_LIFETIME_S = 600;
-
-/** `POST /widget/v1/sessions`: a patient signed in by the caller's identity token, or an anonymous visitor. */
+/**
+ * `POST /widget/v1/sessions`: a patient signed in by the caller's identity token, or an anonymous
+ * visitor. An identity token opens one session only (`IdentityTokenUses`), which ends no later than
+ * an hour after the token's `exp` and when the environment's `identity_token` secret is rotated
+ * (docs/decisions.md "Widget sessions and identity tokens").
+ */
 @Controller('widget/v1/sessions')
 export class WidgetSessionsController {
   constructor(
@@ -24,6 +28,7 @@ export class WidgetSessionsController {
     private readonly sessions: WidgetSessions,
     @Inject(CLOCK) private readonly clock: Clock,
     @Inject(BUS_CLIENT) private readonly bus: ClientProxy,
+    private readonly identityTokens: IdentityTokenUses,
   ) {}
 
   @Post()
@@ -36,7 +41,12 @@ export class WidgetSessionsController {
 
     let externalPatientId: string | null = null;
     let email: string | null = null;
+    let identity: { tokenKey: string; exp: number; version: number } | null = null;
     if (body.identityToken !== undefined) {
+      // The rotation count comes from the organization read above, made BEFORE the secret is read:
+      // a rotation landing in between leaves this session with the old count and so ends it (a
+      // session never carries a count newer than the secret its token was checked with).
+      const version = identityTokenVersion(org, env.id);
       const secret = await this.tenants.secret(env.id, 'identity_token');
       try {
         const { payload } = await jwtVerify(body.identityToken, new TextEncoder().encode(secret!), {
@@ -48,13 +58,16 @@ export class WidgetSessionsController {
           maxTokenAge: MAX_IDENTITY_TOKEN_LIFETIME_S,
           // The caller's servers mint these: a clock a few seconds ahead of ours must not lock
           // patients out (a minute, as for staff tokens' iat and auth_time).
-          clockTolerance: 60,
+          clockTolerance: IDENTITY_TOKEN_CLOCK_TOLERANCE_S,
         });
         // 1-200 characters (code points), as the lifecycle events' externalPatientId.
         if (typeof payload.sub !== 'string' || payload.sub.length < 1 || [...payload.sub].length > 200) throw new Error('sub');
         if (payload.exp! - payload.iat! > MAX_IDENTITY_TOKEN_LIFETIME_S) throw new Error('lifetime');
+        // A `jti` is what the token is remembered by: it must be a non-empty string when present.
+        if (payload.jti !== undefined && (typeof payload.jti !== 'string' || payload.jti.length === 0)) throw new Error('jti');
         externalPatientId = payload.sub;
         email = typeof payload.email === 'string' ? payload.email : null;
+        identity = { tokenKey: this.identityTokens.tokenKey(env.id, body.identityToken, payload.jti, secret!), exp: payload.exp!, version };
       } catch {
         throw new ApiError(401, 'INVALID_IDENTITY_TOKEN', 'The identity token is not valid');
       }
@@ -74,14 +87,22 @@ export class WidgetSessionsController {
       if (reply === null) throw new ApiError(503, 'UNAVAILABLE', 'The patient directory is not reachable; retry shortly', undefined, { 'retry-after': '1' });
       patientId = reply.patientId;
     }
-    const { sessionToken, expiresAt } = await this.sessions.issue({
-      sessionId: randomUUID(),
-      organizationId: org.id,
-      environmentId: env.id,
-      patientId,
-      externalPatientId,
-      email,
-    });
+    const sessionId = randomUUID();
+    // Recorded last, once nothing else can refuse or fail the request (a 503 above leaves the token
+    // unused for the caller's retry). Two uses at once: one append wins, the other is 401.
+    if (identity) await this.identityTokens.use({ organizationId: org.id, environmentId: env.id, tokenKey: identity.tokenKey, tokenExpS: identity.exp, sessionId });
+    const { sessionToken, expiresAt } = await this.sessions.issue(
+      {
+        sessionId,
+        organizationId: org.id,
+        environmentId: env.id,
+        patientId,
+        externalPatientId,
+        email,
+        ...(identity ? { identityTokenVersion: identity.version } : {}),
+      },
+      identity?.exp ?? null,
+    );
     return { sessionToken, patientId, expiresAt };
   }
 }

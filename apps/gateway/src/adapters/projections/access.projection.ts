@@ -1,5 +1,5 @@
 import { RecordedEvent } from '@svc/eventstore';
-import { ACCESS_PROJECTION, AccessCollections, ApiKeyDoc, EnvironmentDoc, OrganizationDoc, membership } from '@svc/http';
+import { ACCESS_PROJECTION, AccessCollections, ApiKeyDoc, EnvironmentDoc, OrganizationDoc, identityTokenVersion, membership } from '@svc/http';
 import { Projection, ProjectionTx } from '@svc/read-store';
 import { Keyring } from '@svc/security';
 import { ApiKeyEvent } from '../../domain/api-key';
@@ -76,6 +76,15 @@ export function accessProjection(keyring: Keyring): Projection {
           const doc = await tx.get<EnvironmentDoc>(AccessCollections.environments, event.environmentId);
           if (!doc) return;
           tx.put(AccessCollections.environments, event.environmentId, { ...doc, secrets: { ...doc.secrets, [event.kind]: keyring.encrypt(event.environmentId, event.secret) } });
+          if (event.kind === 'identity_token') {
+            // Counted on the organization, which the widget session guard reads: written in the
+            // same commit as the new secret, so no read sees one without the other.
+            const org = await tx.get<OrganizationDoc>(AccessCollections.organizations, doc.organizationId);
+            if (org) {
+              const versions = { ...org.identityTokenVersions, [event.environmentId]: identityTokenVersion(org, event.environmentId) + 1 };
+              tx.put(AccessCollections.organizations, doc.organizationId, { ...org, identityTokenVersions: versions });
+            }
+          }
           return;
         }
         case 'ApiKeyCreated': {
