@@ -1,9 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Clock } from '@svc/clock';
-import { DomainError, SqliteEventStore } from '@svc/eventstore';
+import { Client } from 'pg';
+import { DEFAULT_DATABASE_URL, DomainError, EventStore, InMemoryEventStore, PostgresEventStore, SqliteEventStore } from '@svc/eventstore';
 import { Keyring } from '@svc/security';
 import { deciderSpec } from '../../../libs/eventstore/src/testing';
 import { IdentityTokenCommand, IdentityTokenEvent, identityTokenDecider, identityTokenStream } from '../src/domain/identity-token';
@@ -41,30 +42,74 @@ describe('identity token decider', () => {
   });
 });
 
-describe('IdentityTokenUses over SQLite (two processes sharing one event store file)', () => {
-  let dir: string;
-  const stores: SqliteEventStore[] = [];
-  const keyring = new Keyring(randomBytes(32));
-  const clock: Clock = { now: () => t0, onAdvance: () => () => undefined };
-  const open = () => {
-    const store = new SqliteEventStore(join(dir, 'events.db'));
+/**
+ * Two processes sharing one event store: SQLite (two connections to one file, as standalone after a
+ * restart) and PostgreSQL (two pools on one schema, as gateway replicas in distributed mode; the
+ * server at DATABASE_URL, default the local one, in a schema made for this run and dropped after).
+ */
+const pgUrl = process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
+const backends: [string, { setUp(): Promise<void>; open(): Promise<EventStore>; tearDown(): Promise<void> }][] = [
+  [
+    'SQLite',
+    (() => {
+      let dir = '';
+      return {
+        async setUp() {
+          dir = mkdtempSync(join(tmpdir(), 'identity-token-'));
+        },
+        async open() {
+          return new SqliteEventStore(join(dir, 'events.db'));
+        },
+        async tearDown() {
+          rmSync(dir, { recursive: true, force: true });
+        },
+      };
+    })(),
+  ],
+  [
+    'PostgreSQL',
+    (() => {
+      const schema = `svc_events_idtok_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
+      return {
+        async setUp() {},
+        async open() {
+          return PostgresEventStore.open({ connectionString: pgUrl, schema, pollIntervalMs: 100, poolSize: 4 });
+        },
+        async tearDown() {
+          const c = new Client({ connectionString: pgUrl });
+          await c.connect();
+          try {
+            await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+          } finally {
+            await c.end();
+          }
+        },
+      };
+    })(),
+  ],
+];
+
+const keyring = new Keyring(randomBytes(32));
+const clock: Clock = { now: () => t0, onAdvance: () => () => undefined };
+
+describe.each(backends)('IdentityTokenUses over %s (two processes sharing one event store)', (_name, backend) => {
+  const stores: EventStore[] = [];
+  const open = async () => {
+    const store = await backend.open();
     stores.push(store);
     return new IdentityTokenUses(store, clock, keyring);
   };
 
-  beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), 'identity-token-'));
-  });
-  afterEach(async () => {
+  beforeAll(() => backend.setUp());
+  afterAll(async () => {
     await Promise.all(stores.splice(0).map((s) => s.close()));
-    rmSync(dir, { recursive: true, force: true });
+    await backend.tearDown();
   });
 
   it('lets exactly one of many simultaneous uses through, across processes and after a restart', async () => {
-    const a = open();
-    const b = open();
-    const key = a.tokenKey(env, 'h.p.s', 'jti-1', 'secret-1');
-    expect(b.tokenKey(env, 'other.token.x', 'jti-1', 'secret-2')).toBe(key);
+    const a = await open();
+    const b = await open();
+    const key = a.tokenKey(env, 'h.p.s', `jti-${randomUUID()}`, 'secret-1');
     const input = (i: number) => ({ organizationId: 'o1', environmentId: env, tokenKey: key, tokenExpS: t0.getTime() / 1000 + 300, sessionId: `s${i}` });
     const results = await Promise.allSettled(Array.from({ length: 12 }, (_, i) => (i % 2 ? a : b).use(input(i))));
     expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
@@ -74,21 +119,23 @@ describe('IdentityTokenUses over SQLite (two processes sharing one event store f
         expect((r.reason as DomainError).code).toBe('INVALID_IDENTITY_TOKEN');
       }
     }
-    const stream = await a['handler'].load(identityTokenStream(env, key));
-    expect(stream.events).toHaveLength(1);
+    expect(await stores[0].readStream(identityTokenStream(env, key))).toHaveLength(1);
 
     await Promise.all(stores.splice(0).map((s) => s.close()));
-    const restarted = open();
+    const restarted = await open();
     await expect(restarted.use(input(99))).rejects.toMatchObject({ code: 'INVALID_IDENTITY_TOKEN' });
   });
+});
+
+describe('IdentityTokenUses.tokenKey', () => {
+  const uses = new IdentityTokenUses(new InMemoryEventStore(), clock, keyring);
 
   it('keys a token by its jti, or by its signed part and signature as the secret computes it; per environment; never the jti in clear', () => {
-    const uses = open();
     const k = (e: string, token: string, jti?: string, secret = 'idsec_1') => uses.tokenKey(e, token, jti, secret);
     expect(k(env, 'h.p.sig1')).toBe(k(env, 'h.p.sig2')); // the signature segment re-spelled
     expect(k(env, 'h.p.sig')).not.toBe(k(env, 'h.q.sig'));
     expect(k(env, 'h.p.sig', undefined, 'idsec_1')).not.toBe(k(env, 'h.p.sig', undefined, 'idsec_2')); // same claims, another secret
-    expect(k(env, 'h.p.sig', 'x', 'idsec_1')).toBe(k(env, 'h.p.sig', 'x', 'idsec_2')); // a jti is the caller's id, whatever signs it
+    expect(k(env, 'h.p.sig', 'x', 'idsec_1')).toBe(k(env, 'other.claims.sig', 'x', 'idsec_2')); // a jti is the caller's id, whatever carries or signs it
     expect(k(env, 'h.p.sig', 'x')).not.toBe(k(env, 'h.p.sig'));
     expect(k(env, 'a.b.c', 'x')).not.toBe(k('e0000000-0000-4000-8000-000000000002', 'a.b.c', 'x'));
     // `jti:` and `jws:` ids cannot collide: a jti spelling a token's header.payload is another id.
