@@ -407,10 +407,21 @@ async function main() {
         );
         // Every delivery exists (held) before the BAA is signed.
         const until = Date.now() + 120_000;
+        const heldCount = async () => {
+          // The held deliveries' list, a page (at most 200) at a time.
+          let n = 0;
+          let cursor: string | null = null;
+          do {
+            const q: string = `?status=held&limit=200${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`;
+            const list = await app.api.get(`${h.env}/webhook-endpoints/${hep.body.id}/deliveries${q}`, h.staff);
+            if (list.status !== 200 || !Array.isArray(list.body?.deliveries)) return n;
+            n += list.body.deliveries.length;
+            cursor = list.body.nextCursor as string | null;
+          } while (cursor);
+          return n;
+        };
         for (;;) {
-          const list = await app.api.get(`${h.env}/webhook-endpoints/${hep.body.id}/deliveries?limit=1000`, h.staff);
-          const items = list.body?.deliveries as { status: string }[];
-          if (Array.isArray(items) && items.filter((d) => d.status === 'held').length >= burst) break;
+          if ((await heldCount()) >= burst) break;
           if (Date.now() > until) throw new Error('held deliveries did not appear');
           await new Promise((r) => setTimeout(r, 50));
         }

@@ -46,7 +46,7 @@ describe('conversations (e2e, real HTTP)', () => {
     const c = await caseThread();
     const empty = await list(c.caseId);
     expect(empty.status).toBe(200);
-    expect(empty.body).toEqual({ conversationId: c.caseId, messages: [] });
+    expect(empty.body).toEqual({ conversationId: c.caseId, messages: [], hasMore: false });
     expect((await list(randomUUID())).status).toBe(404);
     expect((await list('not-a-uuid')).status).toBe(404);
     const other = await app.tenant();
@@ -259,9 +259,13 @@ describe('conversations (e2e, real HTTP)', () => {
     ]);
     expect([...inbounds, ...replies].map((r) => r.status)).toEqual(Array(400).fill(201));
     expect(providers.map((r) => r.status)).toEqual(Array(200).fill(200));
-    const thread = await list(c.caseId);
-    expect(thread.body.messages.map((m: { sequence: number }) => m.sequence)).toEqual(Array.from({ length: 600 }, (_, i) => i + 1));
-    expect(thread.body.messages.filter((m: { sender: string }) => m.sender === 'provider')).toHaveLength(200);
+    // The thread is read in pages (at most 500 a read): 500, then the 100 after sequence 500.
+    const first = await list(c.caseId, '?limit=500');
+    const rest = await list(c.caseId, '?afterSequence=500&limit=500');
+    expect([first.body.hasMore, rest.body.hasMore]).toEqual([true, false]);
+    const messages = [...first.body.messages, ...rest.body.messages];
+    expect(messages.map((m: { sequence: number }) => m.sequence)).toEqual(Array.from({ length: 600 }, (_, i) => i + 1));
+    expect(messages.filter((m: { sender: string }) => m.sender === 'provider')).toHaveLength(200);
   });
 
   it('read your writes: a resolve that answered 200 has closed the thread (inbound sent at once is 409), 10 of 10', async () => {

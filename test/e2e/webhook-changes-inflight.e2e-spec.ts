@@ -96,7 +96,7 @@ describe('webhook secret rotation and endpoint deletion vs attempts in flight (e
     const opened = await Promise.all(Array.from({ length: CASES }, (_, i) => app.api.post(`${t.env}/clinical-cases`, { patientId, request: `Please review ${i}` }, t.staff)));
     expect(opened.map((r) => r.status)).toEqual(Array(CASES).fill(201));
     await until(async () => {
-      const r = await app.api.get(`${t.env}/webhook-endpoints/${ep.id}/deliveries?status=pending`, t.staff);
+      const r = await app.api.get(`${t.env}/webhook-endpoints/${ep.id}/deliveries?status=pending&limit=${CASES}`, t.staff);
       const d = r.body.deliveries as { attempts: unknown[]; nextAttemptAt: string | null }[];
       return d.length === CASES && d.every((x) => x.attempts.length === 1 && x.nextAttemptAt) ? d : null;
     }, 20_000, 'every first attempt recorded');

@@ -1,5 +1,5 @@
 import { normalize } from './text';
-import { matchesForms, textForms } from './semantic';
+import { matchesForms, normalizedTextForms } from './semantic';
 
 /**
  * The service's emergency words (decisions 6 and 12): built-in terms by kind, English and Spanish,
@@ -56,7 +56,16 @@ const EMERGENCY_TERMS: Record<EmergencyKind, string[]> = {
   ],
 };
 
-const NORMALIZED_TERMS: [EmergencyKind, string[]][] = EMERGENCY_KINDS.map((k) => [k, [...new Set(EMERGENCY_TERMS[k].map(normalize))]]);
+/** The terms, normalized, as word sequences indexed by their first word. */
+const TERMS_BY_FIRST_WORD = new Map<string, { kind: EmergencyKind; words: string[] }[]>();
+for (const kind of EMERGENCY_KINDS) {
+  for (const term of new Set(EMERGENCY_TERMS[kind].map(normalize))) {
+    const words = term.split(' ');
+    const list = TERMS_BY_FIRST_WORD.get(words[0]) ?? [];
+    list.push({ kind, words });
+    TERMS_BY_FIRST_WORD.set(words[0], list);
+  }
+}
 
 /**
  * Concept combinations that also count as a kind, in any word order and either language (through
@@ -69,13 +78,20 @@ const EMERGENCY_CONCEPTS: Partial<Record<EmergencyKind, string[]>> = {
   allergic_reaction: ['throat swelling', 'tongue swelling'],
 };
 
-/** Which built-in emergency kinds the text mentions. */
+/**
+ * Which built-in emergency kinds the text mentions: a term as whole words, or a concept
+ * combination. One pass over the text's words (each compared with the few terms that start with
+ * it), then, only if a kind is still missing, one pass for the word forms.
+ */
 export function emergencyKinds(text: string): EmergencyKind[] {
-  const padded = ` ${normalize(text)} `;
+  const normalized = normalize(text);
+  const words = normalized.split(' ');
+  const found = new Set<EmergencyKind>();
+  for (let i = 0; i < words.length; i++) {
+    for (const term of TERMS_BY_FIRST_WORD.get(words[i]) ?? []) {
+      if (!found.has(term.kind) && term.words.every((w, j) => words[i + j] === w)) found.add(term.kind);
+    }
+  }
   let forms: Set<string> | null = null; // the text's word forms, computed once and only if needed
-  return EMERGENCY_KINDS.filter((k) => {
-    const terms = NORMALIZED_TERMS.find(([kind]) => kind === k)![1];
-    if (terms.some((t) => padded.includes(` ${t} `))) return true;
-    return (EMERGENCY_CONCEPTS[k] ?? []).some((p) => matchesForms((forms ??= textForms(text)), p));
-  });
+  return EMERGENCY_KINDS.filter((k) => found.has(k) || (EMERGENCY_CONCEPTS[k] ?? []).some((p) => matchesForms((forms ??= normalizedTextForms(normalized)), p)));
 }

@@ -68,9 +68,15 @@ for (const [concept, words] of Object.entries(CONCEPTS)) {
   }
 }
 
-/** Normalized text with English contractions of negation ("can't", "won't") turned into "not". */
-function semanticText(text: string): string {
-  return normalize(text).replace(/\b(can|won|don|didn|doesn|isn|aren|wasn|couldn|wouldn|shouldn|haven|hasn) t\b/g, 'not');
+/** English contractions of negation ("can't", "won't"), as normalized ("can t"): "not". */
+const NEGATIVE_CONTRACTION = /\b(can|won|don|didn|doesn|isn|aren|wasn|couldn|wouldn|shouldn|haven|hasn) t\b/g;
+
+/** The content words of normalized text: negative contractions as "not", stop words dropped. */
+function contentWords(normalized: string): string[] {
+  return normalized
+    .replace(NEGATIVE_CONTRACTION, 'not')
+    .split(' ')
+    .filter((t) => t.length > 0 && !STOPWORDS.has(t));
 }
 
 /** The forms a token can take: its concept when the synonym table knows it, else its stems. */
@@ -80,12 +86,6 @@ export function tokenForms(token: string): string[] {
   const concept = CONCEPT_INDEX.get(token) ?? CONCEPT_INDEX.get(en) ?? CONCEPT_INDEX.get(es);
   if (concept) return [`#${concept}`];
   return [...new Set([token, en, es])];
-}
-
-function contentTokens(text: string): string[] {
-  return semanticText(text)
-    .split(' ')
-    .filter((t) => t.length > 0 && !STOPWORDS.has(t));
 }
 
 /**
@@ -98,8 +98,18 @@ export function semanticMatch(text: string, phrase: string): boolean {
 
 /** Every form (concept or stem) of every content word of the text: compute once, match many phrases. */
 export function textForms(text: string): Set<string> {
+  return normalizedTextForms(normalize(text));
+}
+
+/** `textForms` of text already normalized. One pass: each distinct word is looked at (and stemmed) once. */
+export function normalizedTextForms(normalized: string): Set<string> {
   const present = new Set<string>();
-  for (const t of contentTokens(text)) for (const f of tokenForms(t)) present.add(f);
+  const seen = new Set<string>();
+  for (const t of contentWords(normalized)) {
+    if (seen.has(t)) continue;
+    seen.add(t);
+    for (const f of tokenForms(t)) present.add(f);
+  }
   return present;
 }
 
@@ -109,14 +119,14 @@ const MAX_PHRASES = 10_000;
 
 /** A semantic phrase that can match some text: it has a content word (not only stop words or punctuation). */
 export function matchableSemanticPhrase(phrase: string): boolean {
-  return contentTokens(phrase).length > 0;
+  return contentWords(normalize(phrase)).length > 0;
 }
 
 /** `semanticMatch` against forms from `textForms`. */
 export function matchesForms(present: Set<string>, phrase: string): boolean {
   let wanted = PHRASE_FORMS.get(phrase);
   if (!wanted) {
-    wanted = contentTokens(phrase).map(tokenForms);
+    wanted = contentWords(normalize(phrase)).map(tokenForms);
     if (PHRASE_FORMS.size >= MAX_PHRASES) PHRASE_FORMS.clear();
     PHRASE_FORMS.set(phrase, wanted);
   }

@@ -9,3 +9,4 @@ export * from './widget-session';
 export * from './date-time';
 export * from './attachment';
 export * from './lean-route';
+export * from './paging';

@@ -4,7 +4,7 @@ import { lastValueFrom, timeout } from 'rxjs';
 import { v5 as uuidv5 } from 'uuid';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandContext, CommandHandler, DomainError, EVENT_STORE, EventStore, HandleResult } from '@svc/eventstore';
-import { ApiError, getLogger, isUuid, toRfc3339 } from '@svc/http';
+import { ApiError, ListCursors, PagePosition, getLogger, isUuid, toRfc3339 } from '@svc/http';
 import {
   AnyClientProxy,
   AppendConversationMessageCommand,
@@ -88,7 +88,10 @@ export class CaseLedgerService {
     @Inject(CONFIG) private readonly config: ServiceConfig,
   ) {
     this.cases = new CommandHandler(store, caseDecider, () => clock.now(), { maxRetries: 100, rememberStates: 10_000 });
+    this.cursors = new ListCursors(keyring);
   }
+
+  private readonly cursors: ListCursors;
 
   /**
    * Every write to a case stream: the generic command handler, which remembers the folded state of
@@ -456,9 +459,26 @@ export class CaseLedgerService {
     };
   }
 
-  async list(tenant: Tenant) {
-    const docs = await this.readStore.list<CaseDoc>(CASES, tenant.environmentId);
-    return docs.filter((d) => d.patientId).reverse().map((d) => this.listItem(d));
+  /**
+   * One page of the staff case list: newest first (opening time descending, then case id
+   * descending, so cases opened in the same millisecond keep one order), at most `limit`, after
+   * the position sealed in `cursor`; read as ranges of the environment's partition. `nextCursor` is
+   * null at the end.
+   */
+  async list(tenant: Tenant, page: { limit: number; cursor?: unknown }) {
+    const scope = `clinical-cases|${tenant.environmentId}`;
+    let after: PagePosition | undefined = this.cursors.open(page.cursor, scope);
+    const clinicalCases: ReturnType<CaseLedgerService['listItem']>[] = [];
+    for (;;) {
+      const read = await this.readStore.page<CaseDoc>(CASES, tenant.environmentId, { order: 'desc', limit: page.limit - clinicalCases.length, after });
+      for (const e of read.entries) {
+        after = { score: e.score, key: e.key };
+        // A case registered but not opened yet (no patient yet) is not listed: the page reads on past it.
+        if (e.doc.patientId) clinicalCases.push(this.listItem(e.doc));
+      }
+      if (!read.hasMore) return { clinicalCases, nextCursor: null };
+      if (clinicalCases.length === page.limit) return { clinicalCases, nextCursor: this.cursors.seal(scope, after!) };
+    }
   }
 
   async detail(tenant: Tenant, caseId: string) {

@@ -90,15 +90,19 @@ export class ConversationService {
     return doc;
   }
 
-  async messages(tenant: Tenant, conversationId: string, afterSequence: number) {
+  /**
+   * One page of the thread: the messages after `afterSequence`, in sequence order, at most `limit`
+   * (read as a range of the thread's partition, so only the page is read and decrypted), and
+   * whether more follow.
+   */
+  async messages(tenant: Tenant, conversationId: string, afterSequence: number, limit: number) {
     await this.thread(tenant.environmentId, conversationId);
-    const docs = await this.readStore.list<MessageDoc>(MESSAGES, conversationId);
+    const page = await this.readStore.page<MessageDoc>(MESSAGES, conversationId, { limit, ...(afterSequence > 0 ? { after: { score: afterSequence } } : {}) });
     const env = tenant.environmentId;
     return {
       conversationId,
-      messages: docs
-        .filter((d) => d.sequence > afterSequence)
-        .map((d) => ({
+      messages: page.entries
+        .map(({ doc: d }) => ({
           id: d.id,
           conversationId: d.conversationId,
           sequence: d.sequence,
@@ -114,6 +118,7 @@ export class ConversationService {
             reportedAt: d.delivery.reportedAt,
           },
         })),
+      hasMore: page.hasMore,
     };
   }
 

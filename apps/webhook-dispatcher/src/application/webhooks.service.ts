@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import { CLOCK, Clock, WALL_CLOCK, WallClock } from '@svc/clock';
 import { CommandHandler, EVENT_STORE, EventStore } from '@svc/eventstore';
-import { ApiError, TenantDirectory, getLogger } from '@svc/http';
+import { ApiError, ListCursors, TenantDirectory, getLogger } from '@svc/http';
 import { IntegrationMessage } from '@svc/messaging';
 import { CONFIG, InFlight, PROJECTIONS, ServiceConfig } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore, TimerScheduler } from '@svc/read-store';
@@ -49,8 +49,6 @@ interface AttemptInFlight {
   /** Aborted by a deletion: ends the attempt if it is not on the wire yet. */
   readonly controller: AbortController;
 }
-export const DEFAULT_DELIVERY_LIMIT = 100;
-export const MAX_DELIVERY_LIMIT = 1000;
 
 export const endpointView = (d: EndpointDoc) => ({ id: d.id, url: d.url, events: d.events, description: d.description, createdAt: d.createdAt });
 export const deliveryView = (d: DeliveryDoc) => ({ id: d.id, eventId: d.eventId, eventType: d.eventType, status: d.status, attempts: d.attempts, nextAttemptAt: d.nextAttemptAt });
@@ -291,13 +289,26 @@ export class WebhooksService implements OnModuleDestroy {
     await Promise.all(entries.filter((e) => e.data.secretRef === undefined || e.data.secretRef !== current).map((e) => e.ended));
   }
 
-  /** The endpoint's most recent deliveries, newest first (at most `limit`), of one status if given. */
-  async listDeliveries(environmentId: string, endpointId: string, limit = DEFAULT_DELIVERY_LIMIT, status?: DeliveryStatus) {
+  private cursorCodec: ListCursors | undefined;
+  private get cursors(): ListCursors {
+    return (this.cursorCodec ??= new ListCursors(this.keyring));
+  }
+
+  /**
+   * One page of the endpoint's delivery log, of one status if given: newest first (the read model's
+   * score is the negated creation time; deliveries created in the same millisecond follow by id),
+   * at most `limit`, after the position sealed in `cursor`; read as a range of the endpoint's (or
+   * the endpoint and status's) partition. `nextCursor` is null at the end.
+   */
+  async listDeliveries(environmentId: string, endpointId: string, page: { limit: number; cursor?: unknown; status?: DeliveryStatus }) {
+    const scope = `webhook-deliveries|${environmentId}|${endpointId}|${page.status ?? '*'}`;
+    const after = this.cursors.open(page.cursor, scope);
     await this.endpoint(environmentId, endpointId);
-    const docs = status
-      ? await this.readStore.list<DeliveryDoc>(Collections.deliveriesByStatus, deliveryStatusPartition(endpointId, status), { limit })
-      : await this.readStore.list<DeliveryDoc>(Collections.deliveries, endpointId, { limit });
-    return docs.map(deliveryView);
+    const read = page.status
+      ? await this.readStore.page<DeliveryDoc>(Collections.deliveriesByStatus, deliveryStatusPartition(endpointId, page.status), { limit: page.limit, after })
+      : await this.readStore.page<DeliveryDoc>(Collections.deliveries, endpointId, { limit: page.limit, after });
+    const last = read.entries.at(-1);
+    return { deliveries: read.entries.map((e) => deliveryView(e.doc)), nextCursor: read.hasMore && last ? this.cursors.seal(scope, { score: last.score, key: last.key }) : null };
   }
 
   async retryDelivery(organizationId: string, environmentId: string, endpointId: string, deliveryId: string, actor: StaffActor) {

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, EVENT_STORE, EventStore, toDomainEvent } from '@svc/eventstore';
-import { ApiError, getLogger } from '@svc/http';
+import { ApiError, ListCursors, getLogger } from '@svc/http';
 import { PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
 import { KEYRING, Keyring } from '@svc/security';
@@ -251,14 +251,24 @@ export class WorkflowsService {
     return workflowView(r.state);
   }
 
-  async runs(envId: string, workflowId: string) {
+  private cursorCodec: ListCursors | undefined;
+  private get cursors(): ListCursors {
+    return (this.cursorCodec ??= new ListCursors(this.keyring));
+  }
+
+  /**
+   * One page of the workflow's runs, newest first (by the log position of each run's start), at most
+   * `limit`, after the position sealed in `cursor`; read as a range of the workflow's partition.
+   * `nextCursor` is null at the end. Outcomes only, never values.
+   */
+  async runs(envId: string, workflowId: string, page: { limit: number; cursor?: unknown }) {
+    const scope = `workflow-runs|${envId}|${workflowId}`;
+    const after = this.cursors.open(page.cursor, scope);
     await this.state(envId, workflowId);
-    const docs = await this.readStore.list<RunDoc>(WorkflowCollections.runs, workflowId);
-    // Outcomes only, never values.
-    return docs
-      .sort((a, b) => b.position - a.position)
-      .slice(0, 100)
-      .map((d) => ({ runId: d.runId, versionId: d.versionId, test: d.test, startedAt: d.startedAt, endedAt: d.endedAt, outcome: d.outcome, steps: d.steps.map((s) => ({ stepId: s.stepId, type: s.type, outcome: s.outcome })) }));
+    const read = await this.readStore.page<RunDoc>(WorkflowCollections.runs, workflowId, { order: 'desc', limit: page.limit, after });
+    const last = read.entries.at(-1);
+    const runs = read.entries.map(({ doc: d }) => ({ runId: d.runId, versionId: d.versionId, test: d.test, startedAt: d.startedAt, endedAt: d.endedAt, outcome: d.outcome, steps: d.steps.map((s) => ({ stepId: s.stepId, type: s.type, outcome: s.outcome })) }));
+    return { runs, nextCursor: read.hasMore && last ? this.cursors.seal(scope, { score: last.score, key: last.key }) : null };
   }
 
   // ---------- destinations ----------

@@ -1,6 +1,6 @@
-import { Body, Controller, Get, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Param, Post, Query, UseGuards } from '@nestjs/common';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ApiError, ApiKeyGuard, ApiTenant, ErrorDetail, Staff, StaffContext, StaffGuard, Tenant, createValidationPipe, registerLeanRoute } from '@svc/http';
+import { ApiError, ApiKeyGuard, ApiTenant, ErrorDetail, STAFF_PAGE_LIMIT, Staff, StaffContext, StaffGuard, Tenant, createValidationPipe, pageLimit, registerLeanRoute } from '@svc/http';
 import { CaseLedgerService } from '../../application/case-ledger.service';
 import { CaseUpdateDto, ProviderMessageDto, StaffCaseDto } from './dto';
 
@@ -96,9 +96,10 @@ export class StaffClinicalCasesController {
     return this.cases.openFromStaff(this.tenant(staff), staff.principal.sub, body);
   }
 
+  /** One page, newest first: `limit` 1-200 (50), `cursor` the previous page's `nextCursor` (docs/cases.md). */
   @Get()
-  async list(@Staff() staff: StaffContext) {
-    return { clinicalCases: await this.cases.list(this.tenant(staff)) };
+  list(@Staff() staff: StaffContext, @Query('limit') limit: unknown, @Query('cursor') cursor: unknown) {
+    return this.cases.list(this.tenant(staff), { limit: pageLimit(limit, STAFF_PAGE_LIMIT), cursor });
   }
 
   @Get(':caseId')

@@ -1,6 +1,6 @@
 import { Body, Controller, Get, Headers, HttpCode, Param, Post, Query, Res, UseGuards } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
-import { ApiError, ApiKeyGuard, ApiTenant, Tenant, idempotencyKeyHeader, WidgetSession, WidgetSessionContext, WidgetSessionGuard } from '@svc/http';
+import { ApiError, ApiKeyGuard, ApiTenant, MESSAGE_PAGE_LIMIT, Tenant, idempotencyKeyHeader, pageLimit, WidgetSession, WidgetSessionContext, WidgetSessionGuard } from '@svc/http';
 import { ConversationService } from '../../application/conversation.service';
 import { DeliveryReportDto, InboundMessageDto, WidgetReplyDto } from './dto';
 
@@ -11,7 +11,7 @@ export class ConversationsController {
   constructor(private readonly conversations: ConversationService) {}
 
   @Get(':conversationId/messages')
-  list(@Param('conversationId') conversationId: string, @Query('afterSequence') afterSequence: unknown, @Tenant() tenant: ApiTenant) {
+  list(@Param('conversationId') conversationId: string, @Query('afterSequence') afterSequence: unknown, @Query('limit') limit: unknown, @Tenant() tenant: ApiTenant) {
     let after = 0;
     if (afterSequence !== undefined) {
       if (typeof afterSequence !== 'string' || !/^\d+$/.test(afterSequence)) {
@@ -20,7 +20,7 @@ export class ConversationsController {
       // Any size of integer is valid; past the largest exact one it means "after everything".
       after = Math.min(Number(afterSequence), Number.MAX_SAFE_INTEGER);
     }
-    return this.conversations.messages(tenant, conversationId, after);
+    return this.conversations.messages(tenant, conversationId, after, pageLimit(limit, MESSAGE_PAGE_LIMIT));
   }
 
   @Post(':conversationId/messages')

@@ -1,6 +1,6 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, UseGuards } from '@nestjs/common';
-import { ApiError, IntegrationSetup, Staff, StaffContext, StaffGuard } from '@svc/http';
-import { DEFAULT_DELIVERY_LIMIT, MAX_DELIVERY_LIMIT, WebhooksService } from '../../application/webhooks.service';
+import { ApiError, IntegrationSetup, STAFF_PAGE_LIMIT, Staff, StaffContext, StaffGuard, pageLimit } from '@svc/http';
+import { WebhooksService } from '../../application/webhooks.service';
 import { DeliveryStatus } from '../../domain/delivery';
 import { CreateWebhookEndpointDto } from './dto';
 
@@ -37,18 +37,12 @@ export class WebhookEndpointsController {
   }
 
   @Get(':endpointId/deliveries')
-  async deliveries(@Param('envId') envId: string, @Param('endpointId') endpointId: string, @Query('limit') limit: unknown, @Query('status') status: unknown) {
+  /** One page of the delivery log, newest first: `limit` 1-200 (50), `cursor` the previous page's `nextCursor`, `status` (docs/webhooks.md). */
+  deliveries(@Param('envId') envId: string, @Param('endpointId') endpointId: string, @Query('limit') limit: unknown, @Query('cursor') cursor: unknown, @Query('status') status: unknown) {
     if (status !== undefined && !(typeof status === 'string' && (DELIVERY_STATUSES as readonly string[]).includes(status))) {
       throw ApiError.validation([{ path: 'status', message: `status must be one of ${DELIVERY_STATUSES.join(', ')}` }]);
     }
-    let n = DEFAULT_DELIVERY_LIMIT;
-    if (limit !== undefined) {
-      if (typeof limit !== 'string' || !/^\d{1,4}$/.test(limit) || Number(limit) < 1 || Number(limit) > MAX_DELIVERY_LIMIT) {
-        throw ApiError.validation([{ path: 'limit', message: `limit must be an integer from 1 to ${MAX_DELIVERY_LIMIT}` }]);
-      }
-      n = Number(limit);
-    }
-    return { deliveries: await this.webhooks.listDeliveries(envId, endpointId, n, status as DeliveryStatus | undefined) };
+    return this.webhooks.listDeliveries(envId, endpointId, { limit: pageLimit(limit, STAFF_PAGE_LIMIT), cursor, status: status as DeliveryStatus | undefined });
   }
 
   @Post(':endpointId/deliveries/:deliveryId/retry')

@@ -1,7 +1,7 @@
-import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Patch, Post, Put, UseGuards } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Patch, Post, Put, Query, UseGuards } from '@nestjs/common';
 import { CONFIG, ServiceConfig } from '@svc/platform';
 import { addressProblem, urlProblemMessage, urlSyntaxProblem } from '@svc/security';
-import { ApiError, IntegrationSetup, Staff, StaffContext, StaffGuard } from '@svc/http';
+import { ApiError, IntegrationSetup, STAFF_PAGE_LIMIT, Staff, StaffContext, StaffGuard, pageLimit } from '@svc/http';
 import { RunnerService } from '../../application/runner.service';
 import { Scope, WorkflowsService } from '../../application/workflows.service';
 import { orderStatusTemplate } from '../../domain/templates';
@@ -108,9 +108,10 @@ export class WorkflowsController {
     return this.workflows.deactivate(scope(staff), id(profileId, 'Workflow'), actor(staff));
   }
 
+  /** One page of runs, newest first: `limit` 1-200 (50), `cursor` the previous page's `nextCursor` (docs/workflows.md). */
   @Get(':profileId/runs')
-  async runs(@Param('profileId') profileId: string, @Staff() staff: StaffContext) {
-    return { runs: await this.workflows.runs(staff.environment!.id, id(profileId, 'Workflow')) };
+  runs(@Param('profileId') profileId: string, @Query('limit') limit: unknown, @Query('cursor') cursor: unknown, @Staff() staff: StaffContext) {
+    return this.workflows.runs(staff.environment!.id, id(profileId, 'Workflow'), { limit: pageLimit(limit, STAFF_PAGE_LIMIT), cursor });
   }
 }
 

@@ -6,7 +6,8 @@ import { DestinationEvent } from '../../domain/destination';
 import { RunAggregate, RunEvent, runDecider } from '../../domain/run';
 import { WorkflowEvent, WorkflowState, workflowDecider } from '../../domain/workflow';
 
-export const WORKFLOW_PROJECTION = 'workflow-engine-workflows';
+/** `-v2`: runs are scored by the log position of their start (see `runs`), so an existing read model is rebuilt once. */
+export const WORKFLOW_PROJECTION = 'workflow-engine-workflows-v2';
 
 export const WorkflowCollections = {
   /** WorkflowState by workflow id, partition environment id. */
@@ -15,7 +16,11 @@ export const WorkflowCollections = {
   versions: 'workflow-engine.versions',
   /** DestinationDoc by id, partition environment id. */
   destinations: 'workflow-engine.destinations',
-  /** RunDoc by run id, partition workflow id, score start time. Outcomes only, never values. */
+  /**
+   * RunDoc by run id, partition workflow id, score the log position of the run's start (newest first
+   * reads the partition descending; runs started in the same millisecond keep the log's order).
+   * Outcomes only, never values.
+   */
   runs: 'workflow-engine.runs',
   /** { runId, workflowId, versionId } by conversation id while a run waits for the patient. */
   pending: 'workflow-engine.pending',
@@ -108,7 +113,7 @@ export function workflowProjection(keyring: Keyring): Projection {
         const prev = await tx.get<RunDoc>(WorkflowCollections.runs, runId);
         if (event.type === 'workflow_run.started' || event.type === 'TestRunStarted') {
           const doc: RunDoc = { runId, workflowId: event.workflowId, versionId: event.versionId, test: event.type === 'TestRunStarted', conversationId: event.conversationId, position: recorded.position, startedAt: event.startedAt, endedAt: null, outcome: 'running', steps: [] };
-          tx.put(WorkflowCollections.runs, runId, doc, { partition: event.workflowId, score: Date.parse(event.startedAt) });
+          tx.put(WorkflowCollections.runs, runId, doc, { partition: event.workflowId, score: recorded.position });
           if (event.conversationId) tx.put(WorkflowCollections.pending, event.conversationId, { runId, workflowId: event.workflowId, versionId: event.versionId, environmentId: envId });
           return;
         }
@@ -121,7 +126,7 @@ export function workflowProjection(keyring: Keyring): Projection {
           outcome: s.status === 'ended' ? (s.outcome ?? 'completed') : 'waiting_for_patient',
           steps: s.steps.map((x) => ({ stepId: x.stepId, type: x.type, outcome: x.outcome })),
         };
-        tx.put(WorkflowCollections.runs, runId, doc, { partition: prev.workflowId, score: Date.parse(prev.startedAt) });
+        tx.put(WorkflowCollections.runs, runId, doc, { partition: prev.workflowId, score: prev.position });
         if (s.status === 'ended' && prev.conversationId) {
           const pending = await tx.get<{ runId: string }>(WorkflowCollections.pending, prev.conversationId);
           if (pending?.runId === runId) tx.delete(WorkflowCollections.pending, prev.conversationId);
