@@ -1,7 +1,7 @@
 /** Jest: SWC transform (no type-check here; `npm run build` type-checks). */
 module.exports = {
   testEnvironment: 'node',
-  roots: ['<rootDir>/apps', '<rootDir>/libs', '<rootDir>/test'],
+  roots: ['<rootDir>/apps', '<rootDir>/libs', '<rootDir>/test', '<rootDir>/packages'],
   testRegex: '.*\\.(spec|e2e-spec)\\.ts$',
   transform: {
     '^.+\\.ts$': ['@swc/jest', { jsc: { parser: { syntax: 'typescript', decorators: true }, transform: { legacyDecorator: true, decoratorMetadata: true }, target: 'es2022' }, module: { type: 'commonjs' } }],

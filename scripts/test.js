@@ -16,6 +16,15 @@ if (build.status !== 0) {
   console.log('tests: 0 passed, 1 failed');
   process.exit(1);
 }
+// The receiver package (packages/webhooks) keeps its dev dependencies (type generator, Express for
+// its adapter tests) in its own folder: installed from its lockfile when missing or older than it.
+{
+  const pkg = path.join(root, 'packages', 'webhooks');
+  const installed = path.join(pkg, 'node_modules', '.package-lock.json');
+  if (!fs.existsSync(installed) || fs.statSync(installed).mtimeMs < fs.statSync(path.join(pkg, 'package-lock.json')).mtimeMs) {
+    spawnSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: pkg, stdio: 'inherit' });
+  }
+}
 const results = path.join(root, '.test-results.json');
 fs.rmSync(results, { force: true });
 // Every service log line of the whole run (in-process apps and spawned ones) goes to one file,
