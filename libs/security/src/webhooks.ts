@@ -1,9 +1,15 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { signDestinationCall, signWebhook, signatureMatches } from '../../../packages/webhooks/src/signing';
 
 /**
- * Receiver-side verification of the service's endpoint webhooks (spec "Verification rules"):
- * signature over the raw bytes before parsing, constant-time compare, stale timestamps refused,
- * dedupe by `x-svc-event-id`. Copy-paste friendly: depends on node:crypto only.
+ * The service's signing schemes (webhooks, Destination calls) are those of the receiver package
+ * (packages/webhooks): the service signs with the very functions callers verify with.
+ */
+export { signDestinationCall, signWebhook };
+
+/**
+ * Receiver-side verification of the service's endpoint webhooks (spec "Verification rules"), as the
+ * tests' receivers use it: signature over the raw bytes before parsing, constant-time compare, stale
+ * timestamps refused, dedupe by `x-svc-event-id`. Callers use the receiver package instead.
  */
 
 export interface WebhookEnvelope<T = Record<string, unknown>> {
@@ -84,11 +90,6 @@ function envelopeProblem(e: unknown, eventId: string): string | null {
   return null;
 }
 
-/** `v1=` + lowercase hex HMAC-SHA256 of `${timestamp}.${rawBody}`. */
-export function signWebhook(secret: string, timestamp: number | string, rawBody: Buffer | string): string {
-  return `v1=${createHmac('sha256', secret).update(`${timestamp}.`).update(rawBody).digest('hex')}`;
-}
-
 /**
  * Verifies a webhook and returns its envelope; throws WebhookVerificationError otherwise.
  * `secret` may be a list (old and new secret during a rotation).
@@ -102,14 +103,8 @@ export async function verifyWebhook<T = Record<string, unknown>>(input: VerifyWe
   if (!/^[0-9]+$/.test(timestamp)) throw new WebhookVerificationError('STALE_TIMESTAMP', 'x-svc-timestamp is not Unix seconds');
   if (!/^v1=[a-f0-9]{64}$/.test(signature)) throw new WebhookVerificationError('BAD_SIGNATURE', 'x-svc-signature is malformed');
 
-  const given = Buffer.from(signature.slice(3), 'hex');
   const secrets = Array.isArray(input.secret) ? input.secret : [input.secret];
-  let ok = false;
-  for (const s of secrets) {
-    const expected = Buffer.from(signWebhook(s, timestamp, rawBody).slice(3), 'hex');
-    if (expected.length === given.length && timingSafeEqual(expected, given)) ok = true;
-  }
-  if (!ok) throw new WebhookVerificationError('BAD_SIGNATURE', 'signature does not match');
+  if (!signatureMatches(signature, secrets.map((s) => signWebhook(s, timestamp, rawBody)))) throw new WebhookVerificationError('BAD_SIGNATURE', 'signature does not match');
 
   const nowSec = Math.floor((input.now ?? new Date()).getTime() / 1000);
   const tolerance = input.toleranceSec ?? 300;

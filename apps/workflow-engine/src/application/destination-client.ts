@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { guardedLookup, hmacHex, isBlockedAddress } from '@svc/security';
+import { guardedLookup, isBlockedAddress, signDestinationCall } from '@svc/security';
 
 /** Production calls resolve through the shared guard: every address of the answer is checked at connect time. */
 const productionLookup = guardedLookup();
@@ -49,8 +49,9 @@ export function targetUrl(baseUrl: string, path: string): URL {
   return url;
 }
 
+/** `v1=` + hex HMAC-SHA256 of `<ts>.<METHOD> <path and query>\n<raw body>` (the receiver package's scheme, shared). */
 export function signature(secret: string, ts: number, method: string, pathAndQuery: string, rawBody: string): string {
-  return `v1=${hmacHex(secret, `${ts}.${method} ${pathAndQuery}\n${rawBody}`)}`;
+  return signDestinationCall(secret, ts, method, pathAndQuery, rawBody);
 }
 
 const MAX_RESPONSE_BYTES = 1024 * 1024;
