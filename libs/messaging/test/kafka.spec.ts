@@ -1,22 +1,43 @@
 /**
- * The bus on real Kafka (apache/kafka, KRaft, through testcontainers' GenericContainer).
- * Without a reachable Docker engine the suite says so in one line and skips.
+ * The bus on a real Kafka broker (kafkajs, which Nest's Kafka transport is built on).
+ *
+ * Which broker:
+ *   - KAFKA_BROKERS when set: `npm test` (scripts/test.js) starts one from its jars and sets it;
+ *     by hand, `npm run kafka:up` prints it.
+ *   - otherwise testcontainers (apache/kafka, KRaft) where a Docker engine answers;
+ *   - otherwise the suite says so in one line and skips, unless KAFKA_REQUIRED=1 or CI is set
+ *     (scripts/test.js sets KAFKA_REQUIRED): then it fails.
+ *
+ * Every run uses its own topics and consumer groups (a run id in their names), so a reused broker
+ * carries nothing from one run into the next; the topics are deleted at the end.
  */
 import 'reflect-metadata';
-import { spawnSync } from 'node:child_process';
+import { ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { Controller, INestMicroservice, Module } from '@nestjs/common';
+import { Controller, DynamicModule, INestApplicationContext, INestMicroservice, Inject, Injectable, Module, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Ctx, EventPattern, KafkaContext, MessagePattern, Payload, RpcException } from '@nestjs/microservices';
-import { Kafka, logLevel } from 'kafkajs';
-import { lastValueFrom } from 'rxjs';
+import { Kafka, logLevel, Partitioners } from 'kafkajs';
+import { lastValueFrom, timeout } from 'rxjs';
 import type { StartedTestContainer } from 'testcontainers';
+import type { NewEvent } from '../../eventstore/src/types';
 import { SqliteEventStore } from '../../eventstore/src/sqlite-event-store';
 import { SqliteReadStore } from '../../read-store/src/sqlite-read-store';
-import { AnyClientProxy, busClient, BusExceptionFilter, IntegrationEventRelay, IntegrationMessage, kafkaServerOptions } from '../src';
+import {
+  AnyClientProxy,
+  BUS_CLIENT,
+  busClient,
+  BusExceptionFilter,
+  BusRecord,
+  IntegrationEventRelay,
+  IntegrationMessage,
+  kafkaBrokers,
+  kafkaServerOptions,
+  MetadataHeaders,
+} from '../src';
 
 /** Fast, synchronous check (module load cannot await): does a Docker engine answer /_ping? */
 function dockerEngineReachable(): boolean {
@@ -40,15 +61,34 @@ function dockerEngineReachable(): boolean {
   return candidates.some((c) => spawnSync(process.execPath, ['-e', script, c], { timeout: 3000, stdio: 'ignore' }).status === 0);
 }
 
-const DOCKER = dockerEngineReachable();
+const GIVEN_BROKERS = (process.env.KAFKA_BROKERS ?? '').trim() ? kafkaBrokers() : null;
+const DOCKER = GIVEN_BROKERS ? false : dockerEngineReachable();
+const REQUIRED = process.env.KAFKA_REQUIRED === '1' || ['1', 'true'].includes((process.env.CI ?? '').toLowerCase());
+const SOURCE: 'brokers' | 'docker' | 'none' = GIVEN_BROKERS ? 'brokers' : DOCKER ? 'docker' : 'none';
 // Straight to stdout: Jest does not show the console output of a suite whose tests all skip.
-if (!DOCKER) process.stdout.write('Kafka transport suite skipped: no Docker engine reachable\n');
-const describeKafka = DOCKER ? describe : describe.skip;
+if (SOURCE === 'none' && !REQUIRED) process.stdout.write('Kafka transport suite skipped: no KAFKA_BROKERS and no Docker engine reachable (npm run kafka:up starts a broker)\n');
 
 const KAFKA_IMAGE = 'apache/kafka:3.9.0';
 const START_SCRIPT = '/tmp/testcontainers_start.sh';
 
-async function startKafka(): Promise<{ container: StartedTestContainer; brokers: string[] }> {
+async function waitForAdmin(brokers: string[], timeoutMs: number): Promise<void> {
+  const admin = new Kafka({ clientId: 'kafka-spec-probe', brokers, logLevel: logLevel.NOTHING }).admin();
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await admin.connect();
+      await admin.listTopics();
+      await admin.disconnect();
+      return;
+    } catch (e) {
+      await admin.disconnect().catch(() => undefined);
+      if (Date.now() > deadline) throw new Error(`no Kafka broker answers at ${brokers.join(',')}: ${(e as Error).message}`);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+}
+
+async function startContainer(): Promise<{ container: StartedTestContainer; brokers: string[] }> {
   const { GenericContainer, Wait } = await import('testcontainers');
   const container = await new GenericContainer(KAFKA_IMAGE)
     .withExposedPorts(9092)
@@ -82,21 +122,7 @@ async function startKafka(): Promise<{ container: StartedTestContainer; brokers:
       mode: 0o755,
     },
   ]);
-  // Ready when an admin client can list topics.
-  const admin = new Kafka({ clientId: 'kafka-spec-probe', brokers: [broker], logLevel: logLevel.NOTHING }).admin();
-  const deadline = Date.now() + 90_000;
-  for (;;) {
-    try {
-      await admin.connect();
-      await admin.listTopics();
-      await admin.disconnect();
-      break;
-    } catch (e) {
-      await admin.disconnect().catch(() => undefined);
-      if (Date.now() > deadline) throw e;
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  }
+  await waitForAdmin([broker], 90_000);
   return { container, brokers: [broker] };
 }
 
@@ -113,17 +139,37 @@ async function eventually(check: () => void, timeoutMs = 30_000): Promise<void> 
   }
 }
 
-const ECHO = 'kafka-spec.command.echo';
-const REFUSE = 'kafka-spec.command.refuse';
-const EVENTS = 'kafka-spec.events';
+// ───────────────────────────── names of this run ─────────────────────────────
+
+const RUN = randomUUID().slice(0, 8);
+const name = (what: string) => `kafka-spec-${RUN}.${what}`;
+const ECHO = name('command.echo');
+const REFUSE = name('command.refuse');
+const CASE_EVENTS = name('case-ledger.events');
+const GATEWAY_EVENTS = name('gateway.events');
+const PEER_ECHO = name('peer.echo');
+const PEER_REFUSE = name('peer.refuse');
+const RESUME = name('resume');
+const EARLIEST = name('earliest');
+const PARTITIONS = 3;
+
+// ───────────────────────────── the in-process app ─────────────────────────────
 
 interface SeenEvent {
+  topic: string;
+  partition: number;
   payload: IntegrationMessage;
   key: string | null;
-  headers: Record<string, unknown>;
+  headers: Record<string, string>;
 }
 
 const seen: SeenEvent[] = [];
+
+function stringHeaders(headers: Record<string, unknown> | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(headers ?? {})) out[k] = String(v);
+  return out;
+}
 
 @Controller()
 class KafkaSpecController {
@@ -137,88 +183,392 @@ class KafkaSpecController {
     throw new RpcException({ status: 409, code: 'OUT_OF_ORDER', message: 'sequence 3 expected' });
   }
 
-  @EventPattern(EVENTS)
-  onEvent(@Payload() payload: IntegrationMessage, @Ctx() ctx: KafkaContext) {
+  @EventPattern(CASE_EVENTS)
+  onCaseEvent(@Payload() payload: IntegrationMessage, @Ctx() ctx: KafkaContext) {
+    this.record(payload, ctx);
+  }
+
+  @EventPattern(GATEWAY_EVENTS)
+  onGatewayEvent(@Payload() payload: IntegrationMessage, @Ctx() ctx: KafkaContext) {
+    this.record(payload, ctx);
+  }
+
+  private record(payload: IntegrationMessage, ctx: KafkaContext): void {
     const m = ctx.getMessage();
-    seen.push({ payload, key: m.key === null || m.key === undefined ? null : String(m.key), headers: m.headers ?? {} });
+    seen.push({
+      topic: ctx.getTopic(),
+      partition: ctx.getPartition(),
+      payload,
+      key: m.key === null || m.key === undefined ? null : String(m.key),
+      headers: stringHeaders(m.headers),
+    });
   }
 }
 
 @Module({ controllers: [KafkaSpecController] })
 class KafkaSpecModule {}
 
-describeKafka('Kafka transport (testcontainers)', () => {
+// ───────────────────────────── consumer-group apps ─────────────────────────────
+
+const resumed: number[] = [];
+const fromEarliest = new Map<string, number[]>();
+
+@Controller()
+class ResumeController {
+  @EventPattern(RESUME)
+  on(@Payload() data: { n: number }) {
+    resumed.push(data.n);
+  }
+}
+
+@Module({ controllers: [ResumeController] })
+class ResumeModule {}
+
+/** The app now reading EARLIEST (the test runs one at a time). */
+let earliestReader = '';
+
+@Controller()
+class EarliestController {
+  @EventPattern(EARLIEST)
+  on(@Payload() data: { n: number }) {
+    fromEarliest.set(earliestReader, [...(fromEarliest.get(earliestReader) ?? []), data.n]);
+  }
+}
+
+@Module({ controllers: [EarliestController] })
+class EarliestModule {}
+
+// ───────────────────────────── the calling app (for the peer process) ─────────────────────────────
+
+@Injectable()
+class PeerCaller implements OnApplicationBootstrap, OnApplicationShutdown {
+  constructor(@Inject(BUS_CLIENT) private readonly client: AnyClientProxy) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    await this.client.connect();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.client.close();
+  }
+
+  echo(n: number, text: string): Promise<{ n: number; echoed: string; pid: number }> {
+    return lastValueFrom(this.client.send(PEER_ECHO, { n, text }).pipe(timeout(30_000)));
+  }
+
+  refuse(n: number): Promise<unknown> {
+    return lastValueFrom(this.client.send(PEER_REFUSE, { n }).pipe(timeout(30_000)));
+  }
+}
+
+@Module({})
+class CallerModule {
+  static forBrokers(brokers: string[]): DynamicModule {
+    return {
+      module: CallerModule,
+      providers: [
+        { provide: BUS_CLIENT, useFactory: () => busClient(`kafka-spec-caller-${RUN}`, { kind: 'kafka', brokers, replyPatterns: [PEER_ECHO, PEER_REFUSE] }) },
+        PeerCaller,
+      ],
+    };
+  }
+}
+
+/** Starts the peer app (libs/messaging/test/kafka-peer/peer.ts) in a process of its own. */
+async function startPeer(brokers: string[]): Promise<ChildProcess> {
+  const dir = resolve(__dirname, 'kafka-peer');
+  const child = spawn(process.execPath, [join(dir, 'register.js'), join(dir, 'peer.ts')], {
+    cwd: resolve(__dirname, '../../..'),
+    env: { ...process.env, KAFKA_BROKERS: brokers.join(','), PEER_SERVICE: `kafka-spec-peer-${RUN}`, PEER_ECHO, PEER_REFUSE },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let err = '';
+  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  await new Promise<void>((ready, fail) => {
+    const timer = setTimeout(() => fail(new Error(`peer not ready within 90 s: ${err}`)), 90_000);
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('ready\n')) {
+        clearTimeout(timer);
+        ready();
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      fail(new Error(`peer exited (${code}) before it was ready: ${err}`));
+    });
+  });
+  return child;
+}
+
+async function stopPeer(child: ChildProcess | undefined): Promise<void> {
+  if (!child || child.exitCode !== null) return;
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+// ───────────────────────────── the suite ─────────────────────────────
+
+function metadata(overrides: Partial<NewEvent['metadata']> = {}): NewEvent['metadata'] {
+  return {
+    eventId: randomUUID(),
+    correlationId: randomUUID(),
+    causationId: null,
+    organizationId: 'org-1',
+    environmentId: 'env-1',
+    actor: 'system',
+    recordedAt: new Date().toISOString(),
+    ...overrides,
+  };
+}
+
+/** The partition Kafka's Java clients pick for a key (murmur2), as kafkajs's default partitioner does. */
+function javaPartition(topic: string, key: string): number {
+  const partitionMetadata = Array.from({ length: PARTITIONS }, (_, partitionId) => ({ partitionId, partitionErrorCode: 0, leader: 1, replicas: [1], isr: [1] }));
+  return Partitioners.DefaultPartitioner()({ topic, partitionMetadata, message: { key, value: '' } });
+}
+
+if (SOURCE === 'none' && REQUIRED) {
+  describe('Kafka transport', () => {
+    it('has a broker', () => {
+      throw new Error('no Kafka broker: KAFKA_BROKERS is not set and no Docker engine answers; `npm run kafka:up` starts one (scripts/test.js does it before the tests: see its output)');
+    });
+  });
+}
+
+(SOURCE === 'none' ? describe.skip : describe)(`Kafka transport (${SOURCE === 'brokers' ? 'KAFKA_BROKERS' : 'testcontainers'})`, () => {
   jest.setTimeout(180_000);
-  let container: StartedTestContainer;
+  let container: StartedTestContainer | undefined;
   let brokers: string[];
+  let kafka: Kafka;
   let app: INestMicroservice;
   let client: AnyClientProxy;
+  let emitter: AnyClientProxy;
 
   beforeAll(async () => {
-    ({ container, brokers } = await startKafka());
-    const admin = new Kafka({ clientId: 'kafka-spec-admin', brokers, logLevel: logLevel.NOTHING }).admin();
+    if (GIVEN_BROKERS) {
+      brokers = GIVEN_BROKERS;
+      await waitForAdmin(brokers, 30_000);
+    } else {
+      ({ container, brokers } = await startContainer());
+    }
+    kafka = new Kafka({ clientId: `kafka-spec-admin-${RUN}`, brokers, logLevel: logLevel.NOTHING });
+    const admin = kafka.admin();
     await admin.connect();
     await admin.createTopics({
       waitForLeaders: true,
-      topics: [ECHO, `${ECHO}.reply`, REFUSE, `${REFUSE}.reply`, EVENTS].map((topic) => ({ topic, numPartitions: 3 })),
+      topics: [
+        ...[ECHO, `${ECHO}.reply`, REFUSE, `${REFUSE}.reply`, CASE_EVENTS, GATEWAY_EVENTS].map((topic) => ({ topic, numPartitions: PARTITIONS })),
+        ...[PEER_ECHO, `${PEER_ECHO}.reply`, PEER_REFUSE, `${PEER_REFUSE}.reply`].map((topic) => ({ topic, numPartitions: PARTITIONS })),
+        ...[RESUME, EARLIEST].map((topic) => ({ topic, numPartitions: 1 })),
+      ],
     });
     await admin.disconnect();
 
-    app = await NestFactory.createMicroservice(KafkaSpecModule, { ...kafkaServerOptions('kafka-spec-service', brokers, { fromBeginning: true }), logger: false });
+    app = await NestFactory.createMicroservice(KafkaSpecModule, { ...kafkaServerOptions(`kafka-spec-service-${RUN}`, brokers, { fromBeginning: true }), logger: false });
     app.useGlobalFilters(new BusExceptionFilter());
     await app.listen();
-    client = busClient('kafka-spec-caller', { kind: 'kafka', brokers, replyPatterns: [ECHO, REFUSE] });
+    client = busClient(`kafka-spec-caller-inproc-${RUN}`, { kind: 'kafka', brokers, replyPatterns: [ECHO, REFUSE] });
     await client.connect();
+    emitter = busClient(`kafka-spec-emitter-${RUN}`, { kind: 'kafka', brokers });
+    await emitter.connect();
   });
 
   afterAll(async () => {
     await client?.close();
+    await emitter?.close();
     await app?.close();
-    await container?.stop();
+    if (container) {
+      await container.stop();
+    } else if (kafka) {
+      const admin = kafka.admin();
+      await admin.connect();
+      const mine = (await admin.listTopics()).filter((t) => t.startsWith(`kafka-spec-${RUN}.`));
+      await admin.deleteTopics({ topics: mine }).catch(() => undefined);
+      await admin.disconnect();
+    }
   });
 
   it('request/reply over Kafka; the payload is JSON (a Date arrives as a string)', async () => {
-    await expect(lastValueFrom(client.send(ECHO, { text: 'hello', when: new Date() }))).resolves.toEqual({ echoed: 'hello', whenType: 'string' });
+    await expect(lastValueFrom(client.send(ECHO, { text: 'hello', when: new Date() }).pipe(timeout(30_000)))).resolves.toEqual({ echoed: 'hello', whenType: 'string' });
   });
 
   it('a refusal crosses with status and code intact', async () => {
-    await expect(lastValueFrom(client.send(REFUSE, {}))).rejects.toMatchObject({ status: 409, code: 'OUT_OF_ORDER' });
+    await expect(lastValueFrom(client.send(REFUSE, {}).pipe(timeout(30_000)))).rejects.toMatchObject({ status: 409, code: 'OUT_OF_ORDER' });
   });
 
-  it('the relay publishes integration events keyed by stream id with metadata in headers', async () => {
+  it("each relay publishes its own service's events to its topic, keyed by stream id, metadata in headers, in stream order", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'kafka-relay-'));
-    const store = new SqliteEventStore(join(dir, 'events.db'));
+    const store = new SqliteEventStore(join(dir, 'events.db'), { pollIntervalMs: 20 });
     const readStore = new SqliteReadStore(join(dir, 'read.db'));
-    const emitter = busClient('kafka-spec-relay', { kind: 'kafka', brokers });
-    await emitter.connect();
-    const relay = new IntegrationEventRelay({ name: 'kafka-spec-relay', store, readStore, client: emitter, topic: EVENTS, streamPrefixes: ['case-'] });
+    const caseRelay = new IntegrationEventRelay({ name: `case-relay-${RUN}`, store, readStore, client: emitter, topic: CASE_EVENTS, streamPrefixes: ['case-ledger-'] });
+    const gatewayRelay = new IntegrationEventRelay({ name: `gateway-relay-${RUN}`, store, readStore, client: emitter, topic: GATEWAY_EVENTS, streamPrefixes: ['gateway-'] });
     try {
-      await relay.start();
-      const eventId = randomUUID();
-      const metadata = {
-        eventId,
-        correlationId: randomUUID(),
-        causationId: null,
-        organizationId: 'org-1',
-        environmentId: 'env-1',
-        actor: 'system',
-        recordedAt: new Date().toISOString(),
-      };
-      const { position } = await store.append('case-k1', [{ type: 'clinical_case.opened', data: { caseId: 'k1' }, metadata }], 'no_stream');
-      await relay.waitFor(position, 60_000);
-      await eventually(() => expect(seen.find((s) => s.payload.metadata.eventId === eventId)).toBeDefined());
-      const got = seen.find((s) => s.payload.metadata.eventId === eventId)!;
-      expect(got.payload).toEqual({ type: 'clinical_case.opened', data: { caseId: 'k1' }, metadata, streamId: 'case-k1', position });
-      expect(got.key).toBe('case-k1');
-      expect(String(got.headers['event-id'])).toBe(eventId);
-      expect(String(got.headers['organization-id'])).toBe('org-1');
-      expect(await readStore.getCheckpoint('kafka-spec-relay')).toBe(position);
+      await caseRelay.start();
+      await gatewayRelay.start();
+      const a = `case-ledger-case-${randomUUID()}`;
+      const b = `case-ledger-case-${randomUUID()}`;
+      const org = `gateway-organization-${randomUUID()}`;
+      const opened = metadata();
+      await store.append(a, [{ type: 'clinical_case.opened', data: { n: 1 }, metadata: opened }], 'no_stream');
+      await store.append(b, [{ type: 'clinical_case.opened', data: { n: 1 }, metadata: metadata({ organizationId: 'org-2', environmentId: 'env-2' }) }], 'no_stream');
+      await store.append(org, [{ type: 'organization.created', data: { n: 1 }, metadata: metadata({ actor: 'staff:ada' }) }], 'no_stream');
+      await store.append(
+        a,
+        [
+          { type: 'clinical_case.acknowledged', data: { n: 2 }, metadata: metadata({ causationId: opened.eventId, correlationId: opened.correlationId, actor: 'staff:ada' }) },
+          { type: 'clinical_case.updated', data: { n: 3 }, metadata: metadata({ causationId: opened.eventId }) },
+        ],
+        0,
+      );
+      const { position: last } = await store.append(b, [{ type: 'clinical_case.resolved', data: { n: 2 }, metadata: metadata({ organizationId: null, environmentId: null }) }], 0);
+      const recorded = (await store.readAll(0, 100)).filter((e) => [a, b, org].includes(e.streamId));
+      expect(recorded).toHaveLength(6);
+      // A relay follows its own streams only: each is waited on at its last event.
+      const gatewayLast = recorded.filter((e) => e.streamId === org).at(-1)!.position;
+      await caseRelay.waitFor(last, 60_000);
+      await gatewayRelay.waitFor(gatewayLast, 60_000);
+      const mine = () => seen.filter((s) => [a, b, org].includes(s.payload.streamId));
+      await eventually(() => expect(mine()).toHaveLength(6));
+
+      for (const e of recorded) {
+        const got = mine().filter((s) => s.payload.metadata.eventId === e.metadata.eventId);
+        expect(got).toHaveLength(1);
+        const [s] = got;
+        expect(s.topic).toBe(e.streamId === org ? GATEWAY_EVENTS : CASE_EVENTS);
+        expect(s.payload).toEqual({ type: e.type, data: e.data, metadata: e.metadata, streamId: e.streamId, position: e.position });
+        expect(s.key).toBe(e.streamId);
+        // Every stream stays on the partition a Java client would choose for its id.
+        expect(s.partition).toBe(javaPartition(s.topic, e.streamId));
+        const m = e.metadata;
+        const expected: Record<string, string> = {
+          [MetadataHeaders.eventId]: m.eventId,
+          [MetadataHeaders.eventType]: e.type,
+          [MetadataHeaders.correlationId]: m.correlationId,
+          [MetadataHeaders.actor]: m.actor,
+          [MetadataHeaders.recordedAt]: m.recordedAt,
+          [MetadataHeaders.streamId]: e.streamId,
+          [MetadataHeaders.position]: String(e.position),
+        };
+        if (m.causationId !== null) expected[MetadataHeaders.causationId] = m.causationId;
+        if (m.organizationId !== null) expected[MetadataHeaders.organizationId] = m.organizationId;
+        if (m.environmentId !== null) expected[MetadataHeaders.environmentId] = m.environmentId;
+        // Exactly these headers (a null field is left out); Nest's own headers aside.
+        const own = Object.fromEntries(Object.entries(s.headers).filter(([k]) => !k.startsWith('kafka_')));
+        expect(own).toEqual(expected);
+      }
+      // Per stream, consumers get the events in the order of the log.
+      for (const stream of [a, b]) {
+        const order = mine()
+          .filter((s) => s.payload.streamId === stream)
+          .map((s) => s.payload.position);
+        expect(order).toEqual(recorded.filter((e) => e.streamId === stream).map((e) => e.position));
+      }
+      await caseRelay.stop();
+      await gatewayRelay.stop();
+      expect(await readStore.getCheckpoint(`case-relay-${RUN}`)).toBe(last);
+      expect(await readStore.getCheckpoint(`gateway-relay-${RUN}`)).toBe(gatewayLast);
     } finally {
-      await relay.stop();
-      await emitter.close();
+      await caseRelay.stop();
+      await gatewayRelay.stop();
       await store.close();
       await readStore.close();
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  describe('request/reply between two Nest apps in two processes', () => {
+    let peer: ChildProcess | undefined;
+    let caller: INestApplicationContext | undefined;
+
+    beforeAll(async () => {
+      peer = await startPeer(brokers);
+      caller = await NestFactory.createApplicationContext(CallerModule.forBrokers(brokers), { logger: false });
+      caller.enableShutdownHooks();
+      await caller.init();
+    });
+
+    afterAll(async () => {
+      await caller?.close();
+      await stopPeer(peer);
+    });
+
+    it('each of 20 concurrent requests gets its own answer, from the other process', async () => {
+      const calls = caller!.get(PeerCaller);
+      const answers = await Promise.all(Array.from({ length: 20 }, (_, n) => calls.echo(n, `message ${n}`)));
+      expect(answers).toEqual(Array.from({ length: 20 }, (_, n) => ({ n, echoed: `MESSAGE ${n}`, pid: peer!.pid })));
+      expect(peer!.pid).not.toBe(process.pid);
+    });
+
+    it('a domain refusal crosses processes with status, code and details intact', async () => {
+      await expect(caller!.get(PeerCaller).refuse(7)).rejects.toEqual({ status: 409, code: 'ALREADY_RESOLVED', message: 'request 7 refused', details: { n: 7 } });
+    });
+  });
+
+  describe('consumer groups', () => {
+    const emit = async (topic: string, values: number[]) => {
+      for (const n of values) await lastValueFrom(emitter.emit(topic, new BusRecord('one-key', { n })), { defaultValue: undefined });
+    };
+
+    async function startConsumer(module: unknown, service: string, fromBeginning: boolean): Promise<INestMicroservice> {
+      const wiring = kafkaServerOptions(service, brokers, { fromBeginning });
+      // The apps' wiring; only a shorter fetch wait, so that close() (which waits for the fetch in
+      // flight) takes half a second rather than five.
+      wiring.options.consumer = { ...wiring.options.consumer!, maxWaitTimeInMs: 500 };
+      const ms = await NestFactory.createMicroservice(module as never, { ...wiring, logger: false });
+      await ms.listen();
+      return ms;
+    }
+
+    async function committed(groupId: string, topic: string): Promise<string[]> {
+      const admin = kafka.admin();
+      await admin.connect();
+      try {
+        const [offsets] = await admin.fetchOffsets({ groupId, topics: [topic] });
+        return offsets.partitions.map((p) => p.offset);
+      } finally {
+        await admin.disconnect();
+      }
+    }
+
+    it('a consumer group that restarts resumes from its committed offset', async () => {
+      const service = `kafka-spec-resume-${RUN}`;
+      let ms = await startConsumer(ResumeModule, service, true);
+      try {
+        await emit(RESUME, [1, 2, 3]);
+        await eventually(() => expect(resumed).toEqual([1, 2, 3]));
+        await ms.close();
+        // Nest appends -server to the group id.
+        expect(await committed(`${service}-server`, RESUME)).toEqual(['3']);
+
+        await emit(RESUME, [4, 5]); // while no member of the group runs
+        resumed.length = 0;
+        ms = await startConsumer(ResumeModule, service, true);
+        // One partition: had the group gone back to 1, 1..3 would come before 4.
+        await eventually(() => expect(resumed).toEqual([4, 5]));
+        await emit(RESUME, [6]);
+        await eventually(() => expect(resumed).toEqual([4, 5, 6]));
+      } finally {
+        await ms.close();
+      }
+      expect(await committed(`${service}-server`, RESUME)).toEqual(['6']);
+    });
+
+    it('a new consumer group starts from the earliest offset, each group on its own', async () => {
+      await emit(EARLIEST, [1, 2, 3]); // before any group reads the topic
+      for (const reader of ['first', 'second']) {
+        earliestReader = reader;
+        const ms = await startConsumer(EarliestModule, `kafka-spec-earliest-${reader}-${RUN}`, true);
+        try {
+          await eventually(() => expect(fromEarliest.get(reader)).toEqual([1, 2, 3]));
+        } finally {
+          await ms.close();
+        }
+      }
+    });
   });
 });
