@@ -150,7 +150,7 @@ export class EncryptingEventStore implements EventStore {
     if (mine && mine.streamId === e.streamId && mine.type === e.type && mine.keyId === keyId && mine.tag === e.data.tag && mine.ct === e.data.ct) {
       return { ...e, data: JSON.parse(mine.json) };
     }
-    const decipher = createDecipheriv('aes-256-gcm', this.key(keyId), Buffer.from(e.data.iv, 'base64'));
+    const decipher = createDecipheriv('aes-256-gcm', this.key(keyId), Buffer.from(e.data.iv, 'base64'), { authTagLength: 16 });
     decipher.setAAD(aad(e.streamId, e.type, keyId));
     decipher.setAuthTag(Buffer.from(e.data.tag, 'base64'));
     let plain: string;

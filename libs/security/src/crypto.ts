@@ -36,7 +36,7 @@ export function encryptString(key: Buffer, plaintext: string): string {
 export function decryptString(key: Buffer, envelope: string): string {
   const [v, iv, tag, ct] = envelope.split('.');
   if (v !== 'v1' || !iv || !tag || ct === undefined) throw new Error('not an encrypted envelope');
-  const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64url'));
+  const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64url'), { authTagLength: 16 });
   decipher.setAuthTag(Buffer.from(tag, 'base64url'));
   return Buffer.concat([decipher.update(Buffer.from(ct, 'base64url')), decipher.final()]).toString('utf8');
 }

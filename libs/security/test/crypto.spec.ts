@@ -15,6 +15,16 @@ describe('security primitives', () => {
     expect(() => decryptString(keyring.encryptionKey('env-2'), env)).toThrow();
   });
 
+  it('refuses an envelope whose GCM tag was cut short (only the full 16-byte tag authenticates)', () => {
+    const key = keyring.encryptionKey('env-1');
+    const parts = encryptString(key, 'canary-4711').split('.');
+    for (const bytes of [4, 8, 12, 15]) {
+      const cut = [...parts];
+      cut[2] = Buffer.from(parts[2], 'base64url').subarray(0, bytes).toString('base64url');
+      expect(() => decryptString(key, cut.join('.'))).toThrow();
+    }
+  });
+
   it('hands out 96-bit nonces that never repeat, across refills of the pool, each its own copy', () => {
     const seen = new Set<string>();
     const ivs: Buffer[] = [];
