@@ -18,7 +18,7 @@ const STOPWORDS = new Set(
 
 /** Curated synonym groups (English and Spanish words, accent-free) mapped to one concept. */
 const CONCEPTS: Record<string, string[]> = {
-  pain: ['pain', 'painful', 'ache', 'aching', 'aches', 'hurt', 'hurts', 'hurting', 'sore', 'soreness', 'dolor', 'dolores', 'duele', 'duelen', 'doliendo', 'adolorido', 'adolorida', 'molestia'],
+  pain: ['pain', 'painful', 'ache', 'aching', 'aches', 'hurt', 'hurts', 'hurting', 'sore', 'soreness', 'dolor', 'dolores', 'duele', 'duelen', 'doliendo', 'dolia', 'adolorido', 'adolorida', 'molestia'],
   chest: ['chest', 'breastbone', 'pecho', 'torax'],
   breath: ['breath', 'breathe', 'breathing', 'breathless', 'respirar', 'respiracion', 'respiro', 'aliento', 'aire'],
   difficulty: ['trouble', 'difficulty', 'difficult', 'hard', 'struggling', 'struggle', 'dificultad', 'dificil', 'cuesta', 'falta'],
@@ -34,8 +34,8 @@ const CONCEPTS: Record<string, string[]> = {
   tired: ['tired', 'fatigue', 'fatigued', 'exhausted', 'weary', 'cansado', 'cansada', 'cansancio', 'agotado', 'agotada', 'fatiga'],
   sad: ['sad', 'depressed', 'down', 'hopeless', 'triste', 'deprimido', 'deprimida', 'tristeza'],
   anxious: ['anxious', 'anxiety', 'worried', 'nervous', 'ansioso', 'ansiosa', 'ansiedad', 'nervioso', 'nerviosa', 'preocupado', 'preocupada'],
-  sleep: ['sleep', 'sleeping', 'insomnia', 'dormir', 'duermo', 'sueno', 'insomnio'],
-  cough: ['cough', 'coughing', 'tos', 'toser', 'tosiendo'],
+  sleep: ['sleep', 'sleeping', 'insomnia', 'dormir', 'duermo', 'dormia', 'sueno', 'insomnio'],
+  cough: ['cough', 'coughing', 'tos', 'toser', 'tosiendo', 'tosia'],
   rash: ['rash', 'hives', 'sarpullido', 'erupcion', 'ronchas'],
   worse: ['worse', 'worsening', 'worst', 'peor', 'empeorado', 'empeorando', 'empeora'],
   severe: ['severe', 'bad', 'terrible', 'intense', 'strong', 'awful', 'fuerte', 'intenso', 'intensa', 'severo', 'severa', 'grave', 'horrible'],
