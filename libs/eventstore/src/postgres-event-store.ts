@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Client, Pool, PoolClient, escapeIdentifier } from 'pg';
+import { Client, Pool, escapeIdentifier } from 'pg';
 import { DEFAULT_EVENT_SCHEMA, channelName, checkSchemaName, migrateEventSchema } from './postgres-schema';
 import { EventStoreLogger, PollingSubscription, defaultEventStoreLogger } from './subscription-loop';
 import {
@@ -84,12 +84,14 @@ interface SettledPage {
  * single position (the pair (xid, position) orders rows exactly as the position does).
  *
  * **Appends.** Appends made in the same tick are written by one transaction (group commit), one
- * transaction in flight per store: lock the batch's streams (advisory transaction locks in key
- * order, so writers of other processes on the same streams wait instead of racing), read their
- * heads, check each append's expected revision against the stream as it stands including earlier
- * appends of the batch, allocate, INSERT every accepted row in one statement, COMMIT. An append
+ * transaction in flight per store, sent as ONE statement (`append_batch`, autocommit): it locks the
+ * batch's streams (advisory transaction locks in key order, so writers of other processes on the
+ * same streams wait instead of racing), reads their heads, checks each append's expected revision
+ * against the stream as it stands including earlier appends of the batch, allocates and INSERTs
+ * every accepted row; the statement's COMMIT follows on the server with no client round trip
+ * while the transaction holds its id (which would hold every reader's watermark back). An append
  * that fails its check is rejected alone; each caller is answered after the COMMIT. If the
- * transaction fails, every append of the batch is rejected and nothing of it is written.
+ * statement fails, every append of the batch is rejected and nothing of it is written.
  *
  * **Subscriptions** poll (`PollingSubscription`) and are woken at once by this store's own commits
  * and by other processes' through LISTEN/NOTIFY (one channel per schema; each store announces
@@ -123,7 +125,9 @@ export class PostgresEventStore implements EventStore {
   private listenerRetry: NodeJS.Timeout | null = null;
   private listenerDelay = 100;
   private notifying: Promise<void> | null = null;
-  private notifyAgain = false;
+  private announcePending = false;
+  private announceTimer: NodeJS.Timeout | null = null;
+  private lastAnnounce = 0;
   private heldBackTimer: NodeJS.Timeout | null = null;
   private heldBackDelay = HELD_BACK_FIRST_MS;
   private readonly pageReads = new Map<string, Promise<SettledPage>>();
@@ -202,74 +206,54 @@ export class PostgresEventStore implements EventStore {
     });
   }
 
-  /** One group commit. Settles every append of the batch; never rejects. */
+  /** One group commit: one statement (`append_batch`), one transaction. Settles every append of the batch; never rejects. */
   private async write(batch: PendingAppend[]): Promise<void> {
-    let client: PoolClient | undefined;
-    let failed: unknown;
     try {
       await this.ready;
-      client = await this.pool.connect();
-      await client.query('BEGIN');
-      const ids = [...new Set(batch.map((p) => p.streamId))];
-      const heads = await client.query<{ stream: string; last_revision: number; last_position: string }>({ name: this.sql.lockStreams.name, text: this.sql.lockStreams.text, values: [ids] });
-      // Each stream as it stands in this transaction, including earlier appends of the batch:
-      // `lastRow` is the index of its newest row among those this batch inserts (its position is known after allocate).
-      const streams = new Map<string, { revision: number; position: number; lastRow: number }>();
-      for (const id of ids) streams.set(id, { revision: -1, position: 0, lastRow: -1 });
-      for (const h of heads.rows) streams.set(h.stream, { revision: h.last_revision, position: Number(h.last_position), lastRow: -1 });
-      const cols = { stream: [] as string[], revision: [] as number[], eventId: [] as string[], type: [] as string[], data: [] as string[], metadata: [] as string[] };
-      const outcomes: ({ wrong: number } | { revision: number; position: number; lastRow: number })[] = [];
+      const ids: string[] = [];
+      const index = new Map<string, number>();
+      const appStream: number[] = [];
+      const appExpected: number[] = [];
+      const appCount: number[] = [];
+      const ev = { id: [] as string[], type: [] as string[], data: [] as string[], metadata: [] as string[] };
       for (const p of batch) {
-        const s = streams.get(p.streamId)!;
-        const e = p.expected;
-        const ok = e === 'any' || (e === 'no_stream' ? s.revision === -1 : s.revision === e);
-        if (!ok) {
-          outcomes.push({ wrong: s.revision });
-          continue;
+        let i = index.get(p.streamId);
+        if (i === undefined) {
+          ids.push(p.streamId);
+          i = ids.length;
+          index.set(p.streamId, i);
         }
+        appStream.push(i);
+        appExpected.push(p.expected === 'any' ? -2 : p.expected === 'no_stream' ? -1 : p.expected);
+        appCount.push(p.rows.length);
         for (const r of p.rows) {
-          s.revision++;
-          s.lastRow = cols.stream.length;
-          cols.stream.push(p.streamId);
-          cols.revision.push(s.revision);
-          cols.eventId.push(r.eventId);
-          cols.type.push(r.type);
-          cols.data.push(r.data);
-          cols.metadata.push(r.metadata);
+          ev.id.push(r.eventId);
+          ev.type.push(r.type);
+          ev.data.push(r.data);
+          ev.metadata.push(r.metadata);
         }
-        outcomes.push({ revision: s.revision, position: s.position, lastRow: s.lastRow });
       }
-      let first = 0;
-      if (cols.stream.length > 0) {
-        const inserted = await client.query<{ first_position: string }>({
-          name: this.sql.insert.name,
-          text: this.sql.insert.text,
-          values: [cols.stream.length, cols.stream, cols.revision, cols.eventId, cols.type, cols.data, cols.metadata],
-        });
-        first = Number(inserted.rows[0].first_position);
-      }
-      await client.query('COMMIT');
+      const result = await this.pool.query<{ out_ok: boolean; out_revision: number; out_position: string | null }>({
+        name: this.sql.appendBatch.name,
+        text: this.sql.appendBatch.text,
+        values: [ids, appStream, appExpected, appCount, ev.id, ev.type, ev.data, ev.metadata],
+      });
       this.stats.commits++;
       this.stats.appends += batch.length;
       for (let i = 0; i < batch.length; i++) {
-        const o = outcomes[i];
+        const o = result.rows[i];
         const p = batch[i];
-        if ('wrong' in o) p.reject(new WrongExpectedRevisionError(p.streamId, p.expected, o.wrong < 0 ? 'no_stream' : o.wrong));
-        else p.resolve({ nextExpectedRevision: o.revision, position: o.lastRow >= 0 ? first + o.lastRow : o.position });
+        if (!o.out_ok) p.reject(new WrongExpectedRevisionError(p.streamId, p.expected, o.out_revision < 0 ? 'no_stream' : o.out_revision));
+        else p.resolve({ nextExpectedRevision: o.out_revision, position: Number(o.out_position) });
       }
-      if (cols.stream.length > 0) {
+      if (ev.id.length > 0) {
         this.wakeSubscriptions();
         this.announce();
       }
     } catch (err) {
-      failed = err;
-      if (client) await client.query('ROLLBACK').catch(() => undefined);
-      // Nothing of the batch was written (or, if the COMMIT itself was lost with the connection,
-      // the outcome is unknown to the caller, as with any lost connection; a retry is recognised by the streams).
+      // Nothing of the batch was written (or, if the connection was lost during the COMMIT, the
+      // outcome is unknown to the caller, as with any lost connection; a retry is recognised by the streams).
       for (const p of batch) p.reject(err);
-    } finally {
-      // A connection that failed is discarded, not reused.
-      client?.release(failed instanceof Error ? failed : undefined);
     }
   }
 
@@ -345,7 +329,15 @@ export class PostgresEventStore implements EventStore {
     this.closed = true;
     if (this.heldBackTimer) clearTimeout(this.heldBackTimer);
     if (this.listenerRetry) clearTimeout(this.listenerRetry);
-    await this.notifying;
+    // The last commits are announced before the pool closes (closed: no more waiting for the spacing).
+    if (this.announceTimer) {
+      clearTimeout(this.announceTimer);
+      this.announceTimer = null;
+    }
+    while (this.notifying || this.announcePending) {
+      if (this.notifying) await this.notifying;
+      else this.announce();
+    }
     const listener = this.listener;
     this.listener = null;
     await listener?.end().catch(() => undefined);
@@ -411,27 +403,42 @@ export class PostgresEventStore implements EventStore {
   /**
    * Tells other processes' stores that this one committed: NOTIFY in a transaction of its own,
    * after the COMMIT, without waiting for a flush (a lost notification costs one poll interval).
-   * At most one in flight; commits meanwhile are announced by one more.
+   * One in flight at a time, and at most one per `ANNOUNCE_SPACING_MS`: the first commit after a
+   * quiet spell is announced at once, the commits of a burst by one NOTIFY at the end of each
+   * spacing (a NOTIFY per commit cost a third of a single writer's appends per second).
    */
   private announce(): void {
-    if (this.notifying) {
-      this.notifyAgain = true;
+    this.announcePending = true;
+    if (this.notifying || this.announceTimer) return;
+    const wait = this.lastAnnounce + ANNOUNCE_SPACING_MS - Date.now();
+    if (wait > 0 && !this.closed) {
+      this.announceTimer = setTimeout(() => {
+        this.announceTimer = null;
+        this.sendAnnounce();
+      }, wait);
       return;
     }
-    this.notifying = (async () => {
-      do {
-        this.notifyAgain = false;
-        try {
-          await this.pool.query(this.sql.notify(this.instanceId));
+    this.sendAnnounce();
+  }
+
+  private sendAnnounce(): void {
+    if (!this.announcePending) return;
+    this.announcePending = false;
+    this.lastAnnounce = Date.now();
+    this.notifying = this.pool
+      .query(this.sql.notify(this.instanceId))
+      .then(
+        () => {
           this.stats.notifies++;
-        } catch (err) {
+        },
+        (err) => {
           if (!this.closed) this.logger.warn('eventstore postgres notify failed', { error: errName(err) });
-          return;
-        }
-      } while (this.notifyAgain && !this.closed);
-    })().finally(() => {
-      this.notifying = null;
-    });
+        },
+      )
+      .finally(() => {
+        this.notifying = null;
+        if (this.announcePending) this.announce();
+      });
   }
 
   /** The LISTEN connection: wakes the subscriptions on another store's commit; reconnects after a failure. */
@@ -488,6 +495,7 @@ export class PostgresEventStore implements EventStore {
   }
 }
 
+const ANNOUNCE_SPACING_MS = 5;
 const HELD_BACK_FIRST_MS = 2;
 const HELD_BACK_MAX_MS = 100;
 
@@ -498,16 +506,9 @@ function statements(schema: string) {
   // The watermark: a row may be delivered once its transaction is below every running one.
   const settled = 'tx < pg_snapshot_xmin(pg_current_snapshot())';
   return {
-    lockStreams: { name: `${schema}:lock`, text: `SELECT stream, last_revision, last_position FROM ${s}.lock_streams($1::text[])` },
-    insert: {
-      name: `${schema}:insert`,
-      text: `WITH a AS MATERIALIZED (SELECT tx, first_position FROM ${s}.allocate($1::integer)),
-ins AS (
-  INSERT INTO ${s}.events (position, tx, stream_id, revision, event_id, type, data, metadata)
-  SELECT a.first_position + r.ord - 1, a.tx, r.stream_id, r.revision, r.event_id, r.type, r.data, r.metadata
-  FROM a, unnest($2::text[], $3::integer[], $4::text[], $5::text[], $6::text[], $7::text[]) WITH ORDINALITY AS r(stream_id, revision, event_id, type, data, metadata, ord)
-)
-SELECT first_position FROM a`,
+    appendBatch: {
+      name: `${schema}:append`,
+      text: `SELECT out_ok, out_revision, out_position FROM ${s}.append_batch($1::text[], $2::integer[], $3::integer[], $4::integer[], $5::text[], $6::text[], $7::text[], $8::text[])`,
     },
     readStream: { name: `${schema}:stream`, text: `SELECT ${cols} FROM ${s}.events WHERE stream_id = $1 AND revision >= $2 ORDER BY revision` },
     readAll: { name: `${schema}:all`, text: `SELECT ${cols}, ${settled} AS settled FROM ${s}.events WHERE position > $1 ORDER BY position LIMIT $2` },

@@ -65,28 +65,6 @@ CREATE TABLE ${s}.events (
   CONSTRAINT events_stream_revision UNIQUE (stream_id, revision)
 );
 
--- Locks the given streams for the rest of the transaction (advisory locks, taken in key order so
--- that two batches never wait for each other in a cycle), then reads each one's head with a fresh
--- snapshot: a writer that held a lock committed before releasing it, so its rows are seen.
-CREATE FUNCTION ${s}.lock_streams(ids text[])
-RETURNS TABLE (stream text, last_revision integer, last_position bigint)
-LANGUAGE plpgsql VOLATILE AS $fn$
-DECLARE
-  k bigint;
-BEGIN
-  FOR k IN SELECT DISTINCT hashtextextended(${streamPrefix} || i.id, 0) AS h FROM unnest(ids) AS i(id) ORDER BY h LOOP
-    PERFORM pg_advisory_xact_lock(k);
-  END LOOP;
-  RETURN QUERY
-    SELECT i.id, l.revision, l.position
-    FROM (SELECT DISTINCT u.id FROM unnest(ids) AS u(id)) AS i
-    CROSS JOIN LATERAL (
-      SELECT e.revision, e.position FROM ${s}.events AS e
-      WHERE e.stream_id = i.id ORDER BY e.revision DESC LIMIT 1
-    ) AS l;
-END
-$fn$;
-
 -- Hands the calling transaction its transaction id and n consecutive positions, both under one
 -- short lock, before the transaction writes anything. Transaction ids and positions are therefore
 -- handed out in the same order: a transaction with a lower id always holds lower positions. The
@@ -116,6 +94,106 @@ BEGIN
   PERFORM pg_advisory_unlock(k);
   first_position := last_position - n + 1;
   RETURN NEXT;
+END
+$fn$;
+
+-- One group commit, in one statement (so no client round trip happens while the transaction holds
+-- its id): locks the batch's streams (advisory transaction locks taken in key order, so two
+-- batches never wait for each other in a cycle; a writer that held one committed before releasing
+-- it), reads their heads, checks each append's expected revision in order against the stream as it
+-- stands, earlier appends of the batch included (-2 any, -1 no stream, else the last revision),
+-- allocates positions for the accepted rows and inserts them. One answer per append, in order: ok,
+-- the stream's revision after it (or, refused, the actual one, -1 for none), and the position of
+-- the stream's last event after it (null when refused).
+-- ids: the batch's distinct streams; app_stream: each append's index in ids (1-based);
+-- app_count: each append's event count; ev_*: the events of all appends, in order.
+CREATE FUNCTION ${s}.append_batch(
+  ids text[], app_stream integer[], app_expected integer[], app_count integer[],
+  ev_id text[], ev_type text[], ev_data text[], ev_metadata text[])
+RETURNS TABLE (out_ok boolean, out_revision integer, out_position bigint)
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+  n_ids constant integer := coalesce(cardinality(ids), 0);
+  n_apps constant integer := coalesce(cardinality(app_stream), 0);
+  k bigint;
+  head_rev integer[];
+  head_pos bigint[];
+  last_row integer[];
+  app_ok boolean[];
+  app_rev integer[];
+  app_last integer[];
+  sel_row integer[] := '{}';
+  sel_stream text[] := '{}';
+  sel_rev integer[] := '{}';
+  i integer;
+  j integer;
+  si integer;
+  cur integer;
+  expected integer;
+  row_at integer := 0;
+  accepted integer := 0;
+  alloc_tx xid8;
+  first_pos bigint;
+BEGIN
+  IF coalesce(cardinality(app_expected), 0) <> n_apps OR coalesce(cardinality(app_count), 0) <> n_apps
+     OR coalesce((SELECT sum(c) FROM unnest(app_count) AS c), 0) <> coalesce(cardinality(ev_id), 0)
+     OR coalesce(cardinality(ev_id), 0) <> coalesce(cardinality(ev_type), 0)
+     OR coalesce(cardinality(ev_id), 0) <> coalesce(cardinality(ev_data), 0)
+     OR coalesce(cardinality(ev_id), 0) <> coalesce(cardinality(ev_metadata), 0) THEN
+    RAISE EXCEPTION 'append_batch: arrays of different lengths';
+  END IF;
+  FOR k IN SELECT DISTINCT hashtextextended(${streamPrefix} || u.id, 0) AS h FROM unnest(ids) AS u(id) ORDER BY h LOOP
+    PERFORM pg_advisory_xact_lock(k);
+  END LOOP;
+  -- A fresh snapshot (each statement of a volatile function takes one): commits of the lock holders are seen.
+  SELECT array_agg(coalesce(l.revision, -1) ORDER BY u.ord), array_agg(coalesce(l.position, 0) ORDER BY u.ord)
+    INTO head_rev, head_pos
+    FROM unnest(ids) WITH ORDINALITY AS u(id, ord)
+    LEFT JOIN LATERAL (
+      SELECT e.revision, e.position FROM ${s}.events AS e WHERE e.stream_id = u.id ORDER BY e.revision DESC LIMIT 1
+    ) AS l ON true;
+  last_row := array_fill(0, ARRAY[n_ids]);
+  app_ok := array_fill(false, ARRAY[n_apps]);
+  app_rev := array_fill(0, ARRAY[n_apps]);
+  app_last := array_fill(0, ARRAY[n_apps]);
+  FOR i IN 1..n_apps LOOP
+    si := app_stream[i];
+    IF si IS NULL OR si < 1 OR si > n_ids THEN
+      RAISE EXCEPTION 'append_batch: stream index out of range';
+    END IF;
+    cur := head_rev[si];
+    expected := app_expected[i];
+    IF expected = -2 OR (expected = -1 AND cur = -1) OR (expected >= 0 AND cur = expected) THEN
+      FOR j IN 1..app_count[i] LOOP
+        row_at := row_at + 1;
+        accepted := accepted + 1;
+        cur := cur + 1;
+        sel_row[accepted] := row_at;
+        sel_stream[accepted] := ids[si];
+        sel_rev[accepted] := cur;
+        last_row[si] := accepted;
+      END LOOP;
+      head_rev[si] := cur;
+      app_ok[i] := true;
+      app_rev[i] := cur;
+      app_last[i] := last_row[si];
+    ELSE
+      row_at := row_at + app_count[i];
+      app_rev[i] := cur;
+    END IF;
+  END LOOP;
+  IF accepted > 0 THEN
+    SELECT a.tx, a.first_position INTO alloc_tx, first_pos FROM ${s}.allocate(accepted) AS a;
+    INSERT INTO ${s}.events (position, tx, stream_id, revision, event_id, type, data, metadata)
+      SELECT first_pos + t.ord - 1, alloc_tx, t.stream_id, t.rev, v.event_id, v.event_type, v.event_data, v.event_metadata
+      FROM unnest(sel_row, sel_stream, sel_rev) WITH ORDINALITY AS t(rn, stream_id, rev, ord)
+      JOIN unnest(ev_id, ev_type, ev_data, ev_metadata) WITH ORDINALITY AS v(event_id, event_type, event_data, event_metadata, rn)
+        ON v.rn = t.rn;
+  END IF;
+  RETURN QUERY
+    SELECT app_ok[x], app_rev[x],
+      CASE WHEN NOT app_ok[x] THEN NULL WHEN app_last[x] > 0 THEN first_pos + app_last[x] - 1 ELSE head_pos[app_stream[x]] END
+    FROM generate_series(1, n_apps) AS x ORDER BY x;
 END
 $fn$;
 `;
