@@ -30,7 +30,9 @@ const call = (lookup: LookupFunction, host: string, all: boolean) =>
 describe('webhook address guard', () => {
   it('blocks NAT64 (64:ff9b::/96), 6to4 (2002::/16) and IPv4-mapped addresses in either notation', () => {
     for (const a of ['64:ff9b::a00:1', '64:ff9b::7f00:1', '2002:7f00:1::1', '2002::1', '::ffff:7f00:1', '::ffff:a00:1', '::ffff:127.0.0.1']) expect([a, isBlockedAddress(a)]).toEqual([a, true]);
-    for (const a of ['::ffff:5db8:d822', '2003::1', '64:ff9c::1']) expect([a, isBlockedAddress(a)]).toEqual([a, false]);
+    for (const a of ['::ffff:5db8:d822', '2003::1']) expect([a, isBlockedAddress(a)]).toEqual([a, false]);
+    // Next to NAT64 but outside global unicast space (2000::/3): no public receiver lives there either.
+    expect(isBlockedAddress('64:ff9c::1')).toBe(true);
   });
 
   it('checks the addresses at connect time, in both lookup shapes (all: true for happy eyeballs, all: false)', async () => {

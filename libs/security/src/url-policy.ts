@@ -1,66 +1,40 @@
 import { lookup as dnsLookup, LookupAddress } from 'node:dns';
 import { lookup } from 'node:dns/promises';
-import { BlockList, LookupFunction, isIP } from 'node:net';
+import { LookupFunction, isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
 
 /**
- * Addresses a production webhook or Destination call may not reach: loopback, private, link-local, CGNAT, multicast,
- * unspecified, and the IPv6 prefixes that embed an IPv4 address a gateway would reach for us
- * (NAT64 64:ff9b::/96, 6to4 2002::/16: refused whole, whatever they embed).
+ * IPv6 global unicast space (RFC 4291 section 2.4, 2000::/3): every public IPv6 address IANA hands
+ * out lies in it. Outside it is only special or unassigned space (the IPv4-compatible ::/96 among
+ * it), which a public webhook receiver never uses.
  */
-const blocked = new BlockList();
-for (const [net, prefix] of [
-  ['0.0.0.0', 8],
-  ['10.0.0.0', 8],
-  ['100.64.0.0', 10],
-  ['127.0.0.0', 8],
-  ['169.254.0.0', 16],
-  ['172.16.0.0', 12],
-  ['192.0.0.0', 24],
-  ['192.168.0.0', 16],
-  ['198.18.0.0', 15],
-  ['224.0.0.0', 3],
-] as const)
-  blocked.addSubnet(net, prefix, 'ipv4');
-for (const [net, prefix] of [
-  ['::', 128],
-  ['::1', 128],
-  ['64:ff9b:1::', 48], // local-use NAT64
-  ['fc00::', 7],
-  ['fe80::', 10],
-  ['ff00::', 8],
-  ['64:ff9b::', 96],
-  ['2002::', 16],
-] as const)
-  blocked.addSubnet(net, prefix, 'ipv6');
+const IPV6_GLOBAL_UNICAST = ipaddr.parseCIDR('2000::/3') as [ipaddr.IPv6, number];
 
-/** The eight 16-bit groups of an IPv6 address (isIP already said it is one), dotted IPv4 tails included. */
-function hextets(address: string): number[] {
-  let a = address.toLowerCase();
-  const v4 = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(a);
-  if (v4) a = a.slice(0, v4.index) + [((+v4[1] << 8) | +v4[2]).toString(16), ((+v4[3] << 8) | +v4[4]).toString(16)].join(':');
-  const [head, tail] = a.includes('::') ? a.split('::') : [a, undefined];
-  const h = head ? head.split(':') : [];
-  const t = tail === undefined ? [] : tail ? tail.split(':') : [];
-  const groups = tail === undefined ? h : [...h, ...Array(8 - h.length - t.length).fill('0'), ...t];
-  return groups.map((g) => parseInt(g, 16));
-}
-
+/**
+ * Whether a production webhook or Destination call may not reach an address: anything but public
+ * unicast space. ipaddr.js names every special-purpose block of IANA's registries (`range()`), and
+ * only its `unicast` (what no special block holds) is allowed: loopback, private, link-local,
+ * CGNAT, multicast, broadcast, unspecified, reserved (240.0.0.0/4), documentation (192.0.2.0/24,
+ * 198.51.100.0/24, 203.0.113.0/24, 2001:db8::/32, 3fff::/20), benchmarking, unique-local,
+ * deprecated site-local (fec0::/10), discard-only (100::/64), Teredo (2001::/32), 6to4, NAT64 and
+ * SIIT (which embed an IPv4 address a gateway would reach for us, refused whatever they embed),
+ * ORCHID, AMT, AS112 are all refused; an IPv6 address must also lie in 2000::/3. An IPv4-mapped
+ * address (::ffff:a.b.c.d, in either notation: the WHATWG URL parser writes [::ffff:127.0.0.1] as
+ * [::ffff:7f00:1]) is decided by the IPv4 address it maps. Anything that is not an IP address
+ * (isIP: dotted-quad IPv4 only, so "127.1" and "0x7f000001" are refused here) is refused.
+ */
 export function isBlockedAddress(address: string): boolean {
   const family = isIP(address);
-  if (family === 4) return blocked.check(address, 'ipv4');
-  if (family === 6) {
-    const g = hextets(address);
-    const zeros = (n: number) => g.slice(0, n).every((x) => x === 0);
-    // IPv4-compatible ::a.b.c.d (deprecated; the first 96 bits zero, :: and ::1 included) and SIIT
-    // ::ffff:0:a.b.c.d: refused whole, whatever they embed (a translator on the path would reach it).
-    if (zeros(6)) return true;
-    if (zeros(4) && g[4] === 0xffff && g[5] === 0) return true;
-    // IPv4-mapped ::ffff:a.b.c.d, in either notation (the WHATWG URL parser writes [::ffff:127.0.0.1]
-    // as [::ffff:7f00:1]): the embedded IPv4 address decides.
-    if (zeros(5) && g[5] === 0xffff) return blocked.check(`${g[6] >> 8}.${g[6] & 255}.${g[7] >> 8}.${g[7] & 255}`, 'ipv4');
-    return blocked.check(address, 'ipv6');
+  if (family === 0) return true;
+  try {
+    if (family === 4) return ipaddr.IPv4.parse(address).range() !== 'unicast';
+    const v6 = ipaddr.IPv6.parse(address);
+    const range = v6.range();
+    if (range === 'ipv4Mapped') return v6.toIPv4Address().range() !== 'unicast';
+    return range !== 'unicast' || !v6.match(IPV6_GLOBAL_UNICAST);
+  } catch {
+    return true;
   }
-  return true;
 }
 
 export type UrlProblem = 'invalid' | 'https_required' | 'credentials_in_url' | 'address_refused' | 'unresolvable';
