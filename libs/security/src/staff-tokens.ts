@@ -34,7 +34,8 @@ export class DevIdentityProvider {
     } else {
       const { privateKey } = await generateKeyPair('RS256', { extractable: true });
       jwk = { ...(await exportJWK(privateKey)), kid: `dev-${Date.now().toString(36)}` };
-      mkdirSync(dirname(file), { recursive: true });
+      // The private key: owner-only, like everything in the data dir (decisions 16).
+      mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
       writeFileSync(file, JSON.stringify(jwk), { mode: 0o600 });
     }
     const privateKey = (await importJWK(jwk, 'RS256')) as KeyLike;
@@ -66,10 +67,20 @@ export function remoteIssuer(issuer: string, jwksUrl: string, audience: string):
   return { issuer, audience, key: createRemoteJWKSet(new URL(jwksUrl)) };
 }
 
-/** Verifies staff ID tokens against the configured issuers; time comes from the service clock. */
+/**
+ * Verifies staff ID tokens against the configured issuers; time comes from the service clock.
+ * Besides signature, issuer, audience and expiry (decisions 16, in every mode):
+ * - a token for several audiences must name this service as its authorized party (`azp` equal to
+ *   the configured audience, OIDC Core 3.1.3.7): otherwise it was issued to another client, which
+ *   could replay it here; an `azp` naming another party is refused whatever the audiences;
+ * - no token lives longer than MAX_LIFETIME_S (`exp - iat`): an ID token is a sign-in proof, and a
+ *   ten-year one would outlive any revocation of the staff member.
+ */
 export class StaffTokenVerifier {
   /** Tolerated clock difference for `iat` and `auth_time` in the future (seconds). */
   static readonly CLOCK_SKEW_S = 60;
+  /** Longest lifetime of a staff token, `exp - iat` (seconds): 24 hours. */
+  static readonly MAX_LIFETIME_S = 86_400;
 
   constructor(
     private readonly issuers: StaffIssuer[],
@@ -78,6 +89,7 @@ export class StaffTokenVerifier {
 
   async verify(token: string): Promise<StaffPrincipal> {
     let payload: JWTPayload | undefined;
+    let audience = '';
     for (const issuer of this.issuers) {
       try {
         const result = await jwtVerify(token, issuer.key as KeyLike, {
@@ -89,6 +101,7 @@ export class StaffTokenVerifier {
           requiredClaims: ['exp', 'iat', 'sub'],
         });
         payload = result.payload;
+        audience = issuer.audience;
         break;
       } catch {
         // try the next issuer
@@ -103,6 +116,10 @@ export class StaffTokenVerifier {
       const v = payload[claim];
       if (v !== undefined && (typeof v !== 'number' || !Number.isFinite(v) || v > nowS + StaffTokenVerifier.CLOCK_SKEW_S)) throw new InvalidStaffTokenError('invalid staff token');
     }
+    const audiences = Array.isArray(payload.aud) ? payload.aud : [payload.aud];
+    if (payload.azp !== undefined ? payload.azp !== audience : audiences.length > 1) throw new InvalidStaffTokenError('invalid staff token');
+    // iat and exp are numbers here (jose checks both claims it was asked to require).
+    if ((payload.exp as number) - (payload.iat as number) > StaffTokenVerifier.MAX_LIFETIME_S) throw new InvalidStaffTokenError('invalid staff token');
     const amr = Array.isArray(payload.amr) ? (payload.amr as unknown[]) : [];
     return {
       sub: payload.sub,

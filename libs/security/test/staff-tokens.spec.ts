@@ -69,3 +69,53 @@ describe('StaffTokenVerifier: subject', () => {
     expect((await verifier.verify(await mint('x'.repeat(255)))).sub).toHaveLength(255);
   });
 });
+
+/**
+ * Decisions 16: a token for several audiences names this service as its authorized party (`azp`,
+ * OIDC Core 3.1.3.7), and no staff token lives longer than 24 hours (`exp - iat`). Applied in every
+ * mode: the dev issuer mints one-audience, one-hour tokens.
+ */
+describe('StaffTokenVerifier: audiences and lifetime', () => {
+  const now = new Date('2026-11-25T10:00:00.000Z');
+  const nowS = now.getTime() / 1000;
+  let dir: string;
+  let verifier: StaffTokenVerifier;
+  let key: KeyLike;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'staff-aud-'));
+    const file = join(dir, 'dev-idp.json');
+    const idp = await DevIdentityProvider.load(file);
+    key = (await importJWK(JSON.parse(readFileSync(file, 'utf8')) as JWK, 'RS256')) as KeyLike;
+    verifier = new StaffTokenVerifier([{ issuer: DEV_ISSUER, audience: STAFF_AUDIENCE, key: idp.publicKey }], () => now);
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  const token = (o: { aud: string | string[]; azp?: string; iat?: number; exp?: number }) =>
+    new SignJWT({ email: 'a@example.test', permissions: [], amr: ['pwd', 'mfa'], auth_time: nowS, ...(o.azp !== undefined ? { azp: o.azp } : {}) })
+      .setProtectedHeader({ alg: 'RS256' })
+      .setIssuer(DEV_ISSUER)
+      .setAudience(o.aud)
+      .setSubject('u1')
+      .setIssuedAt(o.iat ?? nowS)
+      .setExpirationTime(o.exp ?? nowS + 3600)
+      .sign(key);
+
+  it('refuses a token for several audiences without azp, or with an azp other than this service', async () => {
+    await expect(verifier.verify(await token({ aud: [STAFF_AUDIENCE, 'other-app'] }))).rejects.toThrow('invalid staff token');
+    await expect(verifier.verify(await token({ aud: [STAFF_AUDIENCE, 'other-app'], azp: 'other-app' }))).rejects.toThrow('invalid staff token');
+    expect((await verifier.verify(await token({ aud: [STAFF_AUDIENCE, 'other-app'], azp: STAFF_AUDIENCE }))).sub).toBe('u1');
+  });
+
+  it('accepts one audience with or without azp, but not an azp naming another party', async () => {
+    expect((await verifier.verify(await token({ aud: STAFF_AUDIENCE }))).sub).toBe('u1');
+    expect((await verifier.verify(await token({ aud: [STAFF_AUDIENCE] }))).sub).toBe('u1');
+    expect((await verifier.verify(await token({ aud: STAFF_AUDIENCE, azp: STAFF_AUDIENCE }))).sub).toBe('u1');
+    await expect(verifier.verify(await token({ aud: STAFF_AUDIENCE, azp: 'other-app' }))).rejects.toThrow('invalid staff token');
+  });
+
+  it('refuses a token that lives longer than 24 hours (ten years was accepted), accepts exactly 24 hours', async () => {
+    await expect(verifier.verify(await token({ aud: STAFF_AUDIENCE, exp: nowS + 10 * 365 * 86_400 }))).rejects.toThrow('invalid staff token');
+    await expect(verifier.verify(await token({ aud: STAFF_AUDIENCE, iat: nowS - 3600, exp: nowS + 86_400 - 3600 + 1 }))).rejects.toThrow('invalid staff token');
+    expect((await verifier.verify(await token({ aud: STAFF_AUDIENCE, iat: nowS - 3600, exp: nowS + 86_400 - 3600 }))).sub).toBe('u1');
+  });
+});
