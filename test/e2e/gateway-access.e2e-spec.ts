@@ -256,7 +256,7 @@ describe('gateway access (e2e, real HTTP)', () => {
 describe('production mode', () => {
   const oidc = new OidcIssuer();
   // SVC_DEV_TOOLS=1 must not bring the dev tools back in production mode (decisions section 2).
-  const app = new TestApp(undefined, { NODE_ENV: 'production', SVC_DEV_TOOLS: '1', SVC_MASTER_KEY: Buffer.alloc(32, 7).toString('base64') }, oidc);
+  const app = new TestApp(undefined, { NODE_ENV: 'production', SVC_DEV_TOOLS: '1', SVC_MASTER_KEY: Buffer.alloc(32, 7).toString('base64'), WIDGET_BASE_URL: 'https://care.example.test/api' }, oidc);
   beforeAll(async () => {
     await oidc.start();
     await app.start();

@@ -382,7 +382,7 @@ describe('concurrent replies to one turn (e2e)', () => {
 describe('destinations in production mode (e2e)', () => {
   // Production mode has no dev tools: staff sign in through a (test) OIDC issuer.
   const oidc = new OidcIssuer();
-  const app = new TestApp(undefined, { NODE_ENV: 'production', SVC_MASTER_KEY: randomBytes(32).toString('base64') }, oidc);
+  const app = new TestApp(undefined, { NODE_ENV: 'production', SVC_MASTER_KEY: randomBytes(32).toString('base64'), WIDGET_BASE_URL: 'https://care.example.test/api' }, oidc);
   const dest = new Destination();
   beforeAll(async () => {
     await oidc.start();

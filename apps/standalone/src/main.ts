@@ -1,9 +1,11 @@
 import 'reflect-metadata';
 import { getLogger } from '@svc/http';
-import { loadConfig } from '@svc/platform';
+import { PRIVATE_UMASK, loadConfig } from '@svc/platform';
 import { startStandalone } from './app';
 
 async function main(): Promise<void> {
+  // Before anything is written: whatever is created without a mode of its own is owner-only (decisions 16).
+  process.umask(PRIVATE_UMASK);
   const config = loadConfig();
   const { baseUrl } = await startStandalone(config);
   getLogger().info({ dataDir: config.dataDir }, 'standalone service started');

@@ -64,9 +64,10 @@ export class DevClock implements Clock {
     if (Number.isNaN(new Date(Date.now() + this.offsetMs + seconds * 1000).getTime())) throw new RangeError('advanceSeconds moves the clock past the last valid date');
     this.offsetMs += seconds * 1000;
     if (this.file) {
-      mkdirSync(dirname(this.file), { recursive: true });
+      // Owner-only, like everything in the data dir (decisions 16).
+      mkdirSync(dirname(this.file), { recursive: true, mode: 0o700 });
       const tmp = `${this.file}.tmp`;
-      writeFileSync(tmp, JSON.stringify({ offsetMs: this.offsetMs }));
+      writeFileSync(tmp, JSON.stringify({ offsetMs: this.offsetMs }), { mode: 0o600 });
       renameSync(tmp, this.file);
     }
     const now = this.now();

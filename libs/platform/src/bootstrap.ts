@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { isUtf8 } from 'node:buffer';
 import { STATUS_CODES } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
+import type { Server, Socket } from 'node:net';
 import { INestApplication } from '@nestjs/common';
 import { ModuleRef, NestFactory, Reflector } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
@@ -13,6 +13,7 @@ import { DynamicModule } from '@nestjs/common';
 import { ServiceConfig, loadConfig } from './config';
 import { corsHook } from './cors';
 import { IN_PROCESS_BROKER, PlatformModule } from './platform.module';
+import { PRIVATE_UMASK } from './private-files';
 
 export const BODY_LIMIT = 1024 * 1024;
 
@@ -511,7 +512,31 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   return app;
 }
 
+/** Shortest time between two log lines about connections dropped over SVC_MAX_CONNECTIONS. */
+const DROP_LOG_INTERVAL_MS = 60_000;
+
+/**
+ * Caps the listener's open connections (`SVC_MAX_CONNECTIONS`): past it Node closes a new
+ * connection at once, so that a flood of idle or slow connections cannot exhaust the process's
+ * file descriptors and memory. Drops are logged, at most once a minute, with their count.
+ */
+function capConnections(server: Server, maxConnections: number): void {
+  server.maxConnections = maxConnections;
+  let dropped = 0;
+  let lastLog = -Infinity;
+  server.on('drop', () => {
+    dropped++;
+    const now = performance.now();
+    if (now - lastLog < DROP_LOG_INTERVAL_MS) return;
+    lastLog = now;
+    getLogger().warn({ dropped, maxConnections }, 'connections dropped: SVC_MAX_CONNECTIONS reached');
+    dropped = 0;
+  });
+}
+
+/** Listens on `HOST:PORT` (HOST defaults by the dev tools, decisions 16), open connections capped. */
 export async function listen(app: INestApplication, config: ServiceConfig): Promise<string> {
+  capConnections(app.getHttpServer() as Server, config.maxConnections);
   await app.listen(config.port, config.host);
   const address = app.getHttpServer().address() as { port: number };
   return `http://localhost:${address.port}/api`;
@@ -528,6 +553,8 @@ export async function connectBus(app: INestApplication, serviceName: string, con
 
 /** Distributed mode: one app in its own process (`node dist/apps/<app>/main.js`). */
 export async function runService(serviceName: string, modules: (DynamicModule | (new (...args: never[]) => unknown))[]): Promise<void> {
+  // Before anything is written: whatever is created without a mode of its own is owner-only (decisions 16).
+  process.umask(PRIVATE_UMASK);
   process.env.SVC_SERVICE_NAME ??= serviceName;
   const config = loadConfig(process.env, 'distributed');
   try {

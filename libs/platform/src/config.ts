@@ -1,11 +1,15 @@
 import { resolve } from 'node:path';
 import { DEFAULT_DATABASE_URL, DEFAULT_EVENT_SCHEMA, checkSchemaName } from '@svc/eventstore';
 import { CorsPolicy, parseOrigins } from './cors';
+import { smtpTlsProblem } from './mailer';
 
 /** Every setting of decisions section 1, read once from the environment. */
 export interface ServiceConfig {
   port: number;
+  /** Listening address: `HOST`, else 127.0.0.1 while the dev tools are on, else 0.0.0.0 (decisions 16). */
   host: string;
+  /** Most connections the listener holds open at once (`SVC_MAX_CONNECTIONS`); more are dropped. */
+  maxConnections: number;
   dataDir: string;
   production: boolean;
   devTools: boolean;
@@ -23,7 +27,7 @@ export interface ServiceConfig {
   mail: 'outbox' | 'smtp';
   smtpUrl: string;
   mailFrom: string;
-  /** Base URL of patient-facing links (check-in emails, case messages). */
+  /** Base URL of patient-facing links (check-in emails, case messages); https and required in production. */
   widgetBaseUrl: string | null;
   staffOidc: { issuer: string; jwksUrl: string; audience: string } | null;
   mfaMaxAgeS: number;
@@ -84,6 +88,37 @@ function staffOidc(env: NodeJS.ProcessEnv, production: boolean): ServiceConfig['
   return { issuer, jwksUrl, audience: env.STAFF_OIDC_AUDIENCE ?? 'svc-staff' };
 }
 
+/** Default of SVC_MAX_CONNECTIONS: far above what one process of the service serves, far below what exhausts it. */
+export const DEFAULT_MAX_CONNECTIONS = 4096;
+
+/**
+ * The base of the links in patient emails. Any mode: an http(s) URL. Production: https, and set
+ * (the default, the service's own `http://localhost` address, is neither reachable by a patient
+ * nor encrypted; the link carries the check-in's token).
+ */
+function widgetBaseUrl(value: string | undefined, production: boolean): string | null {
+  if (value !== undefined) {
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      throw new Error('WIDGET_BASE_URL must be an http(s) URL');
+    }
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new Error('WIDGET_BASE_URL must be an http(s) URL');
+    if (production && url.protocol !== 'https:') throw new Error('WIDGET_BASE_URL must be an https URL in production mode');
+    return value;
+  }
+  if (production) throw new Error('WIDGET_BASE_URL must be an https URL in production mode (the address of the patient links in emails); it is not set');
+  return null;
+}
+
+/** Production mode sends mail over TLS only (decisions 16). The message never repeats the URL (it may hold a password). */
+function smtpUrl(value: string, mail: ServiceConfig['mail'], production: boolean): string {
+  const problem = production && mail === 'smtp' ? smtpTlsProblem(value) : null;
+  if (problem) throw new Error(`SMTP_URL must use TLS in production mode: ${problem}`);
+  return value;
+}
+
 /**
  * `mode`: standalone (one process, all six apps) or distributed (one app per process). Dev tools
  * (decisions sections 1-2) are never on in production mode; otherwise they are on in standalone
@@ -93,12 +128,16 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env, mode: 'standalo
   // An empty variable counts as unset.
   const env = Object.fromEntries(Object.entries(raw).filter(([, v]) => v !== undefined && v !== '')) as NodeJS.ProcessEnv;
   const production = env.NODE_ENV === 'production';
+  const devTools = !production && (mode === 'standalone' ? env.SVC_DEV_TOOLS !== '0' : env.SVC_DEV_TOOLS === '1');
+  const mail = pick(env.MAIL, ['outbox', 'smtp'] as const, 'outbox', 'MAIL');
   return {
     port: integer(env.PORT, 'PORT', 3000, 0, 65535),
-    host: env.HOST ?? '0.0.0.0',
+    // The dev tools mint a staff token for any subject: reachable from this machine only, unless HOST says otherwise.
+    host: env.HOST ?? (devTools ? '127.0.0.1' : '0.0.0.0'),
+    maxConnections: integer(env.SVC_MAX_CONNECTIONS, 'SVC_MAX_CONNECTIONS', DEFAULT_MAX_CONNECTIONS, 1, 10_000_000),
     dataDir: resolve(env.SVC_DATA_DIR ?? './data'),
     production,
-    devTools: !production && (mode === 'standalone' ? env.SVC_DEV_TOOLS !== '0' : env.SVC_DEV_TOOLS === '1'),
+    devTools,
     eventStore: pick(env.EVENT_STORE, ['sqlite', 'postgres', 'esdb'] as const, 'sqlite', 'EVENT_STORE'),
     databaseUrl: env.DATABASE_URL ?? DEFAULT_DATABASE_URL,
     eventStoreSchema: schemaName(env.EVENT_STORE_SCHEMA),
@@ -108,10 +147,10 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env, mode: 'standalo
     readStore: pick(env.READ_STORE, ['sqlite', 'redis'] as const, 'sqlite', 'READ_STORE'),
     redisUrl: env.REDIS_URL ?? 'redis://127.0.0.1:6379',
     redisKeyPrefix: env.REDIS_KEY_PREFIX ?? 'svc',
-    mail: pick(env.MAIL, ['outbox', 'smtp'] as const, 'outbox', 'MAIL'),
-    smtpUrl: env.SMTP_URL ?? 'smtp://localhost:1025',
+    mail,
+    smtpUrl: smtpUrl(env.SMTP_URL ?? 'smtp://localhost:1025', mail, production),
     mailFrom: env.MAIL_FROM ?? 'Care Team <care@svc.invalid>',
-    widgetBaseUrl: env.WIDGET_BASE_URL ?? null,
+    widgetBaseUrl: widgetBaseUrl(env.WIDGET_BASE_URL, production),
     staffOidc: staffOidc(env, production),
     mfaMaxAgeS: integer(env.STAFF_MFA_MAX_AGE_S, 'STAFF_MFA_MAX_AGE_S', 3600, 1, 31_536_000),
     masterKey: env.SVC_MASTER_KEY ?? null,

@@ -1,7 +1,8 @@
-import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import nodemailer, { Transporter } from 'nodemailer';
 import { parseConnectionUrl } from 'nodemailer/lib/shared';
+import { PRIVATE_FILE_MODE, ensurePrivateDir } from './private-files';
 
 export interface OutgoingEmail {
   /** Stable id (the id of the event that caused it): sending twice writes one outbox entry. */
@@ -26,7 +27,8 @@ export const MAILER = Symbol('MAILER');
 
 /**
  * Standalone mail: nodemailer renders the message to an `.eml` file in `<dataDir>/outbox`,
- * with a JSON sidecar for `GET /dev/outbox`. Emails never carry clinical content.
+ * with a JSON sidecar for `GET /dev/outbox`. Emails never carry clinical content, but a check-in
+ * email's link is a live credential: the folder is 0700 and its files 0600.
  */
 export class OutboxMailer implements Mailer {
   private readonly transport: Transporter;
@@ -34,7 +36,7 @@ export class OutboxMailer implements Mailer {
     private readonly dir: string,
     private readonly from: string,
   ) {
-    mkdirSync(dir, { recursive: true });
+    ensurePrivateDir(dir);
     this.transport = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
   }
 
@@ -42,9 +44,9 @@ export class OutboxMailer implements Mailer {
     const base = join(this.dir, email.id.replace(/[^a-zA-Z0-9_-]/g, '_'));
     if (existsSync(`${base}.json`)) return;
     const info = await this.transport.sendMail({ from: this.from, to: email.to, subject: email.subject, text: email.text, html: email.html, messageId: `<${email.id}@svc.invalid>`, date: sentAt });
-    writeFileSync(`${base}.eml`, info.message as Buffer);
+    writeFileSync(`${base}.eml`, info.message as Buffer, { mode: PRIVATE_FILE_MODE });
     const stored: StoredEmail = { ...email, sentAt: sentAt.toISOString() };
-    writeFileSync(`${base}.json.tmp`, JSON.stringify(stored));
+    writeFileSync(`${base}.json.tmp`, JSON.stringify(stored), { mode: PRIVATE_FILE_MODE });
     renameSync(`${base}.json.tmp`, `${base}.json`);
   }
 
@@ -62,13 +64,38 @@ export class OutboxMailer implements Mailer {
 /** Longest wait for the SMTP server at each step (connect, greeting, any socket read or write). */
 export const SMTP_TIMEOUT_MS = 10_000;
 
+/**
+ * Why an SMTP URL would hand messages over in plain text, or null when it cannot: TLS from the
+ * first byte (`smtps://`), or `smtp://` with `requireTLS=true` (STARTTLS, and no message when the
+ * server does not offer it). nodemailer's own reading of the URL decides, so that what is checked
+ * is what the transport does.
+ */
+export function smtpTlsProblem(url: string): string | null {
+  const options = parseConnectionUrl(url) as { secure?: unknown; requireTLS?: unknown; ignoreTLS?: unknown; direct?: unknown };
+  if (!/^smtps?:\/\//i.test(url) || options.direct) return 'it must be an smtps:// or smtp:// URL';
+  if (options.secure === true) return null;
+  if (options.ignoreTLS) return 'ignoreTLS turns STARTTLS off';
+  if (options.requireTLS !== true) return 'an smtp:// URL needs requireTLS=true (STARTTLS required), or use smtps://';
+  return null;
+}
+
+/** Whether an SMTP URL turns the check of the server's certificate off (`tls.rejectUnauthorized=false`). */
+export function smtpCertificateUnchecked(url: string): boolean {
+  const tls = (parseConnectionUrl(url) as { tls?: { rejectUnauthorized?: unknown } }).tls;
+  return tls?.rejectUnauthorized === false;
+}
+
 /** Distributed mail over SMTP (`SMTP_URL`). */
 export class SmtpMailer implements Mailer {
   private readonly transport: Transporter;
+  /** `requireTls` (production mode, decisions 16): a URL that would send in plain text is refused here too. */
   constructor(
     url: string,
     private readonly from: string,
+    options: { requireTls?: boolean } = {},
   ) {
+    const problem = options.requireTls ? smtpTlsProblem(url) : null;
+    if (problem) throw new Error(`SMTP_URL must use TLS in production mode: ${problem}`);
     // Bounded: a check-in email is sent in its patient's turn (a cancellation waits for it), so a
     // mail server that stalls must not hold it for nodemailer's default minutes. Settings in the
     // URL's query (`?socketTimeout=…`) still win.

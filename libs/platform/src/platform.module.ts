@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { DynamicModule, Global, Inject, Injectable, Module, OnApplicationBootstrap, OnApplicationShutdown, OnModuleDestroy } from '@nestjs/common';
@@ -10,12 +10,26 @@ import { DEV_ISSUER, DevIdentityProvider, KEYRING, Keyring, STAFF_AUDIENCE, STAF
 import { BUS_CLIENT, InProcessBroker, Patterns, busClient } from '@svc/messaging';
 import { BackgroundWork } from './background';
 import { CONFIG, ServiceConfig } from './config';
-import { MAILER, Mailer, OutboxMailer, SmtpMailer } from './mailer';
+import { MAILER, Mailer, OutboxMailer, SmtpMailer, smtpCertificateUnchecked } from './mailer';
+import { PRIVATE_FILE_MODE, ensurePrivateDir, ensurePrivateFile, tightenDataDir } from './private-files';
 
 export const PROJECTIONS = Symbol('PROJECTIONS');
 export const DEV_IDP = Symbol('DEV_IDP');
 /** The in-process broker of this app instance (standalone: shared by its six modules). */
 export const IN_PROCESS_BROKER = Symbol('IN_PROCESS_BROKER');
+
+/**
+ * The data dir owner-only (decisions 16): created 0700, an existing one's looser modes tightened,
+ * and the SQLite files created 0600 before SQLite opens them (it would create them 0644; their
+ * -wal and -shm files follow the database file's mode).
+ */
+function prepareDataDir(config: ServiceConfig): void {
+  ensurePrivateDir(config.dataDir);
+  const failed = tightenDataDir(config.dataDir);
+  if (failed.length) getLogger().warn({ dataDir: config.dataDir, paths: failed.slice(0, 20), count: failed.length }, 'data dir: could not remove group and other permissions (another owner?)');
+  if (config.eventStore === 'sqlite') ensurePrivateFile(join(config.dataDir, 'events.sqlite'));
+  if (config.readStore === 'sqlite') ensurePrivateFile(join(config.dataDir, 'read-models.sqlite'));
+}
 
 function masterKey(config: ServiceConfig): Buffer {
   if (config.masterKey) return Buffer.from(config.masterKey, 'base64');
@@ -23,7 +37,7 @@ function masterKey(config: ServiceConfig): Buffer {
   // Standalone: a generated key beside the data. It keeps data unreadable to anyone who gets the
   // database files alone; production takes the key from a secret store (SVC_MASTER_KEY).
   const file = join(config.dataDir, 'master.key');
-  if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('base64'), { mode: 0o600 });
+  if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('base64'), { mode: PRIVATE_FILE_MODE });
   return Buffer.from(readFileSync(file, 'utf8').trim(), 'base64');
 }
 
@@ -66,7 +80,7 @@ export class PlatformLifecycle implements OnApplicationBootstrap, OnModuleDestro
 @Module({})
 export class PlatformModule {
   static forRoot(config: ServiceConfig, serviceName = 'standalone'): DynamicModule {
-    mkdirSync(config.dataDir, { recursive: true });
+    prepareDataDir(config);
     const keyring = new Keyring(masterKey(config));
     const clock: Clock = config.devTools ? new DevClock(join(config.dataDir, 'clock.json')) : new SystemClock();
     return {
@@ -103,7 +117,12 @@ export class PlatformModule {
         },
         {
           provide: MAILER,
-          useFactory: (): Mailer => (config.mail === 'smtp' ? new SmtpMailer(config.smtpUrl, config.mailFrom) : new OutboxMailer(join(config.dataDir, 'outbox'), config.mailFrom)),
+          useFactory: (): Mailer => {
+            if (config.mail !== 'smtp') return new OutboxMailer(join(config.dataDir, 'outbox'), config.mailFrom);
+            // Encrypted still, but a server in the middle would not be noticed: said once at start.
+            if (config.production && smtpCertificateUnchecked(config.smtpUrl)) getLogger().warn({}, "SMTP_URL turns the check of the mail server's certificate off (tls.rejectUnauthorized=false)");
+            return new SmtpMailer(config.smtpUrl, config.mailFrom, { requireTls: config.production });
+          },
         },
         {
           provide: DEV_IDP,

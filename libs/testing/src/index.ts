@@ -1,6 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync } from 'node:fs';
+import type { Server as HttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -149,7 +150,7 @@ export async function enrollPatient(api: Api, tenant: EnrolmentTenant, options: 
  * own. `restart()` closes it and starts it again on the same data dir.
  */
 export class TestApp {
-  private app: { close(): Promise<void> } | undefined;
+  private app: { close(): Promise<void>; getHttpServer(): HttpServer } | undefined;
   api!: Api;
   baseUrl!: string;
 
@@ -175,6 +176,12 @@ export class TestApp {
   async stop(): Promise<void> {
     await this.app?.close();
     this.app = undefined;
+  }
+
+  /** The started app's HTTP server (its bound address, its connection cap). */
+  httpServer(): HttpServer {
+    if (!this.app) throw new Error('TestApp is not started');
+    return this.app.getHttpServer();
   }
 
   async restart(): Promise<this> {

@@ -1,0 +1,58 @@
+import { chmodSync, closeSync, lstatSync, mkdirSync, openSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+/**
+ * Owner-only modes for everything the service keeps in its data dir (decisions 16): the event
+ * store and read models (PHI, encrypted or not), the outbox (live check-in links), the dev
+ * issuer's private key, the standalone master key.
+ */
+export const PRIVATE_FILE_MODE = 0o600;
+export const PRIVATE_DIR_MODE = 0o700;
+
+/** The process umask at start: whatever a library creates without a mode of its own is owner-only too. */
+export const PRIVATE_UMASK = 0o077;
+
+/** A folder (and any missing parents) owner-only; an existing one is tightened. */
+export function ensurePrivateDir(dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
+  if ((lstatSync(dir).mode & 0o777) !== PRIVATE_DIR_MODE) chmodSync(dir, PRIVATE_DIR_MODE);
+}
+
+/**
+ * A file created empty and owner-only before another component opens it (SQLite creates its
+ * files 0644 whatever the caller wants; its -wal, -shm and journal files then take the mode of
+ * the database file). An existing file is tightened, its content untouched.
+ */
+export function ensurePrivateFile(file: string): void {
+  closeSync(openSync(file, 'a', PRIVATE_FILE_MODE));
+  if ((lstatSync(file).mode & 0o777) !== PRIVATE_FILE_MODE) chmodSync(file, PRIVATE_FILE_MODE);
+}
+
+/**
+ * Tightens a data dir left looser (by an earlier version, a restored backup, an operator): group
+ * and other permissions are removed from every folder and file, recursively (the service's own are
+ * then 0700 and 0600). Symbolic links are left alone (never followed: a link could point anywhere).
+ * Returns what could not be changed (another owner, say), for the caller to report.
+ */
+export function tightenDataDir(dir: string): string[] {
+  const failed: string[] = [];
+  const visit = (path: string): void => {
+    let st;
+    try {
+      st = lstatSync(path);
+    } catch {
+      return; // gone meanwhile
+    }
+    if (st.isSymbolicLink()) return;
+    if ((st.mode & 0o077) !== 0) {
+      try {
+        chmodSync(path, st.mode & 0o700);
+      } catch {
+        failed.push(path);
+      }
+    }
+    if (st.isDirectory()) for (const name of readdirSync(path)) visit(join(path, name));
+  };
+  visit(dir);
+  return failed;
+}
