@@ -215,7 +215,10 @@ export async function migrateEventSchema(client: ClientBase, schema: string): Pr
   await client.query('BEGIN');
   try {
     await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [lockKeys.migrate(schema)]);
-    await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
+    // Only when missing: CREATE SCHEMA checks the database's CREATE right even with IF NOT EXISTS,
+    // and a role that lost it after the first start must still open the store.
+    const exists = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
+    if (exists.rowCount === 0) await client.query(`CREATE SCHEMA ${s}`);
     await client.query(
       `CREATE TABLE IF NOT EXISTS ${s}.schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
     );
