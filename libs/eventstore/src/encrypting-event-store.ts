@@ -107,6 +107,10 @@ export class EncryptingEventStore implements EventStore {
     return this.inner.headPosition();
   }
 
+  ping(): Promise<void> {
+    return this.inner.ping();
+  }
+
   close(): Promise<void> {
     return this.inner.close();
   }

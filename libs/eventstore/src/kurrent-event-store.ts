@@ -161,6 +161,12 @@ export class KurrentEventStore implements EventStore {
     return 0;
   }
 
+  /** One read from the server (the newest record of `$all`, whatever it is). */
+  async ping(): Promise<void> {
+    this.assertOpen();
+    for await (const _record of this.client.readAll({ fromPosition: END, direction: BACKWARDS, maxCount: 1 })) break;
+  }
+
   subscribeToAll(options: SubscribeOptions, handler: (event: RecordedEvent) => Promise<void>): Subscription {
     this.assertOpen();
     const sub = new KurrentSubscription(this.client, options, handler, this.options, (s) => this.subscriptions.delete(s));

@@ -115,6 +115,11 @@ export class InMemoryEventStore implements EventStore {
     return sub;
   }
 
+  /** Answers while the store is open (it lives in this process). */
+  async ping(): Promise<void> {
+    this.assertOpen();
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     await Promise.all([...this.subscriptions].map((s) => s.close()));

@@ -295,6 +295,13 @@ export class PostgresEventStore implements EventStore {
     }
   }
 
+  /** `SELECT 1` on a pooled connection (the server answers; a new connection when none is idle). */
+  async ping(): Promise<void> {
+    this.assertOpen();
+    await this.ready;
+    await this.pool.query('SELECT 1');
+  }
+
   subscribeToAll(options: SubscribeOptions, handler: (event: RecordedEvent) => Promise<void>): Subscription {
     this.assertOpen();
     const sub = new PollingSubscription(

@@ -281,6 +281,12 @@ export class SqliteEventStore implements EventStore {
     return this.stmt.head.get()?.head ?? 0;
   }
 
+  /** A read of the log's head on this thread's connection (the file answers). */
+  async ping(): Promise<void> {
+    this.assertOpen();
+    this.stmt.head.get();
+  }
+
   subscribeToAll(options: SubscribeOptions, handler: (event: RecordedEvent) => Promise<void>): Subscription {
     this.assertOpen();
     const sub = new PollingSubscription(

@@ -1,5 +1,5 @@
 /**
- * The event store port. Every adapter (SQLite, KurrentDB, in-memory) implements it and
+ * The event store port. Every adapter (SQLite, PostgreSQL, KurrentDB, in-memory) implements it and
  * passes the same conformance suite (libs/eventstore/test/conformance.ts).
  */
 
@@ -71,6 +71,12 @@ export interface EventStore {
   subscribeToAll(options: SubscribeOptions, handler: (event: RecordedEvent) => Promise<void>): Subscription;
   /** Position of the last event in the log (0 when empty). */
   headPosition(): Promise<number>;
+  /**
+   * Readiness (GET /readyz): resolves when the store answers a trivial read on its own connection;
+   * rejects once it is closed or its server refuses. It may stay pending while a server is silent:
+   * the caller bounds it with its own timeout.
+   */
+  ping(): Promise<void>;
   close(): Promise<void>;
 }
 

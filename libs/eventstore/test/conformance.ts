@@ -464,5 +464,15 @@ export function describeEventStoreConformance(name: string, factory: () => Promi
         expect((await store.readStream(s)).map((e) => e.type)).toEqual(['A', 'B', 'C', 'D', 'E']);
       });
     });
+
+    describe('ping (readiness)', () => {
+      it('answers while the store is open, and fails once it is closed', async () => {
+        await expect(store.ping()).resolves.toBeUndefined();
+        await store.append(`${p}ping`, [ev('A', {})], 'no_stream');
+        await expect(store.ping()).resolves.toBeUndefined();
+        await store.close();
+        await expect(store.ping()).rejects.toThrow();
+      });
+    });
   });
 }

@@ -31,6 +31,7 @@ export * from './record';
 export * from './errors';
 export * from './kafka';
 export * from './bus';
+export * from './readiness';
 export * from './relay';
 export * from './dedupe';
 export * from './credits';

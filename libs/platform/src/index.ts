@@ -6,3 +6,5 @@ export * from './bootstrap';
 export * from './background';
 export * from './cors';
 export * from './in-flight';
+export * from './readiness';
+export * from './operations.controller';

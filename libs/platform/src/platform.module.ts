@@ -7,10 +7,12 @@ import { EVENT_STORE, EncryptingEventStore, EventStore, KurrentEventStore, Postg
 import { MFA_MAX_AGE_S, StaffGuard, ApiKeyGuard, TenantDirectory, WidgetSessionGuard, WidgetSessions, getLogger } from '@svc/http';
 import { READ_STORE, ProjectionRunner, ReadStore, RedisReadStore, SqliteReadStore } from '@svc/read-store';
 import { DEV_ISSUER, DevIdentityProvider, KEYRING, Keyring, STAFF_AUDIENCE, STAFF_TOKEN_VERIFIER, StaffIssuer, StaffTokenVerifier, remoteIssuer } from '@svc/security';
-import { BUS_CLIENT, InProcessBroker, Patterns, busClient } from '@svc/messaging';
+import { BUS_CLIENT, BUS_PING, BusPing, InProcessBroker, Patterns, busClient, busPing } from '@svc/messaging';
 import { BackgroundWork } from './background';
 import { CONFIG, ServiceConfig } from './config';
 import { MAILER, Mailer, OutboxMailer, SmtpMailer, smtpCertificateUnchecked } from './mailer';
+import { OperationsController } from './operations.controller';
+import { Readiness } from './readiness';
 import { PRIVATE_FILE_MODE, ensurePrivateDir, ensurePrivateFile, tightenDataDir } from './private-files';
 
 export const PROJECTIONS = Symbol('PROJECTIONS');
@@ -50,6 +52,7 @@ export class PlatformLifecycle implements OnApplicationBootstrap, OnModuleDestro
     @Inject(EVENT_STORE) private readonly store: EventStore,
     @Inject(READ_STORE) private readonly readStore: ReadStore,
     @Inject(BUS_CLIENT) private readonly bus: { close(): unknown },
+    @Inject(BUS_PING) private readonly busPing: BusPing,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
@@ -67,6 +70,7 @@ export class PlatformLifecycle implements OnApplicationBootstrap, OnModuleDestro
   async onApplicationShutdown(): Promise<void> {
     await this.projections.stop();
     await this.bus.close();
+    await this.busPing.close?.();
     await this.store.close();
     await this.readStore.close();
   }
@@ -85,6 +89,8 @@ export class PlatformModule {
     const clock: Clock = config.devTools ? new DevClock(join(config.dataDir, 'clock.json')) : new SystemClock();
     return {
       module: PlatformModule,
+      // GET /healthz and /readyz in every app (decisions 13).
+      controllers: [OperationsController],
       providers: [
         { provide: CONFIG, useValue: config },
         { provide: CLOCK, useValue: clock },
@@ -158,6 +164,13 @@ export class PlatformModule {
             return client;
           },
         },
+        {
+          provide: BUS_PING,
+          inject: [IN_PROCESS_BROKER],
+          // Kafka: an admin connection of its own (closed with the app); in-process: the broker.
+          useFactory: (broker: InProcessBroker): BusPing => busPing(serviceName, { kind: config.bus, broker, brokers: config.kafkaBrokers }),
+        },
+        Readiness,
         TenantDirectory,
         StaffGuard,
         ApiKeyGuard,

@@ -158,6 +158,7 @@ export class RedisReadStore implements ReadStore {
   readonly canLoseData = true;
   private readonly redis: ScriptedRedis;
   private readonly ownsClient: boolean;
+  private closed = false;
 
   constructor(redisUrlOrClient: string | Redis, private readonly keyPrefix: string) {
     if (!keyPrefix) throw new TypeError('RedisReadStore needs a key prefix');
@@ -279,7 +280,16 @@ export class RedisReadStore implements ReadStore {
     return this.redis.readStoreCommitV2(keys.length, ...keys, ...args);
   }
 
+  /** Redis PING on this store's connection; fails once the store is closed or Redis cannot be reached. */
+  async ping(): Promise<void> {
+    if (this.closed) throw new Error('read store is closed');
+    await this.redis.ping();
+  }
+
   async close(): Promise<void> {
+    // Once only: right after QUIT the client is closing but not yet `end`, and a second QUIT fails.
+    if (this.closed) return;
+    this.closed = true;
     if (this.ownsClient && this.redis.status !== 'end') await this.redis.quit();
   }
 }

@@ -288,6 +288,12 @@ export class SqliteReadStore implements ReadStore {
     return { applied, generation };
   }
 
+  /** A read on this store's connection (the file answers); fails once the store is closed. */
+  async ping(): Promise<void> {
+    if (!this.db.open) throw new Error('read store is closed');
+    this.stmts.getCheckpoint.get('');
+  }
+
   async close(): Promise<void> {
     await this.checkpointer?.close();
     if (this.db.open) this.db.close();

@@ -91,6 +91,12 @@ export interface ReadStore {
    * from the event log instead of leaving them empty under a new checkpoint.
    */
   readonly canLoseData?: boolean;
+  /**
+   * Readiness (GET /readyz): resolves when the store answers (a trivial read on its own connection);
+   * rejects once it is closed or its server refuses. It may stay pending while a server is silent:
+   * the caller bounds it with its own timeout.
+   */
+  ping(): Promise<void>;
   close(): Promise<void>;
   /**
    * Optional, synchronous: a number that changes whenever a document of any of `collections` may have

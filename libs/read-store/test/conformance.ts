@@ -351,6 +351,14 @@ export function describeReadStoreConformance(name: string, factory: ReadStoreFac
       expect(await store.getCheckpoint('race2')).toBe(40);
     });
 
+    it('ping answers while the store is open, and fails once it is closed', async () => {
+      await expect(store.ping()).resolves.toBeUndefined();
+      await store.commit('proj', 1, [{ op: 'put', collection: 'cases', key: 'a', doc: { id: 'a' } }]);
+      await expect(store.ping()).resolves.toBeUndefined();
+      await store.close();
+      await expect(store.ping()).rejects.toThrow();
+    });
+
     if (factory.reopen) {
       it('persists documents and checkpoints across reopen', async () => {
         await store.commit('proj', 42, [

@@ -8,6 +8,7 @@ import { join, resolve } from 'node:path';
 import type { OidcIssuer } from './oidc-issuer';
 
 export { OidcIssuer } from './oidc-issuer';
+export { TcpForwarder } from './tcp-forwarder';
 
 export function tempDataDir(prefix = 'svc-'): string {
   return mkdtempSync(join(tmpdir(), prefix));

@@ -140,6 +140,14 @@ export class InProcessBroker {
     };
   }
 
+  /**
+   * Readiness (GET /readyz): the broker lives in this process and delivers from `setImmediate`, so
+   * it answers as soon as this process's event loop comes round to it.
+   */
+  ping(): Promise<void> {
+    return new Promise((resolve) => setImmediate(resolve));
+  }
+
   hasRequestHandler(pattern: string): boolean {
     return this.requestHandlers.has(pattern);
   }
