@@ -9,6 +9,7 @@
  *   npm run kafka:down [-- --brokers 3]   stops the broker(s) this script started (pid files);
  *                                         without --brokers, every form that runs
  *   node scripts/kafka.js status
+ *   node scripts/kafka.js acquire|release --holder PID   (scripts/test.js; see below)
  *
  * `up` fetches the jars if missing (deploy/kafka/pom.xml, into .kafka/lib), formats KRaft storage
  * once, starts the node(s) in the background, waits until a kafkajs admin call sees every node,
@@ -35,28 +36,38 @@ const READY_TIMEOUT_MS = 120_000;
 
 const log = (msg) => process.stderr.write(`kafka: ${msg}\n`);
 
-/** The nodes of a form: client ports first, then controller ports. */
+/**
+ * The nodes of a form: client ports first, then controller ports. The first port is the one
+ * asked for (`--port`, `KAFKA_PORT`); else, while the form runs, the one it runs on; else the
+ * default (19092 for one node, 19192 for three).
+ */
 function layout(count, basePort) {
   const name = count === 1 ? 'single' : `cluster-${count}`;
-  const base = basePort ?? (Number(process.env.KAFKA_PORT) || (count === 1 ? 19092 : 19192));
   const dir = path.join(STATE, name);
-  const nodes = [];
-  for (let i = 0; i < count; i++) {
-    const id = i + 1;
-    const nodeDir = path.join(dir, `node-${id}`);
-    nodes.push({
-      id,
-      port: base + i,
-      controllerPort: base + count + i,
-      dir: nodeDir,
-      dataDir: path.join(nodeDir, 'data'),
-      config: path.join(nodeDir, 'server.properties'),
-      pidFile: path.join(nodeDir, 'kafka.pid'),
-      stdout: path.join(nodeDir, 'stdout.log'),
-      serverLog: path.join(nodeDir, 'server.log'),
+  const nodesFrom = (base) =>
+    Array.from({ length: count }, (_, i) => {
+      const nodeDir = path.join(dir, `node-${i + 1}`);
+      return {
+        id: i + 1,
+        port: base + i,
+        controllerPort: base + count + i,
+        dir: nodeDir,
+        dataDir: path.join(nodeDir, 'data'),
+        config: path.join(nodeDir, 'server.properties'),
+        pidFile: path.join(nodeDir, 'kafka.pid'),
+        stdout: path.join(nodeDir, 'stdout.log'),
+        serverLog: path.join(nodeDir, 'server.log'),
+      };
     });
-  }
-  return { name, count, dir, nodes, brokers: nodes.map((n) => `127.0.0.1:${n.port}`).join(',') };
+  const asked = basePort ?? (Number(process.env.KAFKA_PORT) || undefined);
+  const fallback = count === 1 ? 19092 : 19192;
+  // Pid files and configs do not depend on the port: whether the form runs is known before it.
+  const running = nodesFrom(fallback).some((n) => nodePid(n) !== null);
+  const portFile = path.join(dir, 'base-port');
+  const recorded = running && fs.existsSync(portFile) ? Number(fs.readFileSync(portFile, 'utf8')) || undefined : undefined;
+  const base = asked ?? recorded ?? fallback;
+  const nodes = nodesFrom(base);
+  return { name, count, dir, nodes, base, recorded, brokers: nodes.map((n) => `127.0.0.1:${n.port}`).join(',') };
 }
 
 function serverProperties(form, node) {
@@ -352,16 +363,20 @@ async function withLock(form, fn) {
  * Starts the form (or reuses what runs) and resolves when it answers:
  * `{ brokers, started }` where `started` tells whether this call started any node.
  */
-async function up({ count = 1, port, fresh = false } = {}) {
+async function up({ count = 1, port, fresh = false, holder } = {}) {
   const form = layout(count, port);
   return withLock(form, async () => {
     const down = form.nodes.filter((n) => nodePid(n) === null);
+    if (down.length < form.nodes.length && form.recorded && form.base !== form.recorded) {
+      throw new Error(`${form.name} runs on 127.0.0.1:${form.recorded}, not ${form.base}; stop it first to move it (npm run kafka:down)`);
+    }
     if (fresh) {
       if (down.length !== form.nodes.length) throw new Error(`--fresh: ${form.name} is running; stop it first (npm run kafka:down)`);
-      fs.rmSync(form.dir, { recursive: true, force: true });
-      fs.mkdirSync(form.dir, { recursive: true });
+      for (const node of form.nodes) fs.rmSync(node.dir, { recursive: true, force: true });
+      fs.rmSync(path.join(form.dir, 'cluster-id'), { force: true });
     }
     if (down.length) {
+      if (down.length === form.nodes.length) fs.writeFileSync(path.join(form.dir, 'base-port'), `${form.base}\n`);
       checkJava();
       ensureJars();
       fs.writeFileSync(path.join(STATE, 'log4j2.xml'), LOG4J2);
@@ -374,6 +389,12 @@ async function up({ count = 1, port, fresh = false } = {}) {
     } catch (e) {
       if (down.length === form.nodes.length) await stopForm(form); // nothing half-started left behind
       throw e;
+    }
+    if (holder !== undefined) {
+      // Registered under the lock, so a release running meanwhile cannot stop it under us.
+      fs.mkdirSync(path.join(form.dir, 'holders'), { recursive: true });
+      fs.writeFileSync(path.join(form.dir, 'holders', String(holder)), '');
+      if (down.length > 0) fs.writeFileSync(path.join(form.dir, 'auto-stop'), '');
     }
     return { brokers: form.brokers, started: down.length > 0, form };
   });
@@ -403,12 +424,7 @@ async function down({ count, port } = {}) {
 // that a test run started, never one started by `kafka:up`.
 
 async function acquire(holder = process.pid, options = {}) {
-  const result = await up(options);
-  const holders = path.join(result.form.dir, 'holders');
-  fs.mkdirSync(holders, { recursive: true });
-  fs.writeFileSync(path.join(holders, String(holder)), '');
-  if (result.started) fs.writeFileSync(path.join(result.form.dir, 'auto-stop'), '');
-  return result;
+  return up({ ...options, holder });
 }
 
 async function release(holder = process.pid, { count = 1, port } = {}) {
@@ -446,6 +462,7 @@ function parseArgs(argv) {
     if (a === '--brokers' || a.startsWith('--brokers=')) opts.count = value();
     else if (a === '--port' || a.startsWith('--port=')) opts.port = value();
     else if (a === '--fresh') opts.fresh = true;
+    else if (a === '--holder' || a.startsWith('--holder=')) opts.holder = value();
     else throw new Error(`unknown option ${a}`);
   }
   if (opts.count !== undefined && opts.count !== 1 && opts.count !== 3) throw new Error('--brokers is 1 or 3');
@@ -462,10 +479,16 @@ async function main() {
     console.log(`KAFKA_BROKERS=${brokers}`);
   } else if (cmd === 'down') {
     await down(opts);
+  } else if (cmd === 'acquire') {
+    // For scripts/test.js: the broker for one test run, held by the pid given (default: the caller).
+    const { brokers } = await acquire(opts.holder ?? process.ppid, opts);
+    console.log(`KAFKA_BROKERS=${brokers}`);
+  } else if (cmd === 'release') {
+    await release(opts.holder ?? process.ppid, opts);
   } else if (cmd === 'status') {
     status();
   } else {
-    throw new Error('usage: node scripts/kafka.js up|down|status [--brokers 1|3] [--port N] [--fresh]');
+    throw new Error('usage: node scripts/kafka.js up|down|status|acquire|release [--brokers 1|3] [--port N] [--fresh] [--holder PID]');
   }
 }
 

@@ -1,8 +1,15 @@
 #!/usr/bin/env node
 /**
  * The test command (`npm test`): builds if needed (some end-to-end tests start the built
- * standalone process, to kill and restart it), runs Jest, and ends with one line
- * `tests: N passed, N failed`.
+ * standalone process, to kill and restart it), starts the servers the suites use (PostgreSQL
+ * and Redis when down, scripts/services.js; the Kafka broker, scripts/kafka.js), runs Jest, and
+ * ends with one line `tests: N passed, N failed`.
+ *
+ * The broker is started when the run includes a suite that reads process.env.KAFKA_BROKERS
+ * (every full run does), unless the caller set KAFKA_BROKERS; Jest gets KAFKA_BROKERS and
+ * KAFKA_REQUIRED=1, so a Kafka suite without a broker fails instead of skipping. A broker started
+ * here is stopped after Jest, once no other test run holds it; one started by `npm run kafka:up`
+ * stays up.
  */
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -25,6 +32,47 @@ if (build.status !== 0) {
     spawnSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: pkg, stdio: 'inherit' });
   }
 }
+// Servers the suites use. A server that cannot be started is not a failure by itself here: the
+// suites that need it fail and say why.
+spawnSync(process.execPath, [path.join(root, 'scripts', 'services.js')], { cwd: root, stdio: 'inherit' });
+let kafkaHeld = false;
+let kafkaFailed = false;
+const kafkaEnv = { KAFKA_REQUIRED: '1' };
+{
+  const givenBrokers = (process.env.KAFKA_BROKERS ?? '').trim();
+  const args = process.argv.slice(2);
+  const readsBrokers = (file) => {
+    try {
+      return fs.readFileSync(file, 'utf8').includes('process.env.KAFKA_BROKERS');
+    } catch {
+      return false;
+    }
+  };
+  const needed =
+    !givenBrokers &&
+    (args.length === 0 ||
+      spawnSync(process.execPath, [path.join(root, 'node_modules', 'jest', 'bin', 'jest.js'), '--listTests', ...args], { cwd: root, encoding: 'utf8' })
+        .stdout.split('\n')
+        .some((f) => f.trim() && readsBrokers(f.trim())));
+  if (needed) {
+    const up = spawnSync(process.execPath, [path.join(root, 'scripts', 'kafka.js'), 'acquire', '--holder', String(process.pid)], {
+      cwd: root,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const line = (up.stdout || '').split('\n').find((l) => l.startsWith('KAFKA_BROKERS='));
+    if (up.status === 0 && line) {
+      kafkaHeld = true;
+      kafkaEnv.KAFKA_BROKERS = line.slice('KAFKA_BROKERS='.length).trim();
+      console.log(`kafka broker: ${kafkaEnv.KAFKA_BROKERS}`);
+    } else {
+      kafkaFailed = true;
+      console.log('kafka broker FAILED to start (see above): the Kafka suites will fail');
+    }
+  }
+}
+// Signals reach Jest too; this process stays to release the broker and print the count.
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => undefined);
 const results = path.join(root, '.test-results.json');
 fs.rmSync(results, { force: true });
 // Every service log line of the whole run (in-process apps and spawned ones) goes to one file,
@@ -37,16 +85,19 @@ const logLevel = ['trace', 'debug', 'info'].includes(process.env.SVC_LOG_LEVEL ?
 const jest = spawnSync(
   process.execPath,
   [path.join(root, 'node_modules', 'jest', 'bin', 'jest.js'), '--json', `--outputFile=${results}`, ...process.argv.slice(2)],
-  { cwd: root, stdio: 'inherit', env: { ...process.env, SVC_LOG_LEVEL: logLevel, SVC_LOG_FILE: logFile } },
+  { cwd: root, stdio: 'inherit', env: { ...process.env, ...kafkaEnv, SVC_LOG_LEVEL: logLevel, SVC_LOG_FILE: logFile } },
 );
+if (kafkaHeld) {
+  spawnSync(process.execPath, [path.join(root, 'scripts', 'kafka.js'), 'release', '--holder', String(process.pid)], { cwd: root, stdio: 'inherit' });
+}
 let passed = 0;
-let failed = 0;
+let failed = kafkaFailed ? 1 : 0;
 if (fs.existsSync(results)) {
   const r = JSON.parse(fs.readFileSync(results, 'utf8'));
   passed = r.numPassedTests;
-  failed = r.numFailedTests + (r.numRuntimeErrorTestSuites || 0);
+  failed += r.numFailedTests + (r.numRuntimeErrorTestSuites || 0);
 } else {
-  failed = 1;
+  failed += 1;
 }
 // The log check counts as one test: planted patient data, emails, keys, secrets, tokens.
 {
