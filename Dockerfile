@@ -28,6 +28,9 @@ RUN npm run build \
 
 ############################ runtime ############################
 FROM node:20-bookworm-slim AS runtime
+# No HOST: in production mode (dev tools off) the apps listen on 0.0.0.0. With the dev tools on they
+# listen on 127.0.0.1 unless HOST is set, so a container that runs them needs HOST=0.0.0.0 on purpose.
+# Production mode also needs WIDGET_BASE_URL (https) and, with MAIL=smtp, an SMTP_URL over TLS.
 ENV NODE_ENV=production \
     PORT=3000 \
     SVC_DATA_DIR=/app/data

@@ -2,7 +2,7 @@ import { chmodSync, lstatSync, mkdirSync, readdirSync, writeFileSync } from 'nod
 import { AddressInfo, Socket, connect } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
-import { TestApp, tempDataDir } from '@svc/testing';
+import { StandaloneProcess, TestApp, tempDataDir } from '@svc/testing';
 
 /** Every entry under `dir` (itself included) whose permission bits are not the expected ones. */
 function looseModes(dir: string): string[] {
@@ -151,5 +151,39 @@ describe('connection cap (e2e)', () => {
     } finally {
       await other.stop();
     }
+  });
+});
+
+/** The same rules through the real entry point (`node dist/apps/standalone/main.js`, umask 077 at start). */
+describe('the built standalone process (e2e)', () => {
+  let umask: number;
+  // HOST empty counts as unset (StandaloneProcess passes 127.0.0.1 otherwise).
+  const proc = new StandaloneProcess(undefined, { HOST: '' });
+  beforeAll(async () => {
+    umask = process.umask(0o022); // inherited by the child: the service must not rely on it
+    await proc.start();
+  });
+  afterAll(async () => {
+    await proc.kill9();
+    process.umask(umask);
+  });
+
+  it('listens on 127.0.0.1 only and keeps its data dir owner-only', async () => {
+    expect((await proc.api.get('/v1/ping')).status).toBe(401);
+    const port = Number(new URL(proc.baseUrl).port);
+    const external = Object.values(networkInterfaces())
+      .flat()
+      .find((i) => i && i.family === 'IPv4' && !i.internal);
+    if (external) {
+      const outcome = await new Promise<string>((resolve) => {
+        const s = connect(port, external.address);
+        s.once('connect', () => (s.destroy(), resolve('connected')));
+        s.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? 'error'));
+      });
+      expect(outcome).toBe('ECONNREFUSED');
+    }
+    const names = entries(proc.dataDir);
+    for (const expected of ['events.sqlite', 'read-models.sqlite', 'master.key', 'dev-idp.json']) expect(names).toContain(expected);
+    expect(looseModes(proc.dataDir)).toEqual([]);
   });
 });
