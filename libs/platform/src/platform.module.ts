@@ -27,6 +27,7 @@ export const IN_PROCESS_BROKER = Symbol('IN_PROCESS_BROKER');
  */
 function prepareDataDir(config: ServiceConfig): void {
   ensurePrivateDir(config.dataDir);
+  // A folder another user owns (a mounted volume's root) cannot be changed: reported, not fatal.
   const failed = tightenDataDir(config.dataDir);
   if (failed.length) getLogger().warn({ dataDir: config.dataDir, paths: failed.slice(0, 20), count: failed.length }, 'data dir: could not remove group and other permissions (another owner?)');
   if (config.eventStore === 'sqlite') ensurePrivateFile(join(config.dataDir, 'events.sqlite'));

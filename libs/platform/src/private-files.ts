@@ -12,10 +12,21 @@ export const PRIVATE_DIR_MODE = 0o700;
 /** The process umask at start: whatever a library creates without a mode of its own is owner-only too. */
 export const PRIVATE_UMASK = 0o077;
 
-/** A folder (and any missing parents) owner-only; an existing one is tightened. */
-export function ensurePrivateDir(dir: string): void {
+/**
+ * A folder (and any missing parents) owner-only; an existing one is tightened. False when an
+ * existing folder could not be changed because another user owns it (a mounted volume whose root
+ * belongs to root, say): the caller reports it; what the service creates inside is still its own.
+ */
+export function ensurePrivateDir(dir: string): boolean {
   mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
-  if ((lstatSync(dir).mode & 0o777) !== PRIVATE_DIR_MODE) chmodSync(dir, PRIVATE_DIR_MODE);
+  if ((lstatSync(dir).mode & 0o777) === PRIVATE_DIR_MODE) return true;
+  try {
+    chmodSync(dir, PRIVATE_DIR_MODE);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EPERM') return false;
+    throw err;
+  }
 }
 
 /**
