@@ -151,6 +151,7 @@ const PEER_ECHO = name('peer.echo');
 const PEER_REFUSE = name('peer.refuse');
 const RESUME = name('resume');
 const EARLIEST = name('earliest');
+const FAILING = name('failing');
 const PARTITIONS = 3;
 
 // ───────────────────────────── the in-process app ─────────────────────────────
@@ -237,6 +238,21 @@ class EarliestController {
 
 @Module({ controllers: [EarliestController] })
 class EarliestModule {}
+
+/** Attempts per message; the handler fails the first two attempts of message 1. */
+const attempts: number[] = [];
+
+@Controller()
+class FailingController {
+  @EventPattern(FAILING)
+  on(@Payload() data: { n: number }) {
+    attempts.push(data.n);
+    if (data.n === 1 && attempts.filter((n) => n === 1).length <= 2) throw new Error('consumer not ready');
+  }
+}
+
+@Module({ controllers: [FailingController] })
+class FailingModule {}
 
 // ───────────────────────────── the calling app (for the peer process) ─────────────────────────────
 
@@ -364,7 +380,7 @@ if (SOURCE === 'none' && REQUIRED) {
       topics: [
         ...[ECHO, `${ECHO}.reply`, REFUSE, `${REFUSE}.reply`, CASE_EVENTS, GATEWAY_EVENTS].map((topic) => ({ topic, numPartitions: PARTITIONS })),
         ...[PEER_ECHO, `${PEER_ECHO}.reply`, PEER_REFUSE, `${PEER_REFUSE}.reply`].map((topic) => ({ topic, numPartitions: PARTITIONS })),
-        ...[RESUME, EARLIEST].map((topic) => ({ topic, numPartitions: 1 })),
+        ...[RESUME, EARLIEST, FAILING].map((topic) => ({ topic, numPartitions: 1 })),
       ],
     });
     await admin.disconnect();
@@ -556,6 +572,18 @@ if (SOURCE === 'none' && REQUIRED) {
         await ms.close();
       }
       expect(await committed(`${service}-server`, RESUME)).toEqual(['6']);
+    });
+
+    it('a message whose handler fails is delivered again, and the ones after it wait for it', async () => {
+      const service = `kafka-spec-failing-${RUN}`;
+      const ms = await startConsumer(FailingModule, service, true);
+      try {
+        await emit(FAILING, [1, 2]);
+        await eventually(() => expect(attempts).toEqual([1, 1, 1, 2]));
+      } finally {
+        await ms.close();
+      }
+      expect(await committed(`${service}-server`, FAILING)).toEqual(['2']);
     });
 
     it('a new consumer group starts from the earliest offset, each group on its own', async () => {
