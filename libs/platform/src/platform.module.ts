@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { DynamicModule, Global, Inject, Injectable, Module, OnApplicationBootstrap, OnApplicationShutdown, OnModuleDestroy } from '@nestjs/common';
@@ -13,7 +13,7 @@ import { CONFIG, ServiceConfig } from './config';
 import { MAILER, Mailer, OutboxMailer, SmtpMailer, smtpCertificateUnchecked } from './mailer';
 import { OperationsController } from './operations.controller';
 import { Readiness } from './readiness';
-import { PRIVATE_FILE_MODE, ensurePrivateDir, ensurePrivateFile, tightenDataDir } from './private-files';
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, ensurePrivateFile, tightenDataDir } from './private-files';
 
 export const PROJECTIONS = Symbol('PROJECTIONS');
 export const DEV_IDP = Symbol('DEV_IDP');
@@ -26,10 +26,10 @@ export const IN_PROCESS_BROKER = Symbol('IN_PROCESS_BROKER');
  * -wal and -shm files follow the database file's mode).
  */
 function prepareDataDir(config: ServiceConfig): void {
-  ensurePrivateDir(config.dataDir);
-  // A folder another user owns (a mounted volume's root) cannot be changed: reported, not fatal.
+  mkdirSync(config.dataDir, { recursive: true, mode: PRIVATE_DIR_MODE });
+  // A folder another user owns (a mounted volume's root) or a shared one cannot be changed: reported, not fatal.
   const failed = tightenDataDir(config.dataDir);
-  if (failed.length) getLogger().warn({ dataDir: config.dataDir, paths: failed.slice(0, 20), count: failed.length }, 'data dir: could not remove group and other permissions (another owner?)');
+  if (failed.length) getLogger().warn({ dataDir: config.dataDir, paths: failed.slice(0, 20), count: failed.length }, 'data dir: could not remove group and other permissions (another owner, or a shared folder)');
   if (config.eventStore === 'sqlite') ensurePrivateFile(join(config.dataDir, 'events.sqlite'));
   if (config.readStore === 'sqlite') ensurePrivateFile(join(config.dataDir, 'read-models.sqlite'));
 }

@@ -40,14 +40,27 @@ export function ensurePrivateFile(file: string): void {
 }
 
 /**
+ * What the service keeps in its data dir: the SQLite event store and read models with their -wal,
+ * -shm and journal files, the standalone master key, the dev issuer's key pair, the dev clock, the
+ * outbox folder. Only these are tightened at start: anything else an operator put there is theirs,
+ * and a data dir set by mistake to a shared folder must not have its other content changed.
+ */
+const OWN_ENTRIES = /^(?:(?:events|read-models)\.sqlite(?:-wal|-shm|-journal)?|master\.key|dev-idp\.json|clock\.json(?:\.tmp)?|outbox)$/;
+
+/** Folders shared by several users (the sticky bit: /tmp, say) are never made owner-only. */
+const STICKY = 0o1000;
+
+/**
  * Tightens a data dir left looser (by an earlier version, a restored backup, an operator): group
- * and other permissions are removed from every folder and file, recursively (the service's own are
- * then 0700 and 0600). Symbolic links are left alone (never followed: a link could point anywhere).
- * Returns what could not be changed (another owner, say), for the caller to report.
+ * and other permissions are removed from the folder itself (unless it is a shared, sticky folder),
+ * from the service's own entries in it (OWN_ENTRIES) and from everything in the outbox; the
+ * service's own files and folders are then 0600 and 0700. Symbolic links are left alone (never
+ * followed: a link could point anywhere). Returns what could not be changed (another owner, a
+ * shared folder), for the caller to report.
  */
 export function tightenDataDir(dir: string): string[] {
   const failed: string[] = [];
-  const visit = (path: string): void => {
+  const tighten = (path: string, recurse: boolean): void => {
     let st;
     try {
       st = lstatSync(path);
@@ -56,14 +69,17 @@ export function tightenDataDir(dir: string): string[] {
     }
     if (st.isSymbolicLink()) return;
     if ((st.mode & 0o077) !== 0) {
-      try {
-        chmodSync(path, st.mode & 0o700);
-      } catch {
-        failed.push(path);
-      }
+      if (st.mode & STICKY) failed.push(path);
+      else
+        try {
+          chmodSync(path, st.mode & 0o700);
+        } catch {
+          failed.push(path);
+        }
     }
-    if (st.isDirectory()) for (const name of readdirSync(path)) visit(join(path, name));
+    if (recurse && st.isDirectory()) for (const name of readdirSync(path)) tighten(join(path, name), true);
   };
-  visit(dir);
+  tighten(dir, false);
+  for (const name of readdirSync(dir)) if (OWN_ENTRIES.test(name)) tighten(join(dir, name), name === 'outbox');
   return failed;
 }
