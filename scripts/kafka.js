@@ -342,7 +342,14 @@ async function withLock(form, fn) {
     } catch (e) {
       if (e.code !== 'EEXIST') throw e;
       const holder = readPid(lock);
-      if (holder === null || !pidAlive(holder)) {
+      // An empty lock may be one being written this instant: stale only once it is a few seconds old.
+      let age = 0;
+      try {
+        age = Date.now() - fs.statSync(lock).mtimeMs;
+      } catch {
+        continue; // gone meanwhile
+      }
+      if ((holder === null && age > 3000) || (holder !== null && !pidAlive(holder))) {
         fs.rmSync(lock, { force: true });
         continue;
       }
