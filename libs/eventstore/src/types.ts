@@ -56,7 +56,7 @@ export interface SubscribeOptions {
    * Optional, an optimization a store may ignore: asked first for each event; `true` means the
    * subscriber has taken the event as it is, synchronously (the handler is then not called).
    * It sees the event as stored (data possibly still sealed): it may decide from position, stream
-   * and type only. The polling stores (SQLite, in-memory) use it; KurrentDB calls the handler.
+   * and type only. The polling stores (SQLite, PostgreSQL, in-memory) use it; KurrentDB calls the handler.
    */
   passOver?: (event: RecordedEvent) => boolean;
 }
