@@ -3,3 +3,4 @@ export * from './sqlite-read-store';
 export * from './redis-read-store';
 export * from './projection-runner';
 export * from './timers';
+export * from './token-bucket';

@@ -1,4 +1,5 @@
 import Redis from 'ioredis';
+import { TokenBucketLimit, TokenTake, validateTokenBucketLimit } from './token-bucket';
 import { CommitOptions, CommitOutcome, PageOptions, ReadEntry, ReadPage, ReadStore, WriteOp, validateCollection, validateOps, validatePageOptions } from './types';
 
 /**
@@ -138,10 +139,28 @@ end
 return out
 `;
 
+/**
+ * One take from a token bucket (`takeToken` of token-bucket.ts, the same steps), atomic on the
+ * server: KEYS[1] the bucket's key; ARGV: now (ms), interval (ms per token), burst. The key holds
+ * the bucket's `tat` and expires when the bucket is full again (a missing key is a full bucket).
+ * Returns { 1, 0 } allowed, or { 0, ms until a token is there }.
+ */
+const TAKE_TOKEN_LUA = `
+local now, interval, burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tat < now then tat = now end
+local nxt = tat + interval
+local earliest = nxt - burst * interval
+if now < earliest then return { 0, math.ceil(earliest - now) } end
+redis.call('SET', KEYS[1], string.format('%.3f', nxt), 'PX', math.ceil(nxt - now))
+return { 1, 0 }
+`;
+
 interface ScriptedRedis extends Redis {
   readStoreCommitV2(numKeys: number, ...args: (string | number)[]): Promise<number>;
   readStoreEntriesV1(numKeys: number, ...args: (string | number)[]): Promise<string[]>;
   readStorePageV1(numKeys: number, ...args: (string | number)[]): Promise<string[]>;
+  readStoreTakeTokenV1(numKeys: number, ...args: (string | number)[]): Promise<[number, number]>;
 }
 
 /**
@@ -151,6 +170,8 @@ interface ScriptedRedis extends Redis {
  * - reverse pointer: string `${prefix}:ptr:${collection}:${key}` = partition, so a document that
  *   moves partition (or loses it, or is deleted) leaves its old index
  * - checkpoints: hash `${prefix}:checkpoint` (field = projection)
+ * - token buckets (`takeToken`): string `${prefix}:rl:${bucket}` = the bucket's `tat`, expiring
+ *   when the bucket is full again
  * Single-node Redis (the old index key is derived inside the script, which Cluster forbids).
  */
 export class RedisReadStore implements ReadStore {
@@ -175,6 +196,7 @@ export class RedisReadStore implements ReadStore {
       this.redis.defineCommand('readStoreEntriesV1', { lua: ENTRIES_LUA });
     }
     if (typeof this.redis.readStorePageV1 !== 'function') this.redis.defineCommand('readStorePageV1', { lua: PAGE_LUA });
+    if (typeof this.redis.readStoreTakeTokenV1 !== 'function') this.redis.defineCommand('readStoreTakeTokenV1', { lua: TAKE_TOKEN_LUA });
   }
 
   private docKey(collection: string, key: string): string {
@@ -278,6 +300,14 @@ export class RedisReadStore implements ReadStore {
       }
     }
     return this.redis.readStoreCommitV2(keys.length, ...keys, ...args);
+  }
+
+  /** One round trip: the script decides and stores the take (the bucket is shared by every process on this Redis and prefix). */
+  async takeToken(bucket: string, limit: TokenBucketLimit, nowMs: number): Promise<TokenTake> {
+    validateTokenBucketLimit(limit);
+    if (typeof bucket !== 'string' || bucket.length === 0) throw new TypeError('token bucket name must be a non-empty string');
+    const [allowed, retryAfterMs] = await this.redis.readStoreTakeTokenV1(1, `${this.keyPrefix}:rl:${bucket}`, nowMs, 1000 / limit.ratePerS, limit.burst);
+    return { allowed: allowed === 1, retryAfterMs: Number(retryAfterMs) };
   }
 
   /** Redis PING on this store's connection; fails once the store is closed or Redis cannot be reached. */

@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { WalCheckpointer, isFile } from '@svc/eventstore';
+import { TokenBucketLimit, TokenTake, takeToken, validateTokenBucketLimit } from './token-bucket';
 import { CommitOutcome, PageOptions, ReadEntry, ReadPage, ReadStore, WriteOp, validateOps, validatePageOptions } from './types';
 
 interface DocRow {
@@ -286,6 +287,33 @@ export class SqliteReadStore implements ReadStore {
       generation = this.touched(ops);
     }
     return { applied, generation };
+  }
+
+  /**
+   * `takeToken` on a table of its own (`token_buckets`, made on first use), in one IMMEDIATE
+   * transaction, so that processes sharing this file share the buckets. A process that is the only
+   * one on its read store keeps its buckets in memory instead (the rate limiter of libs/http): this
+   * is for read-store files that several processes open. Full buckets are swept now and then.
+   */
+  private takeTx: Database.Transaction<(bucket: string, limit: TokenBucketLimit, nowMs: number) => TokenTake> | null = null;
+  private takes = 0;
+
+  async takeToken(bucket: string, limit: TokenBucketLimit, nowMs: number): Promise<TokenTake> {
+    validateTokenBucketLimit(limit);
+    if (typeof bucket !== 'string' || bucket.length === 0) throw new TypeError('token bucket name must be a non-empty string');
+    if (!this.takeTx) {
+      this.db.exec('CREATE TABLE IF NOT EXISTS token_buckets (bucket TEXT PRIMARY KEY, tat REAL NOT NULL) WITHOUT ROWID');
+      const get = this.db.prepare('SELECT tat FROM token_buckets WHERE bucket = ?').pluck();
+      const put = this.db.prepare('INSERT INTO token_buckets (bucket, tat) VALUES (?, ?) ON CONFLICT (bucket) DO UPDATE SET tat = excluded.tat');
+      const sweep = this.db.prepare('DELETE FROM token_buckets WHERE tat < ?');
+      this.takeTx = this.db.transaction((name: string, lim: TokenBucketLimit, now: number) => {
+        const taken = takeToken((get.get(name) as number | undefined) ?? null, lim, now);
+        if (taken.allowed) put.run(name, taken.tat);
+        if (++this.takes % 1000 === 0) sweep.run(now);
+        return { allowed: taken.allowed, retryAfterMs: taken.retryAfterMs };
+      });
+    }
+    return this.takeTx.immediate(bucket, limit, nowMs);
   }
 
   /** A read on this store's connection (the file answers); fails once the store is closed. */

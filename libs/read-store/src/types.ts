@@ -1,4 +1,5 @@
 import type { RecordedEvent } from '@svc/eventstore';
+import type { TokenBucketLimit, TokenTake } from './token-bucket';
 
 /**
  * Read-model port. Documents live in collections, keyed; a document may belong to a
@@ -111,6 +112,13 @@ export interface ReadStore {
    * cache of one document survives writes to the rest of its collection. Same adapters as `generation`.
    */
   documentGeneration?(collection: string, key: string): number;
+  /**
+   * Optional: one take from the token bucket named `bucket` (rate limits), decided and stored in one
+   * atomic step in the store, so that every process on the store shares the bucket. `nowMs` is real
+   * time (ms since the epoch). A bucket is forgotten once full again (see `takeToken`). Not part of
+   * the read models: nothing lists, commits or checkpoints it. Both shipped adapters have it.
+   */
+  takeToken?(bucket: string, limit: TokenBucketLimit, nowMs: number): Promise<TokenTake>;
 }
 
 /**
