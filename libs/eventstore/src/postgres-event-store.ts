@@ -454,13 +454,16 @@ export class PostgresEventStore implements EventStore {
     client.on('notification', (msg) => {
       if (msg.payload !== this.instanceId) this.wakeSubscriptions();
     });
-    client.on('error', (err) => {
+    const lost = (err?: unknown) => {
       if (this.closed || this.listener !== client) return;
-      this.logger.warn('eventstore postgres listener failed; reconnecting', { error: errName(err) });
+      this.logger.warn('eventstore postgres listener lost; reconnecting', { error: err === undefined ? 'ended' : errName(err) });
       this.listener = null;
       void client.end().catch(() => undefined);
       this.relisten();
-    });
+    };
+    client.on('error', lost);
+    // A connection the server closed without an error event (a terminated backend, a restart).
+    client.on('end', () => lost());
     await client.connect();
     try {
       await client.query(`LISTEN ${escapeIdentifier(this.channel)}`);

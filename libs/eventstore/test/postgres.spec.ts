@@ -215,6 +215,27 @@ describe('PostgresEventStore specifics', () => {
     expect(writer.stats.notifies).toBeGreaterThan(0);
   });
 
+  it('listens again after its LISTEN connection is cut, and is woken by NOTIFY again', async () => {
+    const schema = newSchema();
+    const warnings: string[] = [];
+    const follower = track(await open(schema, { pollIntervalMs: 60_000, logger: { warn: (m) => warnings.push(m) } }));
+    const writer = track(await open(schema, { listen: false }));
+    const seen: RecordedEvent[] = [];
+    follower.subscribeToAll({ fromPosition: 0 }, async (e) => {
+      seen.push(e);
+    });
+    await sleep(100);
+    const cut = await admin((c) =>
+      c.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = $1 AND pid <> pg_backend_pid()`, [`LISTEN "${schema}_appended"`]),
+    );
+    expect(cut.rowCount).toBe(1);
+    await until(() => warnings.some((w) => w.includes('listener lost')), 5000, 'the lost listener to be noticed');
+    // Reconnected (100 ms after the loss): a commit of another store wakes the subscriber again, long before its poll.
+    await sleep(500);
+    await writer.append('l-1', [ev('E', {})], 'no_stream');
+    await until(() => seen.length === 1, 5000, 'the event after the reconnect');
+  });
+
   it('still finds other processes\' commits by polling when it does not listen', async () => {
     const schema = newSchema();
     const follower = track(await open(schema, { listen: false, pollIntervalMs: 100 }));
