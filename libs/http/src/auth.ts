@@ -5,6 +5,8 @@ import type { FastifyRequest } from 'fastify';
 import { CLOCK, Clock } from '@svc/clock';
 import { STAFF_TOKEN_VERIFIER, StaffPrincipal, StaffTokenVerifier, hashApiKey, looksLikeApiKey } from '@svc/security';
 import { ApiError } from './errors';
+import { uuidParamProblem } from './path-params';
+import { RateLimiter } from './rate-limit';
 import { AccessCollections, EnvironmentKind, OrganizationDoc, OrganizationRole, TenantDirectory, membership } from './tenants';
 
 /** Who an API key speaks for. */
@@ -32,7 +34,8 @@ function bearer(req: FastifyRequest): string | null {
 
 /**
  * API-key authentication for the caller-facing endpoints: 401 `INVALID_API_CREDENTIAL` for a
- * missing, unknown or revoked key; 403 `BAA_REQUIRED` until the organization signs its BAA.
+ * missing, unknown or revoked key; 429 `RATE_LIMITED` over the key's rate limit (counted once the
+ * key is known); 403 `BAA_REQUIRED` until the organization signs its BAA.
  */
 @Injectable()
 export class ApiKeyGuard implements CanActivate {
@@ -50,6 +53,7 @@ export class ApiKeyGuard implements CanActivate {
   constructor(
     private readonly tenants: TenantDirectory,
     @Optional() @Inject(READ_STORE) private readonly readStore?: ReadStore,
+    @Optional() private readonly limiter?: RateLimiter,
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
@@ -67,11 +71,17 @@ export class ApiKeyGuard implements CanActivate {
     const gen = store ? store.generation!(AccessCollections.apiKeysByHash, AccessCollections.organizations) : 0;
     if (store) {
       const hit = this.accepted.get(hash);
-      if (hit && hit.gen === gen) return (req.apiTenant = { ...hit.tenant });
+      if (hit && hit.gen === gen) {
+        const limited = this.limiter?.check('apiKey', hit.tenant.keyId);
+        if (limited) await limited;
+        return (req.apiTenant = { ...hit.tenant });
+      }
       if (hit) this.accepted.delete(hash);
     }
     const key = await this.tenants.apiKeyByHash(hash);
     if (!key || key.revokedAt) throw new ApiError(401, 'INVALID_API_CREDENTIAL', 'A valid API key is required');
+    const limited = this.limiter?.check('apiKey', key.id);
+    if (limited) await limited;
     const org = await this.tenants.organization(key.organizationId);
     if (!org) throw new ApiError(401, 'INVALID_API_CREDENTIAL', 'A valid API key is required');
     if (!org.baaSignedAt) throw new ApiError(403, 'BAA_REQUIRED', 'The organization has not signed its business associate agreement');
@@ -113,7 +123,8 @@ export const MFA_MAX_AGE_S = Symbol('MFA_MAX_AGE_S');
 
 /**
  * Staff ID-token authentication and access, in this order: 401 `STAFF_AUTH_REQUIRED` without a
- * valid token (API keys are refused); 404 for an organization the caller is not a member of or
+ * valid token (API keys are refused); 429 `RATE_LIMITED` over the subject's rate limit; 400
+ * `VALIDATION_FAILED` for a uuid path parameter that is not a uuid; 404 for an organization the caller is not a member of or
  * an environment outside it; on routes marked `@IntegrationSetup()` 403 `PERMISSION_REQUIRED`
  * without `integrations.manage`; on those and on `@OwnerOrAdmin()` routes 403 `ROLE_REQUIRED`
  * for a `member`; writes need a recent MFA sign-in (403 `MFA_REQUIRED`).
@@ -126,6 +137,7 @@ export class StaffGuard implements CanActivate {
     private readonly reflector: Reflector,
     @Inject(CLOCK) private readonly clock: Clock,
     @Inject(MFA_MAX_AGE_S) private readonly mfaMaxAgeS: number,
+    @Optional() private readonly limiter?: RateLimiter,
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
@@ -138,6 +150,11 @@ export class StaffGuard implements CanActivate {
     } catch {
       throw new ApiError(401, 'STAFF_AUTH_REQUIRED', 'A valid staff ID token is required');
     }
+    const limited = this.limiter?.check('staff', principal.sub);
+    if (limited) await limited;
+    // Before the path's ids are looked up: a malformed one is 400, a well-formed unknown one 404.
+    const malformed = uuidParamProblem(req.params);
+    if (malformed) throw malformed;
     const staff: StaffContext = { principal };
     const params = (req.params ?? {}) as Record<string, string>;
     const orgId = params.orgId ?? params.organizationId;

@@ -5,6 +5,7 @@ import { ModuleRef, Reflector } from '@nestjs/core';
 import { isObservable, lastValueFrom } from 'rxjs';
 import { ApiError } from './errors';
 import { toErrorResponse } from './filter';
+import { uuidParamProblem } from './path-params';
 
 /**
  * Where the body parsers leave what was wrong with a body (malformed, empty or over-deep JSON, a
@@ -57,10 +58,12 @@ export function bodyProblemFor(request: { body?: unknown }, takesBody: () => boo
 }
 
 /**
- * The global guard that answers a recorded body problem (400 VALIDATION_FAILED, 415
- * UNSUPPORTED_MEDIA_TYPE) on every HTTP route, guarded or not, after the route's own guards:
- * a request is authenticated (401/403, and a guard's 404 for another organization) before its
- * body is judged, and the DTO validation (pipes) comes after that.
+ * The global guard that answers what is wrong with the request itself on every HTTP route,
+ * guarded or not, after the route's own guards: first a uuid path parameter that is not a uuid
+ * (`uuidParamProblem`, 400 VALIDATION_FAILED naming it), then a recorded body problem (400
+ * VALIDATION_FAILED, 415 UNSUPPORTED_MEDIA_TYPE). A request is authenticated (401/403/429, and a
+ * guard's 404 for another organization) before its path ids and body are judged, and the DTO
+ * validation (pipes) and the lookups of the handler come after that.
  *
  * Global guards run before the controller's and the route's, so when there is a problem (only
  * then) this guard runs the route's guards itself, in Nest's order (controller, then method),
@@ -78,8 +81,8 @@ export class BodyProblemGuard implements CanActivate {
 
   canActivate(context: ExecutionContext): boolean | Promise<boolean> {
     if (context.getType() !== 'http') return true;
-    const request = context.switchToHttp().getRequest<{ body?: unknown }>();
-    const problem = bodyProblemFor(request, () => this.routeTakesBody(context));
+    const request = context.switchToHttp().getRequest<{ body?: unknown; params?: unknown }>();
+    const problem = uuidParamProblem(request.params) ?? bodyProblemFor(request, () => this.routeTakesBody(context));
     if (!problem) return true;
     return this.routeGuardsThenProblem(context, problem);
   }

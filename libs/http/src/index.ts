@@ -9,4 +9,6 @@ export * from './widget-session';
 export * from './date-time';
 export * from './attachment';
 export * from './lean-route';
+export * from './path-params';
+export * from './rate-limit';
 export * from './paging';

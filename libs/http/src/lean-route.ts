@@ -2,6 +2,7 @@ import type { PipeTransform } from '@nestjs/common';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { bodyProblemFor } from './body-problem';
 import { sendError } from './filter';
+import { uuidParamProblem } from './path-params';
 
 /**
  * A route Fastify serves itself, without Nest's per-request execution context (guards, pipes and
@@ -10,9 +11,10 @@ import { sendError } from './filter';
  * session"). It runs the steps a controller route runs, in Nest's order and with the same parts:
  *
  * 1. an empty path parameter is "Route not found", as Nest's Fastify adapter answers it;
- * 2. `authenticate` (the route's guard, e.g. `ApiKeyGuard.authenticate`): 401/403 first;
- * 3. the body problem the parsers recorded, or a body sent to an operation that takes none
- *    (`bodyProblemFor`, the rule of the global BodyProblemGuard);
+ * 2. `authenticate` (the route's guard, e.g. `ApiKeyGuard.authenticate`): 401/403/429 first;
+ * 3. a uuid path parameter that is not a uuid (`uuidParamProblem`), then the body problem the
+ *    parsers recorded, or a body sent to an operation that takes none (`bodyProblemFor`): the
+ *    rules of the global BodyProblemGuard;
  * 4. the body through the app's validation pipe with the route's DTO (`body`), as `@Body()` does;
  * 5. `handle`; its result is the answer (status `status`), serialized by `responseSchema` when given;
  * 6. any error answered by `sendError`, the global ErrorFilter's answer.
@@ -59,7 +61,7 @@ export function registerLeanRoute<A, B extends object>(fastify: FastifyInstance,
       for (const name in params) if (params[name] === '') return reply.callNotFound();
       try {
         const auth = await route.authenticate(req);
-        const problem = bodyProblemFor(req, () => takesBody);
+        const problem = uuidParamProblem(params) ?? bodyProblemFor(req, () => takesBody);
         if (problem) throw problem;
         const body = (takesBody ? await pipe.transform(req.body, bodyMeta) : undefined) as B;
         const result = await route.handle(auth, params, body);
