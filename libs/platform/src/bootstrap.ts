@@ -7,6 +7,7 @@ import { INestApplication } from '@nestjs/common';
 import { ModuleRef, NestFactory, Reflector } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import { BodyProblemGuard, ErrorFilter, createValidationPipe, deferBodyProblem, getLogger, lowercaseUuidParams, toErrorResponse } from '@svc/http';
+import { RateLimiter, addressRateLimitHook } from '@svc/http';
 import { BusExceptionFilter, busServerStrategy } from '@svc/messaging';
 import { ArgumentsHost, Catch, ExceptionFilter } from '@nestjs/common';
 import { DynamicModule } from '@nestjs/common';
@@ -311,6 +312,15 @@ interface ErrorReply {
   send(payload: string): unknown;
 }
 
+/** The app's RateLimiter (PlatformModule); none in an app built without it. */
+function rateLimiterOf(app: INestApplication): RateLimiter | undefined {
+  try {
+    return app.get(RateLimiter, { strict: false });
+  } catch {
+    return undefined;
+  }
+}
+
 const servedRoutes = new WeakMap<object, { method: string; url: string }[]>();
 
 /** The method and URL pattern of every route an app built by createHttpApp serves. */
@@ -345,6 +355,10 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
     logger: false,
     return503OnClosing: false,
     routerOptions: { maxParamLength: 2048 },
+    // The client address (`req.ip`, counted by the per-address rate limit) from X-Forwarded-For
+    // only when it comes through these proxies (SVC_TRUST_PROXY); else the connection's peer.
+    // (A hop count is a Fastify option too; the adapter's copy of Fastify's types leaves numbers out.)
+    trustProxy: config.trustProxy as boolean | string[],
     // Fastify's default (0) lifts Node's limit: a client that declared a body and sent part of it
     // held its connection for ever. Checked every second; the late request gets 408 REQUEST_TIMEOUT.
     // Given to Node when the server is created too: set afterwards (as Fastify does with its own
@@ -441,6 +455,10 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   // CORS by path (./cors.ts): the widget from its pages' origins, the staff API from the staff
   // app's, API-key routes never. A preflight anywhere else is 404 like any unknown route.
   fastify.addHook('onRequest', corsHook(config.cors));
+  // Rate limit per client address on the widget and check-in routes, before the body is read
+  // (libs/http rate-limit.ts); API keys and staff subjects are counted by their guards.
+  const limiter = rateLimiterOf(app);
+  if (limiter) fastify.addHook('onRequest', addressRateLimitHook(limiter));
   // Uuids are case-insensitive: every uuid path id reaches the guards and handlers in lower case.
   fastify.addHook('preHandler', (req, _reply, done) => {
     lowercaseUuidParams(req.params);

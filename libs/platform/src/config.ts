@@ -1,5 +1,7 @@
 import { resolve } from 'node:path';
 import { DEFAULT_DATABASE_URL, DEFAULT_EVENT_SCHEMA, checkSchemaName } from '@svc/eventstore';
+import { RATE_LIMIT_DEFAULTS, RateLimitSettings } from '@svc/http';
+import ipaddr from 'ipaddr.js';
 import { CorsPolicy, parseOrigins } from './cors';
 import { smtpTlsProblem } from './mailer';
 
@@ -37,6 +39,14 @@ export interface ServiceConfig {
   requestTimeoutMs: number;
   /** Browser origins allowed to call the API (CORS): the widget's and the staff app's. */
   cors: CorsPolicy;
+  /** Token buckets per API key, staff subject and client address (SVC_RATE_LIMIT_*; SVC_RATE_LIMITS=off). */
+  rateLimits: RateLimitSettings;
+  /**
+   * The proxies whose `X-Forwarded-For` names the client (SVC_TRUST_PROXY): none (false), the number
+   * of proxy hops in front of the service, or their addresses and CIDR ranges. Decides the client
+   * address that the per-address rate limit counts.
+   */
+  trustProxy: false | number | string[];
 }
 
 function pick<T extends string>(value: string | undefined, allowed: readonly T[], fallback: T, name: string): T {
@@ -51,6 +61,42 @@ function integer(value: string | undefined, name: string, fallback: number, min:
   const n = /^\d+$/.test(value.trim()) ? Number(value.trim()) : NaN;
   if (!Number.isSafeInteger(n) || n < min || n > max) throw new Error(`${name} must be a whole number from ${min} to ${max}`);
   return n;
+}
+
+/**
+ * Rate limits: on unless `SVC_RATE_LIMITS=off`. Each bucket's rate (`SVC_RATE_LIMIT_<KIND>_PER_S`)
+ * and burst (`SVC_RATE_LIMIT_<KIND>_BURST`, default ten seconds' worth of the rate) are whole
+ * numbers from 1; anything else stops start-up.
+ */
+function rateLimits(env: NodeJS.ProcessEnv): RateLimitSettings {
+  const onOff = env.SVC_RATE_LIMITS;
+  if (onOff !== undefined && onOff !== 'on' && onOff !== 'off') throw new Error('SVC_RATE_LIMITS must be on or off');
+  const bucket = (kind: 'API_KEY' | 'STAFF' | 'ADDRESS', fallback: number) => {
+    const ratePerS = integer(env[`SVC_RATE_LIMIT_${kind}_PER_S`], `SVC_RATE_LIMIT_${kind}_PER_S`, fallback, 1, 1_000_000);
+    return { ratePerS, burst: integer(env[`SVC_RATE_LIMIT_${kind}_BURST`], `SVC_RATE_LIMIT_${kind}_BURST`, ratePerS * 10, 1, 10_000_000) };
+  };
+  return {
+    enabled: onOff !== 'off',
+    apiKey: bucket('API_KEY', RATE_LIMIT_DEFAULTS.apiKey.ratePerS),
+    staff: bucket('STAFF', RATE_LIMIT_DEFAULTS.staff.ratePerS),
+    address: bucket('ADDRESS', RATE_LIMIT_DEFAULTS.address.ratePerS),
+  };
+}
+
+/** Names of address ranges SVC_TRUST_PROXY takes besides addresses and CIDRs (Fastify's proxy-addr). */
+const PROXY_RANGE_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/** SVC_TRUST_PROXY: unset (no proxy), a hop count, or a comma-separated list of addresses, CIDRs and range names. */
+function trustProxy(value: string | undefined): ServiceConfig['trustProxy'] {
+  if (value === undefined) return false;
+  if (/^\d+$/.test(value.trim())) return integer(value, 'SVC_TRUST_PROXY', 0, 1, 100);
+  const entries = value.split(',').map((s) => s.trim()).filter(Boolean);
+  for (const e of entries) {
+    if (!PROXY_RANGE_NAMES.has(e) && !ipaddr.isValid(e) && !ipaddr.isValidCIDR(e)) {
+      throw new Error('SVC_TRUST_PROXY must be a number of proxy hops, or addresses, CIDR ranges and loopback/linklocal/uniquelocal, comma-separated');
+    }
+  }
+  return entries.length ? entries : false;
 }
 
 /** The PostgreSQL event store's schema (EVENT_STORE_SCHEMA); a bad name stops start-up. */
@@ -159,6 +205,8 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env, mode: 'standalo
       widgetOrigins: parseOrigins(env.WIDGET_ALLOWED_ORIGINS, 'WIDGET_ALLOWED_ORIGINS', '*', true),
       staffOrigins: parseOrigins(env.STAFF_APP_ORIGINS, 'STAFF_APP_ORIGINS', [], false) as string[],
     },
+    rateLimits: rateLimits(env),
+    trustProxy: trustProxy(env.SVC_TRUST_PROXY),
   };
 }
 

@@ -5,6 +5,7 @@ import { DynamicModule, Global, Inject, Injectable, Module, OnApplicationBootstr
 import { CLOCK, Clock, DevClock, SystemClock, SystemWallClock, WALL_CLOCK } from '@svc/clock';
 import { EVENT_STORE, EncryptingEventStore, EventStore, KurrentEventStore, PostgresEventStore, SqliteEventStore } from '@svc/eventstore';
 import { MFA_MAX_AGE_S, StaffGuard, ApiKeyGuard, TenantDirectory, WidgetSessionGuard, WidgetSessions, getLogger } from '@svc/http';
+import { MemoryTokenBuckets, RATE_LIMIT_SETTINGS, RateLimiter, ReadStoreTokenBuckets, TOKEN_BUCKETS, TokenBuckets } from '@svc/http';
 import { READ_STORE, ProjectionRunner, ReadStore, RedisReadStore, SqliteReadStore } from '@svc/read-store';
 import { DEV_ISSUER, DevIdentityProvider, KEYRING, Keyring, STAFF_AUDIENCE, STAFF_TOKEN_VERIFIER, StaffIssuer, StaffTokenVerifier, remoteIssuer } from '@svc/security';
 import { BUS_CLIENT, BUS_PING, BusPing, InProcessBroker, Patterns, busClient, busPing } from '@svc/messaging';
@@ -151,6 +152,19 @@ export class PlatformModule {
           },
         },
         { provide: MFA_MAX_AGE_S, useValue: config.mfaMaxAgeS },
+        { provide: RATE_LIMIT_SETTINGS, useValue: config.rateLimits },
+        {
+          provide: TOKEN_BUCKETS,
+          inject: [READ_STORE],
+          // Rate-limit buckets: in the read store where other processes may share it (Redis; a SQLite
+          // file in distributed mode), one round trip per counted request; in memory in standalone,
+          // the only process on its SQLite read store (no I/O per request).
+          useFactory: (readStore: ReadStore): TokenBuckets =>
+            readStore.takeToken && (config.readStore === 'redis' || serviceName !== 'standalone')
+              ? new ReadStoreTokenBuckets(readStore as ReadStore & Required<Pick<ReadStore, 'takeToken'>>)
+              : new MemoryTokenBuckets(),
+        },
+        RateLimiter,
         {
           provide: IN_PROCESS_BROKER,
           // Subscriber failures: pattern and error name only (the payload may hold PHI).
@@ -180,7 +194,7 @@ export class PlatformModule {
         BackgroundWork,
         PlatformLifecycle,
       ],
-      exports: [IN_PROCESS_BROKER, BUS_CLIENT, CONFIG, CLOCK, WALL_CLOCK, KEYRING, EVENT_STORE, READ_STORE, PROJECTIONS, MAILER, DEV_IDP, STAFF_TOKEN_VERIFIER, MFA_MAX_AGE_S, TenantDirectory, StaffGuard, ApiKeyGuard, WidgetSessions, WidgetSessionGuard, BackgroundWork],
+      exports: [IN_PROCESS_BROKER, BUS_CLIENT, CONFIG, CLOCK, WALL_CLOCK, KEYRING, EVENT_STORE, READ_STORE, PROJECTIONS, MAILER, DEV_IDP, STAFF_TOKEN_VERIFIER, MFA_MAX_AGE_S, TenantDirectory, StaffGuard, ApiKeyGuard, RateLimiter, WidgetSessions, WidgetSessionGuard, BackgroundWork],
     };
   }
 }
