@@ -128,7 +128,7 @@ describe('lean case routes: GET progress and POST updates (e2e, real HTTP)', () 
     expect((await app.api.request('HEAD', progress(caseId))).status).toBe(401);
   });
 
-  it('an empty case id is an unknown route, an upper-case one the same case, a non-uuid one 404; every answer carries the security headers', async () => {
+  it('an empty case id is an unknown route, an upper-case one the same case, a non-uuid one 400; every answer carries the security headers', async () => {
     for (const [method, path] of [
       ['GET', '/v1/clinical-cases//progress'],
       ['POST', '/v1/clinical-cases//updates'],
@@ -139,7 +139,7 @@ describe('lean case routes: GET progress and POST updates (e2e, real HTTP)', () 
     const upper = await app.api.get(progress(caseId.toUpperCase()), t.apiKey);
     expect({ status: upper.status, caseId: upper.body.caseId }).toEqual({ status: 200, caseId });
     const notUuid = await app.api.post(updates('not-a-case'), update(1, 'processed'), t.apiKey);
-    expect({ status: notUuid.status, code: notUuid.body.code }).toEqual({ status: 404, code: 'NOT_FOUND' });
+    expect({ status: notUuid.status, body: notUuid.body }).toEqual({ status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'caseId', message: expect.any(String) }] } });
     for (const r of [upper, notUuid, await app.api.get(progress(caseId))]) {
       expect({
         cache: r.headers.get('cache-control'),

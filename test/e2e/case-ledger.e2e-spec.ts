@@ -111,7 +111,7 @@ describe('clinical cases (e2e, real HTTP)', () => {
     }
   });
 
-  it('reads progress: fresh case, 404 for another environment, unknown or non-uuid ids', async () => {
+  it('reads progress: fresh case, 404 for another environment or unknown ids, 400 for a non-uuid id', async () => {
     const c = await openCase(app, t);
     const p = await progress(c.caseId);
     expect(p.status).toBe(200);
@@ -138,11 +138,12 @@ describe('clinical cases (e2e, real HTTP)', () => {
     }
     expect((await app.api.get(`${other.env}/clinical-cases/${c.caseId}`, other.staff)).status).toBe(404);
     expect((await app.api.post(`${other.env}/clinical-cases/${c.caseId}/acknowledge`, {}, other.staff)).status).toBe(404);
+    // A case reference (or anything else) that is not a uuid: 400 naming caseId (decisions 12).
     const notUuid = await progress('CC-ABCDEFGH');
-    expect(notUuid.status).toBe(404);
-    expect(notUuid.body.code).toBe('NOT_FOUND');
+    expect(notUuid.status).toBe(400);
+    expect(notUuid.body).toMatchObject({ code: 'VALIDATION_FAILED', details: [{ path: 'caseId' }] });
     expect((await progress(randomUUID())).status).toBe(404);
-    expect((await post('nope', update(1, 'processed'))).status).toBe(404);
+    expect((await post('nope', update(1, 'processed'))).status).toBe(400);
     expect((await post(randomUUID(), update(1, 'processed'))).status).toBe(404);
     expect((await progress(c.caseId, 'svc_sb_invalid')).status).toBe(401);
   });
@@ -446,7 +447,7 @@ describe('clinical cases (e2e, real HTTP)', () => {
       expect(b.status).toBe(400);
       expect(b.body.code).toBe('VALIDATION_FAILED');
     }
-    expect((await message('not-a-uuid', body)).status).toBe(404);
+    expect((await message('not-a-uuid', body)).status).toBe(400);
     expect((await message(randomUUID(), { ...body, messageId: randomUUID() })).status).toBe(404);
 
     const thread = await app.api.get(`/v1/conversations/${c.caseId}/messages`, t.apiKey);

@@ -42,13 +42,13 @@ describe('conversations (e2e, real HTTP)', () => {
     }
   });
 
-  it('reads a case thread: empty at first, 404 for unknown, non-uuid or other-environment ids, 400 for a bad afterSequence', async () => {
+  it('reads a case thread: empty at first, 404 for unknown or other-environment ids, 400 for a non-uuid id or a bad afterSequence', async () => {
     const c = await caseThread();
     const empty = await list(c.caseId);
     expect(empty.status).toBe(200);
     expect(empty.body).toEqual({ conversationId: c.caseId, messages: [], hasMore: false });
     expect((await list(randomUUID())).status).toBe(404);
-    expect((await list('not-a-uuid')).status).toBe(404);
+    expect((await list('not-a-uuid')).status).toBe(400);
     const other = await app.tenant();
     expect((await list(c.caseId, '', other.apiKey)).status).toBe(404);
     expect((await inbound(c.caseId, { requestId: randomUUID(), message: 'hi' }, other.apiKey)).status).toBe(404);
@@ -154,7 +154,7 @@ describe('conversations (e2e, real HTTP)', () => {
 
     expect((await app.api.post(path(patientMsg.body.id), { externalMessageId: 'x', status: 'delivered' }, t.apiKey)).status).toBe(404);
     expect((await app.api.post(path(randomUUID()), { externalMessageId: 'x', status: 'delivered' }, t.apiKey)).status).toBe(404);
-    expect((await app.api.post(path('nope'), { externalMessageId: 'x', status: 'delivered' }, t.apiKey)).status).toBe(404);
+    expect((await app.api.post(path('nope'), { externalMessageId: 'x', status: 'delivered' }, t.apiKey)).status).toBe(400);
     for (const b of [{ status: 'delivered' }, { externalMessageId: 'x', status: 'seen' }, { externalMessageId: 'x', status: 'failed', errorCode: 'e'.repeat(81) }]) {
       expect((await app.api.post(path(provider.id), b, t.apiKey)).status).toBe(400);
     }
@@ -185,10 +185,13 @@ describe('conversations (e2e, real HTTP)', () => {
     const anonymous = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: null });
     expect((await app.api.post(path, { message: 'hi' }, anonymous)).status).toBe(404);
     // A case id that does not exist gets the very same answer as another patient's case (no existence oracle).
-    for (const [id, session] of [[randomUUID(), token], [randomUUID(), anonymous], ['not-a-uuid', token]] as const) {
+    for (const [id, session] of [[randomUUID(), token], [randomUUID(), anonymous]] as const) {
       const r = await app.api.post(`/widget/v1/cases/${id}/messages`, { message: 'hi' }, session);
       expect({ status: r.status, body: r.body }).toEqual({ status: 404, body: notTheirs.body });
     }
+    // An id that is not a uuid names no case of anyone's: 400 naming caseId (decisions 12).
+    const malformed = await app.api.post('/widget/v1/cases/not-a-uuid/messages', { message: 'hi' }, token);
+    expect({ status: malformed.status, body: malformed.body }).toEqual({ status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'caseId', message: expect.any(String) }] } });
     expect((await app.api.post(path, { message: '' }, token)).status).toBe(400);
     expect((await app.api.post(path, { message: 'hi', extra: 1 }, token)).status).toBe(400);
   });

@@ -237,9 +237,10 @@ describe('gateway access (e2e, real HTTP)', () => {
     expect(hugeHeader.status).toBe(431);
     expect(hugeHeader.body).toEqual({ code: 'REQUEST_HEADERS_TOO_LARGE', message: expect.any(String) });
 
+    // not a uuid: 400 naming the parameter (decisions 12)
     const longId = await api.get(`/organizations/${'x'.repeat(300)}`, owner);
-    expect(longId.status).toBe(404);
-    expect(longId.body.code).toBe('NOT_FOUND');
+    expect(longId.status).toBe(400);
+    expect(longId.body).toMatchObject({ code: 'VALIDATION_FAILED', details: [{ path: 'orgId' }] });
     // over the router's 2048-character parameter limit: 404 with the error body too, not Fastify's
     const longerId = await api.get(`/organizations/${'x'.repeat(3000)}`, owner);
     expect(longerId.status).toBe(404);
