@@ -251,6 +251,8 @@ async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   const dataDir = mkdtempSync(join(args.dir ?? tmpdir(), 'svc-bench-cases-'));
   process.env.SVC_LOG_LEVEL ??= 'warn';
+  // A load test: the rate limits (docs/decisions.md "Rate limits") would measure themselves.
+  process.env.SVC_RATE_LIMITS ??= 'off';
   const { loadConfig } = await import('@svc/platform');
   const { startStandalone } = await import('../apps/standalone/src/app');
   const config = loadConfig({ ...process.env, NODE_ENV: 'test', SVC_DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1' });

@@ -37,6 +37,8 @@
  * A benchmark, not a test: never in CI.
  */
 process.env.SVC_LOG_LEVEL ??= 'warn';
+// A load test: the rate limits (docs/decisions.md "Rate limits") would measure themselves.
+process.env.SVC_RATE_LIMITS ??= 'off';
 import { createServer } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { lastValueFrom } from 'rxjs';
