@@ -224,7 +224,8 @@ export class PostgresEventStore implements EventStore {
           index.set(p.streamId, i);
         }
         appStream.push(i);
-        appExpected.push(p.expected === 'any' ? -2 : p.expected === 'no_stream' ? -1 : p.expected);
+        // -2 any, -1 no stream; a revision beyond PostgreSQL's integer no stream can have is sent as -3 (matches nothing).
+        appExpected.push(p.expected === 'any' ? -2 : p.expected === 'no_stream' ? -1 : p.expected > MAX_REVISION ? -3 : p.expected);
         appCount.push(p.rows.length);
         for (const r of p.rows) {
           ev.id.push(r.eventId);
@@ -261,7 +262,7 @@ export class PostgresEventStore implements EventStore {
     this.assertOpen();
     await this.ready;
     const from = Math.max(0, Math.floor(fromRevision));
-    if (from > 2_147_483_647) return [];
+    if (from > MAX_REVISION) return [];
     const r = await this.pool.query<EventRow>({ name: this.sql.readStream.name, text: this.sql.readStream.text, values: [streamId, from] });
     return r.rows.map(toRecorded);
   }
@@ -506,6 +507,8 @@ export class PostgresEventStore implements EventStore {
 }
 
 const ANNOUNCE_SPACING_MS = 5;
+/** Revisions are PostgreSQL integers. */
+const MAX_REVISION = 2_147_483_647;
 const HELD_BACK_FIRST_MS = 2;
 const HELD_BACK_MAX_MS = 100;
 

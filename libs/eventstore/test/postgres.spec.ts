@@ -289,6 +289,20 @@ describe('PostgresEventStore specifics', () => {
     expect((await store.readStream('ok-2'))[0].data).toEqual({ text: 'lone \ud800 in data is escaped by JSON' });
   });
 
+  it('refuses an expected revision beyond any stream (past PostgreSQL integers) alone, as a conflict', async () => {
+    const schema = newSchema();
+    const store = track(await open(schema));
+    await store.append('big', [ev('E', {})], 'no_stream');
+    const results = await Promise.allSettled([
+      store.append('big', [ev('E', {})], 2 ** 40),
+      store.append('other', [ev('E', {})], 'no_stream'),
+      store.append('big', [ev('E', {})], 0),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'fulfilled', 'fulfilled']);
+    expect((results[0] as PromiseRejectedResult).reason).toMatchObject({ expected: 2 ** 40, actual: 0 });
+    expect((results[0] as PromiseRejectedResult).reason).toBeInstanceOf(WrongExpectedRevisionError);
+  });
+
   it('answers every accepted append before close() ends the pool', async () => {
     const schema = newSchema();
     const store = await open(schema);
