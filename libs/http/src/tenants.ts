@@ -12,9 +12,24 @@ export const AccessCollections = {
   environments: 'access.environments',
   apiKeysByHash: 'access.api-keys-by-hash',
   apiKeys: 'access.api-keys',
+  /**
+   * The organizations of each staff subject: partition = the member's `sub`, key
+   * `${organizationId}:${sub}`, score = the log position of the event that made it a member (oldest
+   * membership first), doc `MembershipDoc`. Written in the same commit as the organization's `members`.
+   */
+  organizationsByMember: 'access.organizations-by-member',
 } as const;
 
-export const ACCESS_PROJECTION = 'gateway-access';
+/** `-v2`: the index of organizations by member is built from the log on an existing read store. */
+export const ACCESS_PROJECTION = 'gateway-access-v2';
+
+/** An entry of `AccessCollections.organizationsByMember`. */
+export interface MembershipDoc {
+  organizationId: string;
+}
+
+/** The key of a membership in `AccessCollections.organizationsByMember` (an organization id has a fixed shape, so the pair is unambiguous). */
+export const membershipKey = (organizationId: string, sub: string): string => `${organizationId}:${sub}`;
 
 export type EnvironmentKind = 'sandbox' | 'production';
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, EVENT_STORE, EventStore } from '@svc/eventstore';
-import { ACCESS_PROJECTION, AccessCollections, ApiError, ApiKeyDoc, OrganizationDoc, OrganizationMember, TenantDirectory, membership } from '@svc/http';
+import { ACCESS_PROJECTION, AccessCollections, ApiError, ApiKeyDoc, MembershipDoc, OrganizationDoc, OrganizationMember, TenantDirectory, membership } from '@svc/http';
 import { PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
 import { generateApiKey, randomToken } from '@svc/security';
@@ -81,6 +81,17 @@ export class GatewayService {
 
   view(org: OrganizationDoc): OrganizationView {
     return { id: org.id, name: org.name, baaSignedAt: org.baaSignedAt, environments: org.environments };
+  }
+
+  /**
+   * The organizations `sub` is a member of (any role), oldest membership first, each as
+   * GET /organizations/{orgId} answers it: the index by member, then each organization, kept only
+   * where it still lists `sub` among its members (the guards' own rule).
+   */
+  async organizationsOf(sub: string): Promise<OrganizationView[]> {
+    const memberships = await this.readStore.list<MembershipDoc>(AccessCollections.organizationsByMember, sub);
+    const orgs = await Promise.all(memberships.map((m) => this.tenants.organization(m.organizationId)));
+    return orgs.filter((org): org is OrganizationDoc => !!org && !!membership(org, sub)).map((org) => this.view(org));
   }
 
   /** Adds the subject, or gives a member the role (decided by the organization); answers its record as it now is. */

@@ -17,6 +17,12 @@ export class OrganizationsController {
     return this.gateway.createOrganization(body.name, actor(staff));
   }
 
+  /** The caller's organizations (a read: any staff token, no membership of one in particular). */
+  @Get()
+  async list(@Staff() staff: StaffContext) {
+    return { organizations: await this.gateway.organizationsOf(staff.principal.sub) };
+  }
+
   @Get(':orgId')
   get(@Staff() staff: StaffContext) {
     return this.gateway.view(staff.organization!);

@@ -1,5 +1,5 @@
 import { RecordedEvent } from '@svc/eventstore';
-import { ACCESS_PROJECTION, AccessCollections, ApiKeyDoc, EnvironmentDoc, OrganizationDoc, identityTokenVersion, membership } from '@svc/http';
+import { ACCESS_PROJECTION, AccessCollections, ApiKeyDoc, EnvironmentDoc, MembershipDoc, OrganizationDoc, identityTokenVersion, membership, membershipKey } from '@svc/http';
 import { Projection, ProjectionTx } from '@svc/read-store';
 import { Keyring } from '@svc/security';
 import { ApiKeyEvent } from '../../domain/api-key';
@@ -8,7 +8,16 @@ import { OrganizationEvent } from '../../domain/organization';
 
 type GatewayEvent = OrganizationEvent | ApiKeyEvent | EnvironmentEvent;
 
-/** Organizations, environments (secrets re-encrypted), and API keys by hash, for the guards. */
+/** Indexes `sub` as a member of the organization, in order of joining (the event's log position). */
+function indexMember(tx: ProjectionTx, organizationId: string, sub: string, position: number): void {
+  const doc: MembershipDoc = { organizationId };
+  tx.put(AccessCollections.organizationsByMember, membershipKey(organizationId, sub), doc, { partition: sub, score: position });
+}
+
+/**
+ * Organizations (with their members, and each member's organizations indexed by `sub`),
+ * environments (secrets re-encrypted), and API keys by hash, for the guards.
+ */
 export function accessProjection(keyring: Keyring): Projection {
   return {
     name: ACCESS_PROJECTION,
@@ -26,6 +35,7 @@ export function accessProjection(keyring: Keyring): Projection {
             createdAt: event.createdAt,
           };
           tx.put(AccessCollections.organizations, event.organizationId, doc);
+          indexMember(tx, event.organizationId, event.owner.sub, recorded.position);
           return;
         }
         case 'MemberAdded': {
@@ -33,8 +43,10 @@ export function accessProjection(keyring: Keyring): Projection {
           const doc = await tx.get<OrganizationDoc>(AccessCollections.organizations, orgId);
           if (!doc) return;
           // A member already (a role change as streams wrote it before MemberRoleChanged): joined when it first did.
-          const addedAt = membership(doc, event.sub)?.addedAt ?? event.addedAt;
+          const before = membership(doc, event.sub);
+          const addedAt = before?.addedAt ?? event.addedAt;
           tx.put(AccessCollections.organizations, orgId, { ...doc, members: { ...doc.members, [event.sub]: { role: event.role, email: event.email, addedAt } } });
+          if (!before) indexMember(tx, orgId, event.sub, recorded.position);
           return;
         }
         case 'MemberRoleChanged': {
@@ -50,6 +62,7 @@ export function accessProjection(keyring: Keyring): Projection {
           const doc = await tx.get<OrganizationDoc>(AccessCollections.organizations, orgId);
           if (!doc || !membership(doc, event.sub)) return;
           tx.put(AccessCollections.organizations, orgId, { ...doc, members: Object.fromEntries(Object.entries(doc.members).filter(([sub]) => sub !== event.sub)) });
+          tx.delete(AccessCollections.organizationsByMember, membershipKey(orgId, event.sub));
           return;
         }
         case 'BaaSigned': {
