@@ -127,6 +127,7 @@ describe('contracts/openapi.yaml', () => {
       'POST /dev/clock',
       'GET /v1/ping',
       'POST /organizations',
+      'GET /organizations',
       'GET /organizations/{orgId}',
       'POST /organizations/{orgId}/members',
       'GET /organizations/{orgId}/members',
@@ -136,9 +137,29 @@ describe('contracts/openapi.yaml', () => {
       'GET /organizations/{orgId}/environments/{envId}/api-keys',
       'DELETE /organizations/{orgId}/environments/{envId}/api-keys/{keyId}',
       'POST /organizations/{orgId}/environments/{envId}/secrets/rotate',
+      'GET /healthz',
+      'GET /readyz',
+      'GET /openapi.json',
+      'GET /reference',
+      'GET /reference/redoc.standalone.js',
     ]) {
       expect(present).toContain(expected);
     }
+  });
+
+  it('describes the operations routes (decisions 13): no credentials, 503 NOT_READY naming the failing check, the contract and its reference page', () => {
+    for (const path of ['/healthz', '/readyz', '/openapi.json', '/reference', '/reference/redoc.standalone.js']) {
+      expect({ path, security: doc.paths[path].get.security }).toEqual({ path, security: [] });
+    }
+    const ready = doc.paths['/readyz'].get.responses;
+    expect(ready['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/Readiness' });
+    expect(errorCodesOf(ready['503'])).toEqual(['NOT_READY']);
+    expect(Object.keys(doc.components.schemas.ReadinessChecks.properties).sort()).toEqual(['bus', 'eventStore', 'readStore']);
+    expect(Object.keys(doc.paths['/reference'].get.responses['200'].content)).toEqual(['text/html']);
+    expect(Object.keys(doc.paths['/reference/redoc.standalone.js'].get.responses['200'].content)).toEqual(['text/javascript']);
+    const list = doc.paths['/organizations'].get.responses;
+    expect(list['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/OrganizationList' });
+    expect(doc.components.schemas.OrganizationList.properties.organizations.items).toEqual({ $ref: '#/components/schemas/Organization' });
   });
 
   it('gives every operation a unique operationId and one service tag', () => {
@@ -172,6 +193,11 @@ describe('contracts/openapi.yaml', () => {
       const declared = o.params.filter((p) => p.in === 'path');
       expect({ op: label(o), params: declared.map((p) => p.name).sort() }).toEqual({ op: label(o), params: inTemplate });
       for (const p of declared) {
+        if (p.name === 'file' && o.path === '/assets/{file}') {
+          // A content-hashed script or stylesheet of the pages (decisions 14), by its file name.
+          expect({ op: label(o), required: p.required, schema: p.schema }).toEqual({ op: label(o), required: true, schema: { type: 'string', pattern: '^[A-Za-z0-9_-]+\\.(js|css)$' } });
+          continue;
+        }
         if (p.name === 'sub') {
           // A member's subject: the identity provider's string, not a uuid.
           expect({ op: label(o), required: p.required, schema: p.schema }).toEqual({ op: label(o), required: true, schema: { type: 'string', minLength: 1, maxLength: 255 } });

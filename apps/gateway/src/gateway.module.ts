@@ -8,6 +8,7 @@ import { IdentityTokenUses } from './application/identity-tokens.service';
 import { DevController } from './adapters/http/dev.controller';
 import { EnvironmentAccessController, OrganizationsController } from './adapters/http/organizations.controller';
 import { PingController } from './adapters/http/ping.controller';
+import { ReferenceController } from './adapters/http/reference.controller';
 import { WidgetSessionsController } from './adapters/http/widget-sessions.controller';
 import { accessProjection } from './adapters/projections/access.projection';
 
@@ -23,7 +24,7 @@ export class GatewayModule implements OnModuleInit {
   static forRoot(options: { devTools: boolean }): DynamicModule {
     return {
       module: GatewayModule,
-      controllers: [OrganizationsController, EnvironmentAccessController, PingController, WidgetSessionsController, ...(options.devTools ? [DevController] : [])],
+      controllers: [OrganizationsController, EnvironmentAccessController, PingController, ReferenceController, WidgetSessionsController, ...(options.devTools ? [DevController] : [])],
       providers: [GatewayService, IdentityTokenUses],
       exports: [GatewayService],
     };
