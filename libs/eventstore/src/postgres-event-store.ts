@@ -151,7 +151,14 @@ export class PostgresEventStore implements EventStore {
     this.channel = channelName(this.schema);
     this.logger = options.logger ?? defaultEventStoreLogger;
     this.sql = statements(this.schema);
-    this.pool = new Pool({ connectionString: options.connectionString ?? DEFAULT_DATABASE_URL, max: Math.max(1, Math.floor(options.poolSize ?? 10)) });
+    this.pool = new Pool({
+      connectionString: options.connectionString ?? DEFAULT_DATABASE_URL,
+      max: Math.max(1, Math.floor(options.poolSize ?? 10)),
+      // A server that cannot be reached fails a call within 10 s instead of holding it (and the
+      // appends queued behind it) forever; TCP keepalives find connections to a vanished server.
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      keepAlive: true,
+    });
     // An idle connection that fails (server restart) is dropped by the pool; without a listener the error would end the process.
     this.pool.on('error', (err) => this.logger.warn('eventstore postgres idle connection failed', { error: errName(err) }));
     this.ready = this.init();
@@ -451,7 +458,7 @@ export class PostgresEventStore implements EventStore {
 
   /** The LISTEN connection: wakes the subscriptions on another store's commit; reconnects after a failure. */
   private async listen(): Promise<void> {
-    const client = new Client({ connectionString: this.options.connectionString ?? DEFAULT_DATABASE_URL });
+    const client = new Client({ connectionString: this.options.connectionString ?? DEFAULT_DATABASE_URL, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
     client.on('notification', (msg) => {
       if (msg.payload !== this.instanceId) this.wakeSubscriptions();
     });
@@ -507,6 +514,7 @@ export class PostgresEventStore implements EventStore {
 }
 
 const ANNOUNCE_SPACING_MS = 5;
+const CONNECT_TIMEOUT_MS = 10_000;
 /** Revisions are PostgreSQL integers. */
 const MAX_REVISION = 2_147_483_647;
 const HELD_BACK_FIRST_MS = 2;
