@@ -1,6 +1,7 @@
 import { DynamicModule, Inject, Module, OnModuleInit } from '@nestjs/common';
 import { IntegrationEventTypes, Topics } from '@svc/messaging';
-import { BackgroundWork, PROJECTIONS } from '@svc/platform';
+import { HttpAdapterHost } from '@nestjs/core';
+import { BackgroundWork, CONFIG, PROJECTIONS, ServiceConfig, registerWebRoutes } from '@svc/platform';
 import { ProjectionRunner } from '@svc/read-store';
 import { KEYRING, Keyring } from '@svc/security';
 import { GatewayService } from './application/gateway.service';
@@ -19,6 +20,8 @@ export class GatewayModule implements OnModuleInit {
     @Inject(PROJECTIONS) private readonly projections: ProjectionRunner,
     @Inject(KEYRING) private readonly keyring: Keyring,
     private readonly background: BackgroundWork,
+    private readonly http: HttpAdapterHost,
+    @Inject(CONFIG) private readonly config: ServiceConfig,
   ) {}
 
   static forRoot(options: { devTools: boolean }): DynamicModule {
@@ -31,6 +34,9 @@ export class GatewayModule implements OnModuleInit {
   }
 
   onModuleInit(): void {
+    // The pages for people outside the API prefix: /widget.js, /assets/*, /widget-demo with the dev
+    // tools (libs/platform web-pages; Fastify takes routes until it listens).
+    if (this.http.httpAdapter) registerWebRoutes(this.http.httpAdapter.getInstance(), { devTools: this.config.devTools });
     this.projections.register(accessProjection(this.keyring));
     // Organization facts other contexts follow (environments, BAA signed), from the gateway's own streams.
     this.background.relay({

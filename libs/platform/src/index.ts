@@ -6,5 +6,6 @@ export * from './bootstrap';
 export * from './background';
 export * from './cors';
 export * from './in-flight';
+export * from './web-pages';
 export * from './readiness';
 export * from './operations.controller';

@@ -1,4 +1,7 @@
-import { Body, Controller, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
+import { Body, Controller, Get, Headers, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
+import type { FastifyReply } from 'fastify';
+import { ApiError } from '@svc/http';
+import { pageHeaders, prefersHtml, webPages } from '@svc/platform';
 import { CheckInsService } from '../../application/check-ins.service';
 import { CheckInAnswerDto, CheckInCompleteDto } from './dto';
 
@@ -10,14 +13,47 @@ import { CheckInAnswerDto, CheckInCompleteDto } from './dto';
 export class WidgetCheckInsController {
   constructor(private readonly checkIns: CheckInsService) {}
 
-  /**
-   * Also at `check-ins/{checkInId}`: the email's link itself, `${WIDGET_BASE_URL}/check-ins/{id}?token=`
-   * with `WIDGET_BASE_URL` defaulting to the service's own base URL (decisions 12), so the default
-   * link opens the check-in; a caller's own widget page takes over once `WIDGET_BASE_URL` points at it.
-   */
-  @Get(['widget/v1/check-ins/:checkInId', 'check-ins/:checkInId'])
+  @Get('widget/v1/check-ins/:checkInId')
   view(@Param('checkInId') checkInId: string, @Query('token') token?: string) {
     return this.checkIns.view(checkInId, typeof token === 'string' ? token : undefined);
+  }
+
+  /**
+   * The email's link itself, `${WIDGET_BASE_URL}/check-ins/{id}?token=` with `WIDGET_BASE_URL`
+   * defaulting to the service's own base URL (decisions 12). A browser (its Accept prefers
+   * text/html) gets the check-in page (decisions 14), which then works through the widget routes
+   * below; an API client keeps the JSON answer of `GET /widget/v1/check-ins/{id}`. A link that
+   * does not open (wrong, used, unknown) gets the same page with the same status as the JSON
+   * answer, marked so that the page says so kindly (docs/decisions.md, "Pages for patients").
+   */
+  @Get('check-ins/:checkInId')
+  async link(
+    @Param('checkInId') checkInId: string,
+    @Query('token') token: unknown,
+    @Headers('accept') accept: string | undefined,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ) {
+    const given = typeof token === 'string' ? token : undefined;
+    if (!prefersHtml(accept)) return this.checkIns.view(checkInId, given);
+    const html = webPages()?.page('checkin');
+    if (!html) throw new ApiError(503, 'UNAVAILABLE', 'The check-in page is not built (npm run build)', undefined, { 'retry-after': '60' });
+    let status = 200;
+    let state = '';
+    try {
+      await this.checkIns.view(checkInId, given);
+    } catch (err) {
+      if (!given) {
+        // The address without its token (copied in part, or reloaded elsewhere): ask for the email's link.
+        reply.status(401).headers(pageHeaders('no-store'));
+        return html.replace('data-link=""', 'data-link="missing"');
+      }
+      const s = (err as { status?: unknown }).status;
+      if (typeof s !== 'number' || s >= 500 || s < 400) throw err;
+      status = s;
+      state = s === 401 ? 'used' : s === 429 ? 'busy' : 'unknown';
+    }
+    reply.status(status).headers(pageHeaders('no-store'));
+    return html.replace('data-link=""', `data-link="${state}"`);
   }
 
   @Post('widget/v1/check-ins/:checkInId/answers')
@@ -32,4 +68,3 @@ export class WidgetCheckInsController {
     return this.checkIns.complete(checkInId, body.token, body.notes);
   }
 }
-
