@@ -1,11 +1,29 @@
 /**
- * Loads TypeScript in a plain `node` process the way Jest does (SWC, decorators with metadata),
- * so kafka.spec.ts can run another Nest app in a process of its own:
+ * Loads TypeScript in a plain `node` process the way Jest does (SWC, decorators with metadata,
+ * the `paths` aliases of tsconfig.base.json such as `@svc/decider`), so kafka.spec.ts can run
+ * another Nest app in a process of its own:
  *   node libs/messaging/test/kafka-peer/register.js <file.ts>
  */
 const fs = require('node:fs');
 const path = require('node:path');
+const Module = require('node:module');
 const { transformSync } = require('@swc/core');
+
+const root = path.resolve(__dirname, '../../../..');
+const { paths = {} } = JSON.parse(fs.readFileSync(path.join(root, 'tsconfig.base.json'), 'utf8')).compilerOptions ?? {};
+/** `@svc/x` → its folder; `@apps/*` → apps/<name>/src. */
+const aliases = Object.entries(paths).map(([alias, [target]]) => ({ alias, target }));
+
+const resolveFilename = Module._resolveFilename;
+Module._resolveFilename = function resolveAliased(request, ...rest) {
+  for (const { alias, target } of aliases) {
+    if (alias.endsWith('/*') ? request.startsWith(alias.slice(0, -1)) : request === alias) {
+      const mapped = alias.endsWith('/*') ? target.replace('*', request.slice(alias.length - 1)) : target;
+      return resolveFilename.call(this, path.join(root, mapped), ...rest);
+    }
+  }
+  return resolveFilename.call(this, request, ...rest);
+};
 
 require.extensions['.ts'] = function compileTs(module, filename) {
   const { code } = transformSync(fs.readFileSync(filename, 'utf8'), {
