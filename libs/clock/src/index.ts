@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 
 /**
  * The one clock of every time rule (architecture rule 6): nothing else in the service reads Date.now()
- * for a time it emits or checks. The one exception is WALL_CLOCK below (signature timestamps).
+ * for a time it emits or checks. The exception is WALL_CLOCK below (signature timestamps, rate limits).
  */
 export interface Clock {
   now(): Date;
@@ -25,7 +25,9 @@ export class SystemClock implements Clock {
 /**
  * Real time, whatever the service clock says: read only for the `x-svc-timestamp` of webhook
  * attempts and Destination calls, which receivers compare with their own clocks (a dev clock moved
- * days ahead must not make every receiver reject). Every time rule reads CLOCK instead.
+ * days ahead must not make every receiver reject), and for the refill of the rate limits' token
+ * buckets, which protect the process in real time (moving the dev clock must neither refill nor
+ * drain them). Every time rule reads CLOCK instead.
  */
 export interface WallClock {
   now(): Date;

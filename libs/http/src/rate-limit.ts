@@ -129,7 +129,7 @@ export class RateLimiter {
   }
 
   private storeFailed(err: unknown): void {
-    const now = Date.now();
+    const now = this.clock.now().getTime();
     if (now - this.lastStoreWarning < STORE_WARNING_GAP_MS) return;
     this.lastStoreWarning = now;
     getLogger().warn({ error: err instanceof Error ? err.name : typeof err }, 'rate-limit buckets unavailable; requests are let through meanwhile');
