@@ -110,7 +110,8 @@ describe('workflow agent cases and hand-offs (e2e)', () => {
     expect((await app.api.get(`${P}/${wf.id}/runs`, t.staff)).status).toBe(404);
     expect((await app.api.post(`${P}/${wf.id}/archive`, undefined, t.staff)).status).toBe(404);
     expect((await app.api.get(`${P}/versions/${wf.draftVersionId ?? wf.liveVersionId}/readiness`, t.staff)).status).toBe(404);
-    expect((await app.api.post(`${P}/versions/${wf.liveVersionId}/test`, { expectedRevision: 1, opening: 'check env', replies: [] }, t.staff)).status).toBe(404);
+    // The version made live (the creation's answer has no liveVersionId yet: `versions/null` is no uuid, 400).
+    expect((await app.api.post(`${P}/versions/${wf.draftVersionId}/test`, { expectedRevision: 1, opening: 'check env', replies: [] }, t.staff)).status).toBe(404);
     expect((await app.api.get(P, t.staff)).body.workflows).toEqual([]);
     expect((await app.api.delete(`${prod}/destinations/${d.body.id}`, t.staff)).status).toBe(404);
     expect((await app.api.get(`${prod}/destinations`, t.staff)).body.destinations).toEqual([]);
