@@ -7,7 +7,9 @@ module.exports = {
     '^.+\\.ts$': ['@swc/jest', { jsc: { parser: { syntax: 'typescript', decorators: true }, transform: { legacyDecorator: true, decoratorMetadata: true }, target: 'es2022' }, module: { type: 'commonjs' } }],
   },
   moduleNameMapper: {
-    '^@svc/(eventstore|messaging|read-store|security|http|clock|testing|platform|clinical)$': '<rootDir>/libs/$1/src',
+    '^@svc/(eventstore|messaging|read-store|security|http|clock|testing|platform|clinical|decider)$': '<rootDir>/libs/$1/src',
+    '^@svc/webhooks-receiver$': '<rootDir>/packages/webhooks/src',
+    '^@apps/(standalone|gateway|patient-pathway|case-ledger|conversation|workflow-engine|webhook-dispatcher)$': '<rootDir>/apps/$1/src',
   },
   testTimeout: 60000,
   maxWorkers: 2,

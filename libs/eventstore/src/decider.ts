@@ -1,28 +1,10 @@
 import { randomUUID } from 'node:crypto';
+import type { Decider } from '@svc/decider';
 import { EventMetadata, EventStore, ExpectedRevision, NewEvent, RecordedEvent, WrongExpectedRevisionError } from './types';
 
-/**
- * A pure decider (architecture rule 1): no I/O, time passed in.
- * `decide` returns the new events, or throws a DomainError that the edge turns into its 4xx.
- */
-export interface Decider<Command, Event extends { type: string }, State> {
-  initialState(): State;
-  evolve(state: State, event: Event): State;
-  decide(command: Command, state: State, now: Date): Event[];
-}
-
-/** A domain refusal: carries the HTTP status and the error code of decisions section 11. */
-export class DomainError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-    readonly details?: unknown,
-  ) {
-    super(message);
-    this.name = 'DomainError';
-  }
-}
+/** The decider shape and the domain refusal live in the dependency-free core; re-exported for callers of @svc/eventstore. */
+export type { Decider } from '@svc/decider';
+export { DomainError } from '@svc/decider';
 
 export interface CommandContext {
   correlationId?: string;

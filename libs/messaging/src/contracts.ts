@@ -4,8 +4,10 @@
  * tenant; ids are uuids.
  */
 
-export type CaseSource = 'check_in' | 'patient_concern' | 'staff_chat';
-export type CasePriority = 'emergency' | 'urgent' | 'routine';
+import type { CasePriority, CaseSource } from '@svc/decider';
+
+/** Case source and priority: shared domain types of the dependency-free core. */
+export type { CasePriority, CaseSource };
 
 /** Patterns.openClinicalCase: idempotent by (environmentId, requestId). */
 export interface OpenClinicalCaseCommand {
@@ -139,23 +141,5 @@ export interface CaseStatusReply {
   resolved: boolean;
 }
 
-/**
- * Integration event types on the bus (IntegrationMessage.type). The clinical_case.* payloads are
- * exactly the webhook `data` of the spec; the others are internal.
- */
-export const IntegrationEventTypes = {
-  caseOpened: 'clinical_case.opened',
-  caseAcknowledged: 'clinical_case.acknowledged',
-  caseResolved: 'clinical_case.resolved',
-  casePatientMessageCreated: 'clinical_case.patient_message_created',
-  /** gateway (stored event, relayed as is): { signerName, signerTitle, signedBy, baaSignedAt }; tenant in metadata */
-  baaSigned: 'BaaSigned',
-  /** gateway (stored event, relayed as is): { organizationId, name, owner, environments: [{ id, kind }], createdAt } */
-  organizationCreated: 'OrganizationCreated',
-  /** patient-pathway: { organizationId, environmentId, checkInId, patientId, sentAt } (a credit) */
-  checkInSent: 'check_in.sent',
-  /** workflow-engine: { organizationId, environmentId, runId, workflowId, startedAt } (a credit) */
-  workflowRunStarted: 'workflow_run.started',
-  /** webhook-dispatcher: { organizationId, environmentId, eventId, eventType, caseId, deliveredAt } */
-  webhookDelivered: 'webhook.delivered',
-} as const;
+/** Integration event types on the bus (IntegrationMessage.type): defined in the dependency-free core. */
+export { IntegrationEventTypes } from '@svc/decider';

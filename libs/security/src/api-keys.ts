@@ -1,6 +1,7 @@
+import type { EnvironmentKind } from '@svc/decider';
 import { randomToken, sha256Hex } from './crypto';
 
-export type EnvironmentKind = 'sandbox' | 'production';
+export type { EnvironmentKind };
 
 export const API_KEY_PREFIX: Record<EnvironmentKind, string> = { sandbox: 'svc_sb_', production: 'svc_prod_' };
 

@@ -1,15 +1,8 @@
 import { createHash } from 'node:crypto';
+import { canonicalJson } from '@svc/decider';
 
-/** Canonical JSON: keys sorted at every level, undefined members left out (undefined in arrays is null). */
-export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
-  if (Array.isArray(value)) return `[${value.map((v) => canonicalJson(v === undefined ? null : v)).join(',')}]`;
-  const obj = value as Record<string, unknown>;
-  const keys = Object.keys(obj)
-    .filter((k) => obj[k] !== undefined)
-    .sort();
-  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`).join(',')}}`;
-}
+/** Canonical JSON is defined in the dependency-free core (domain code uses it too). */
+export { canonicalJson };
 
 /**
  * The idempotency fingerprint of a validated request body (architecture rule 2): SHA-256 hex of

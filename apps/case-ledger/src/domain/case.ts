@@ -1,6 +1,5 @@
 import { Map as PersistentMap } from 'immutable';
-import { Decider, DomainError } from '@svc/eventstore';
-import type { CasePriority, CaseSource } from '@svc/messaging';
+import { Decider, DomainError, type CasePriority, type CaseSource } from '@svc/decider';
 
 export type CaseStatus = 'awaiting_processing' | 'processed' | 'scheduled' | 'clinician_responded' | 'patient_contacted' | 'resolved';
 export type UpdateStatus = Exclude<CaseStatus, 'awaiting_processing'>;

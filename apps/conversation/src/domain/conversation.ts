@@ -1,5 +1,5 @@
 import { Map as PersistentMap } from 'immutable';
-import { Decider, DomainError } from '@svc/eventstore';
+import { Decider, DomainError } from '@svc/decider';
 
 export type Sender = 'patient' | 'provider' | 'agent' | 'staff' | 'system';
 export type ConversationKind = 'case' | 'work_item';

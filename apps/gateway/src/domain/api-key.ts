@@ -1,4 +1,4 @@
-import { Decider, DomainError } from '@svc/eventstore';
+import { Decider, DomainError } from '@svc/decider';
 import { EnvironmentKind } from './organization';
 
 export type ApiKeyEvent =

@@ -1,4 +1,4 @@
-import { Decider, DomainError } from '@svc/eventstore';
+import { Decider, DomainError } from '@svc/decider';
 
 /** Identity tokens may live at most 10 minutes (`exp` - `iat`). */
 export const MAX_IDENTITY_TOKEN_LIFETIME_S = 600;

@@ -1,7 +1,7 @@
-import { Decider, DomainError } from '@svc/eventstore';
+import { Decider, DomainError, type EnvironmentKind } from '@svc/decider';
 
 export type Role = 'owner' | 'admin' | 'member';
-export type EnvironmentKind = 'sandbox' | 'production';
+export type { EnvironmentKind };
 
 export type OrganizationEvent =
   | {

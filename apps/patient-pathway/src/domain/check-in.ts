@@ -1,4 +1,4 @@
-import { Decider, DomainError } from '@svc/eventstore';
+import { Decider, DomainError } from '@svc/decider';
 import { Question, scaleBounds } from './protocol';
 import { AnswerValue, RedFlags, RuleMatch, Tier, evaluateRedFlags, priorityOf } from './red-flags';
 

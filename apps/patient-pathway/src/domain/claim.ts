@@ -1,4 +1,4 @@
-import { Decider } from '@svc/eventstore';
+import { Decider } from '@svc/decider';
 
 /**
  * First-writer-wins claim streams (architecture rule 2): a lifecycle eventId (with its body hash),

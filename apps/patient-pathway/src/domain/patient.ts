@@ -1,4 +1,4 @@
-import { Decider, DomainError } from '@svc/eventstore';
+import { Decider, DomainError } from '@svc/decider';
 
 /** Profile fields (PHI): only ever in event data, which the event store encrypts. */
 export interface Profile {

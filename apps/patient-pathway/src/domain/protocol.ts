@@ -1,4 +1,4 @@
-import { Decider, DomainError } from '@svc/eventstore';
+import { Decider, DomainError } from '@svc/decider';
 import { RedFlags, Tier } from './red-flags';
 import { matchablePhrase, matchableSemanticPhrase } from '@svc/clinical';
 

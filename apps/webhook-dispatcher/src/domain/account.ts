@@ -1,4 +1,4 @@
-import { Decider, DomainError } from '@svc/eventstore';
+import { Decider, DomainError } from '@svc/decider';
 
 /** Default plan of a new organization (documented in docs/decisions.md). */
 export const DEFAULT_MONTHLY_CREDITS = 1000;

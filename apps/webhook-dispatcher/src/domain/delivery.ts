@@ -1,4 +1,4 @@
-import { Decider, DomainError } from '@svc/eventstore';
+import { Decider, DomainError } from '@svc/decider';
 
 /**
  * One delivery = one event to one endpoint (stream per delivery). The envelope is serialized

@@ -1,4 +1,4 @@
-import { Decider, DomainError } from '@svc/eventstore';
+import { Decider, DomainError } from '@svc/decider';
 
 /** A webhook endpoint of one environment. The secret lives in the (encrypted) event data only. */
 export type EndpointEvent =

@@ -1,4 +1,4 @@
-import { Decider, DomainError } from '@svc/eventstore';
+import { Decider, DomainError } from '@svc/decider';
 
 export const USAGE_THRESHOLD_REACHED = 'billing.usage_threshold_reached';
 export const THRESHOLDS = [80, 95, 100] as const;

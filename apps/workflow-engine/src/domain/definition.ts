@@ -4,7 +4,7 @@
  * ordering rules and `contract` with `select`. Details name each offending step and rule with a
  * path like `definition.steps[2].next`.
  */
-import { canonicalJson } from '@svc/security';
+import { canonicalJson } from '@svc/decider';
 import { charsBetween } from './orders';
 
 export type Category = 'support' | 'billing' | 'scheduling' | 'fulfillment';

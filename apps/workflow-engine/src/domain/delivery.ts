@@ -3,7 +3,7 @@
  * recorded here (`CaseRequested` / `HandOffRequested`), then delivered over the bus with the same
  * request id until it is done (`DeliveryCompleted`) or refused for good (`DeliveryFailed`, a 4xx).
  */
-import { Decider, DomainError } from '@svc/eventstore';
+import { Decider, DomainError } from '@svc/decider';
 
 export interface CaseRequest {
   requestId: string;

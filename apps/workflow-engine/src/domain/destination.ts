@@ -1,5 +1,5 @@
 /** Destinations (decisions 3): a caller's system a workflow may call. Header values are secrets. */
-import { Decider, DomainError } from '@svc/eventstore';
+import { Decider, DomainError } from '@svc/decider';
 
 export interface DestinationState {
   id: string | null;

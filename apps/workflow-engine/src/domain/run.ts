@@ -1,6 +1,5 @@
 /** A workflow run (pinned to its version): started, then its machine state after each turn. */
-import { Decider, DomainError } from '@svc/eventstore';
-import { IntegrationEventTypes } from '@svc/messaging';
+import { Decider, DomainError, IntegrationEventTypes } from '@svc/decider';
 import { RunState } from './engine';
 
 export interface RunHeader {

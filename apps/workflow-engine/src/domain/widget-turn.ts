@@ -3,7 +3,7 @@
  * signed-in patient, or of an anonymous visitor's session): the first sender claims the turn, answers it, and records the answer; a retry with the
  * same key and message gets that answer again instead of a second run, case or credit.
  */
-import { Decider, DomainError } from '@svc/eventstore';
+import { Decider, DomainError } from '@svc/decider';
 
 /** The widget's answer to a message, as sent (event data is encrypted at rest). */
 export interface WidgetAnswer {

@@ -2,7 +2,7 @@
  * The workflow aggregate (decisions 10): a workflow and its versions. Every event carries an
  * explicit `audit` record (who, what, when) besides the metadata actor.
  */
-import { Decider, DomainError } from '@svc/eventstore';
+import { Decider, DomainError } from '@svc/decider';
 import { Category, Definition } from './definition';
 
 export type VersionState = 'draft' | 'live' | 'retired' | 'discarded';
