@@ -1,10 +1,10 @@
 import { DynamicModule, Module } from '@nestjs/common';
-import { CaseLedgerModule } from '../../case-ledger/src/case-ledger.module';
-import { ConversationModule } from '../../conversation/src/conversation.module';
-import { GatewayModule } from '../../gateway/src/gateway.module';
-import { PatientPathwayModule } from '../../patient-pathway/src/patient-pathway.module';
-import { WebhookDispatcherModule } from '../../webhook-dispatcher/src/webhook-dispatcher.module';
-import { WorkflowEngineModule } from '../../workflow-engine/src/workflow-engine.module';
+import { CaseLedgerModule } from '@apps/case-ledger';
+import { ConversationModule } from '@apps/conversation';
+import { GatewayModule } from '@apps/gateway';
+import { PatientPathwayModule } from '@apps/patient-pathway';
+import { WebhookDispatcherModule } from '@apps/webhook-dispatcher';
+import { WorkflowEngineModule } from '@apps/workflow-engine';
 import { PlatformModule, ServiceConfig } from '@svc/platform';
 
 /** Composition root of standalone mode: all six apps in one process on embedded adapters. */

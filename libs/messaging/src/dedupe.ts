@@ -1,4 +1,4 @@
-import type { ReadStore, WriteOp } from '../../read-store/src/types';
+import type { ReadStore, WriteOp } from '@svc/read-store';
 
 export const PROCESSED_EVENTS = 'processed-events';
 

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { EventStore, RecordedEvent, Subscription } from '@svc/eventstore';
-import type { ReadStore } from '../../read-store/src/types';
+import type { ReadStore } from '@svc/read-store';
 import type { AnyClientProxy } from './bus';
 import { IntegrationMessage } from './names';
 import { BusHeaders } from './inproc/broker';

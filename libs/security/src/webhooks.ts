@@ -1,4 +1,4 @@
-import { signDestinationCall, signWebhook, signatureMatches } from '../../../packages/webhooks/src/signing';
+import { signDestinationCall, signWebhook, signatureMatches } from '@svc/webhooks-receiver';
 
 /**
  * The service's signing schemes (webhooks, Destination calls) are those of the receiver package

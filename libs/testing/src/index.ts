@@ -163,8 +163,9 @@ export class TestApp {
   ) {}
 
   async start(): Promise<this> {
-    // Imported lazily so that unit tests that only use the helpers do not load Nest.
-    const { startStandalone } = await import('../../../apps/standalone/src/app');
+    // Imported lazily so that unit tests that only use the helpers do not load Nest. The one import
+    // of an app by a lib (eslint.config.mjs allows it): starting the standalone stack is this lib's job.
+    const { startStandalone } = await import('@apps/standalone');
     const { loadConfig } = await import('@svc/platform');
     const config = loadConfig({ ...process.env, NODE_ENV: 'test', SVC_DATA_DIR: this.dataDir, PORT: '0', HOST: '127.0.0.1', ...(this.oidc ? { STAFF_OIDC_ISSUER: this.oidc.issuer } : {}), ...this.env });
     const { app, baseUrl } = await startStandalone(config);

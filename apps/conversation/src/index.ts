@@ -1,0 +1,2 @@
+/** The app's public surface (@apps/conversation): its root module, for the standalone composition root. */
+export { ConversationModule } from './conversation.module';

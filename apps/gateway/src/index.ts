@@ -1,0 +1,2 @@
+/** The app's public surface (@apps/gateway): its root module, for the standalone composition root. */
+export { GatewayModule } from './gateway.module';
