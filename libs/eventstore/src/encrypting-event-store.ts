@@ -154,18 +154,30 @@ export class EncryptingEventStore implements EventStore {
     if (mine && mine.streamId === e.streamId && mine.type === e.type && mine.keyId === keyId && mine.tag === e.data.tag && mine.ct === e.data.ct) {
       return { ...e, data: JSON.parse(mine.json) };
     }
-    const decipher = createDecipheriv('aes-256-gcm', this.key(keyId), Buffer.from(e.data.iv, 'base64'), { authTagLength: 16 });
-    decipher.setAAD(aad(e.streamId, e.type, keyId));
-    decipher.setAuthTag(Buffer.from(e.data.tag, 'base64'));
-    let plain: string;
-    try {
-      plain = Buffer.concat([decipher.update(Buffer.from(e.data.ct, 'base64')), decipher.final()]).toString('utf8');
-    } catch {
-      // No detail: the message must not echo anything of the payload.
-      throw new Error(`event data of ${e.streamId}@${e.revision} failed authentication`);
-    }
-    return { ...e, data: JSON.parse(plain) };
+    return { ...e, data: openSealedData(e, (id) => this.key(id)) };
   }
+}
+
+/**
+ * The data of one stored event opened with the key of its environment (`keyFor`), as the store's
+ * read paths open it; data that is not sealed is returned as it is. Throws, without any detail of
+ * the payload, when the ciphertext does not authenticate (another key, stream, type or environment,
+ * or altered bytes). For tools that read the raw log and open events one by one (the audit CLI).
+ */
+export function openSealedData(e: RecordedEvent, keyFor: (keyId: string) => Buffer): unknown {
+  if (!isEncryptedData(e.data)) return e.data;
+  const keyId = e.metadata?.environmentId || GLOBAL_KEY_ID;
+  const decipher = createDecipheriv('aes-256-gcm', keyFor(keyId), Buffer.from(e.data.iv, 'base64'), { authTagLength: 16 });
+  decipher.setAAD(aad(e.streamId, e.type, keyId));
+  decipher.setAuthTag(Buffer.from(e.data.tag, 'base64'));
+  let plain: string;
+  try {
+    plain = Buffer.concat([decipher.update(Buffer.from(e.data.ct, 'base64')), decipher.final()]).toString('utf8');
+  } catch {
+    // No detail: the message must not echo anything of the payload.
+    throw new Error(`event data of ${e.streamId}@${e.revision} failed authentication`);
+  }
+  return JSON.parse(plain);
 }
 
 function aad(streamId: string, type: string, keyId: string): Buffer {

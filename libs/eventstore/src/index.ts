@@ -7,4 +7,5 @@ export * from './kurrent-event-store';
 export * from './postgres-event-store';
 export { DEFAULT_EVENT_SCHEMA, EVENT_SCHEMA_VERSION, checkSchemaName, migrateEventSchema } from './postgres-schema';
 export * from './encrypting-event-store';
+export * from './hash-chain';
 export * from './wal-checkpointer';

@@ -17,6 +17,13 @@ export interface EventMetadata {
   actor: string;
   /** Service-clock time of the append (ISO 8601). */
   recordedAt: string;
+  /**
+   * The per-stream hash chain (`HashChainingEventStore`, docs/audit.md), set by the store at
+   * append over whatever a caller put here: the previous event's hash (null for the first chained
+   * event of a stream) and this event's. Absent on events written before the chain existed.
+   */
+  prevHash?: string | null;
+  hash?: string;
 }
 
 export interface NewEvent<T = unknown> {
