@@ -131,5 +131,16 @@ if (process.argv.length <= 2) {
     console.log(`type check FAILED:\n${(tsc.stdout || '').split('\n').slice(0, 30).join('\n')}`);
   }
 }
+// The import rules (eslint.config.mjs; docs/decisions.md, "Layers and import rules"): one test, on full runs.
+if (process.argv.length <= 2) {
+  const lint = spawnSync('npm', ['run', '--silent', 'lint'], { cwd: root, encoding: 'utf8' });
+  if (lint.status === 0) {
+    passed += 1;
+    console.log('lint: the import rules hold (npm run lint)');
+  } else {
+    failed += 1;
+    console.log(`lint FAILED (npm run lint):\n${`${lint.stdout || ''}${lint.stderr || ''}`.split('\n').slice(0, 40).join('\n')}`);
+  }
+}
 console.log(`tests: ${passed} passed, ${failed} failed`);
 process.exit(jest.status === 0 && failed === 0 ? 0 : 1);
