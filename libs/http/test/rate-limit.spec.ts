@@ -86,6 +86,13 @@ describe('RateLimiter', () => {
     const again: string[] = [];
     new RateLimiter(s, { take: (b) => (again.push(b), { allowed: true, retryAfterMs: 0 }) }, new Wall(), keyring).check('address', '203.0.113.7');
     expect(again[0]).toBe(seen[2].bucket);
+    // Buckets that never leave the process keep the names as they are (no hash to pay).
+    const local: string[] = [];
+    const inProcess: TokenBuckets = { inProcess: true, take: (b) => (local.push(b), { allowed: true, retryAfterMs: 0 }) };
+    const l = new RateLimiter(s, inProcess, new Wall(), keyring);
+    l.check('staff', 'alice');
+    l.check('address', '203.0.113.7');
+    expect(local).toEqual(['s:alice', 'a:203.0.113.7']);
   });
 
   it('waits for a store that answers later, and refuses as it says', async () => {
