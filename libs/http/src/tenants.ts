@@ -1,4 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
+import type { EnvironmentKind } from '@svc/decider';
 import { READ_STORE, ReadStore } from '@svc/read-store';
 import { KEYRING, Keyring } from '@svc/security';
 
@@ -31,7 +32,8 @@ export interface MembershipDoc {
 /** The key of a membership in `AccessCollections.organizationsByMember` (an organization id has a fixed shape, so the pair is unambiguous). */
 export const membershipKey = (organizationId: string, sub: string): string => `${organizationId}:${sub}`;
 
-export type EnvironmentKind = 'sandbox' | 'production';
+/** Defined once, in the dependency-free core. */
+export type { EnvironmentKind };
 
 export type OrganizationRole = 'owner' | 'admin' | 'member';
 
