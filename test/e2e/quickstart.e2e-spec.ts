@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { StandaloneProcess } from '@svc/testing';
 
@@ -89,6 +89,19 @@ describe('README and the quick start script', () => {
     for (const call of calls) expect({ call, quoted: quoted.has(call) }).toEqual({ call, quoted: true });
     // No tools the quick start promises not to need.
     for (const l of scriptLines.filter((x) => !x.trim().startsWith('#'))) expect(l).not.toMatch(/\b(jq|uuidgen)\b/);
+  });
+
+  it('no shell example in the README or docs/ needs jq or uuidgen (node does their work)', () => {
+    const docs = readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md'));
+    const pages = [['README.md', readme()], ...docs.map((f) => [`docs/${f}`, readFileSync(join(root, 'docs', f), 'utf8')])];
+    const offending = pages.flatMap(([name, text]) =>
+      ['bash', 'sh', 'shell', 'console']
+        .flatMap((lang) => fencedBlocks(text, lang))
+        .flatMap((b) => b.split('\n'))
+        .filter((l) => /(^|[\s|;(])(jq|uuidgen)\b/.test(l))
+        .map((l) => `${name}: ${l}`),
+    );
+    expect(offending).toEqual([]);
   });
 });
 
