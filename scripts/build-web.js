@@ -25,7 +25,11 @@ const manifestFile = path.join(out, 'manifest.json');
  * page; css: 'file' (a hashed stylesheet the page links) or 'text' (imported as a string: the
  * widget puts its sheet in its own shadow root, since a host page's styles must not reach it).
  */
-const ENTRIES = [{ name: 'checkin', file: 'checkin/main.tsx', page: 'checkin/page.html', css: 'file' }];
+const ENTRIES = [
+  { name: 'checkin', file: 'checkin/main.tsx', page: 'checkin/page.html', css: 'file' },
+  { name: 'widget-demo', file: 'widget-demo/main.tsx', page: 'widget-demo/page.html', css: 'file' },
+  { name: 'widget', file: 'widget/main.tsx', css: 'text' },
+];
 
 function newest(dir) {
   let n = 0;

@@ -87,7 +87,8 @@ describeInBrowser('check-in page (browser)', () => {
     expect(await poll(() => page.locator('h2').innerText(), (v) => v === 'How is your mood?')).toBe('How is your mood?');
     expect(await mainText(page)).toContain('Question 2 of 4');
     // The new step's heading has the focus.
-    expect(await page.evaluate('document.activeElement && document.activeElement.textContent')).toBe('How is your mood?');
+    const focused = () => page.evaluate('document.activeElement && document.activeElement.textContent') as Promise<string | null>;
+    expect(await poll(focused, (v) => v === 'How is your mood?')).toBe('How is your mood?');
 
     // Back: the first answer is still there; forward again.
     await page.getByRole('button', { name: 'Back' }).click();
@@ -96,7 +97,8 @@ describeInBrowser('check-in page (browser)', () => {
     await page.getByRole('button', { name: 'Next' }).click();
     expect(await poll(() => page.locator('h2').innerText(), (v) => v === 'How is your mood?')).toBe('How is your mood?');
 
-    // Keyboard only: Tab to the choices, arrows to move, Enter to go on.
+    // Keyboard only: from the focused heading, Tab to the choices, arrows to move, Enter to go on.
+    expect(await poll(focused, (v) => v === 'How is your mood?')).toBe('How is your mood?');
     await page.keyboard.press('Tab');
     await page.keyboard.press('ArrowRight');
     await page.keyboard.press('ArrowRight');

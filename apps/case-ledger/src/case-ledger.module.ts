@@ -7,13 +7,14 @@ import { ProjectionRunner } from '@svc/read-store';
 import { KEYRING, Keyring } from '@svc/security';
 import { CaseLedgerService } from './application/case-ledger.service';
 import { CaseBusController } from './adapters/bus/case-bus.controller';
-import { ClinicalCasesController, StaffClinicalCasesController, registerCaseLeanRoutes } from './adapters/http/cases.controller';
+import { ClinicalCasesController, StaffClinicalCasesController, WidgetCasesController, registerCaseLeanRoutes } from './adapters/http/cases.controller';
 import { NOTIFY_PARTITION, NOTIFY_TIMERS, NotifyTimerDoc, caseProjection } from './adapters/projections/case.projection';
+import { patientCasesProjection } from './adapters/projections/patient-cases.projection';
 import { CASE_STREAM_PREFIX } from './domain/case';
 
 /** The case-ledger bounded context: clinical cases, their updates, provider messages, case events. */
 @Module({
-  controllers: [ClinicalCasesController, StaffClinicalCasesController, CaseBusController],
+  controllers: [ClinicalCasesController, StaffClinicalCasesController, WidgetCasesController, CaseBusController],
   providers: [CaseLedgerService],
   exports: [CaseLedgerService],
 })
@@ -32,6 +33,7 @@ export class CaseLedgerModule implements OnModuleInit {
     // (A context without HTTP, e.g. a bus-only microservice, has no adapter and no routes.)
     if (this.http.httpAdapter) registerCaseLeanRoutes(this.http.httpAdapter.getInstance(), API_PREFIX, this.apiKeys, this.cases);
     this.projections.register(caseProjection(this.keyring));
+    this.projections.register(patientCasesProjection());
     this.background.relay({
       name: 'case-ledger-relay',
       topic: Topics.caseEvents,

@@ -4,7 +4,7 @@ import { lastValueFrom, timeout } from 'rxjs';
 import { v5 as uuidv5 } from 'uuid';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandContext, CommandHandler, DomainError, EVENT_STORE, EventStore, HandleResult } from '@svc/eventstore';
-import { ApiError, ListCursors, PagePosition, getLogger, isUuid, toRfc3339 } from '@svc/http';
+import { ApiError, ListCursors, PagePosition, WidgetSessionContext, currentPatientLink, getLogger, isUuid, toRfc3339 } from '@svc/http';
 import {
   AnyClientProxy,
   AppendConversationMessageCommand,
@@ -21,6 +21,7 @@ import { CONFIG, MAILER, Mailer, PROJECTIONS, ServiceConfig } from '@svc/platfor
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
 import { KEYRING, Keyring } from '@svc/security';
 import { CASES, CASE_PROJECTION, CaseDoc, NotifyTimerDoc } from '../adapters/projections/case.projection';
+import { PATIENT_CASES, PATIENT_CASES_PROJECTION, PatientCaseDoc, patientCasesPartition } from '../adapters/projections/patient-cases.projection';
 import { CaseCommand, CaseEvent, CaseState, ResolutionOutcome, UpdateResult, UpdateStatus, caseDecider, caseStream, referenceFrom } from '../domain/case';
 import { emergencyKinds } from '@svc/clinical';
 import { bodyHash } from '@svc/security';
@@ -479,6 +480,25 @@ export class CaseLedgerService {
       if (!read.hasMore) return { clinicalCases, nextCursor: null };
       if (clinicalCases.length === page.limit) return { clinicalCases, nextCursor: this.cursors.seal(scope, after!) };
     }
+  }
+
+  /**
+   * The widget's case list (`GET /widget/v1/cases`): the signed-in patient's own cases, newest
+   * first, what the patient may see of each (reference, status, when). The session's patient link
+   * is checked as it stands now (after patient.cancelled it links nobody); an anonymous session has
+   * no cases. Read after the case read models caught up with the log, so a case whose opening was
+   * answered is listed.
+   */
+  async patientCases(tokenSession: WidgetSessionContext, limit: number) {
+    const { session } = await currentPatientLink(this.bus, tokenSession);
+    if (!session.patientId) return { clinicalCases: [], hasMore: false };
+    await this.projections.waitFor([CASE_PROJECTION, PATIENT_CASES_PROJECTION], await this.store.headPosition());
+    const page = await this.readStore.page<PatientCaseDoc>(PATIENT_CASES, patientCasesPartition(session.environmentId, session.patientId), { order: 'desc', limit });
+    const docs = await Promise.all(page.entries.map((e) => this.readStore.get<CaseDoc>(CASES, e.doc.caseId)));
+    const clinicalCases = docs
+      .filter((d): d is CaseDoc => !!d && d.environmentId === session.environmentId && d.patientId === session.patientId)
+      .map((d) => ({ caseId: d.caseId, reference: d.reference, status: d.status, openedAt: d.openedAt, resolvedAt: d.resolvedAt }));
+    return { clinicalCases, hasMore: page.hasMore };
   }
 
   async detail(tenant: Tenant, caseId: string) {

@@ -273,6 +273,30 @@ export class ConversationService {
     return { id: r.id, conversationId: r.conversationId, sequence: r.sequence, duplicate: r.duplicate, createdAt: r.createdAt };
   }
 
+  /**
+   * The patient's view of their case thread, from the widget (`GET /widget/v1/cases/{caseId}/messages`):
+   * the same 404 for a case that does not exist and one that is not this patient's (as for replies),
+   * after the thread's read model caught up with the log. What the patient wrote and what the care
+   * team, the assistant and staff sent; the service's own summaries for the team (sender `system`)
+   * are left out. `closed` once the case was resolved (replies are then refused).
+   */
+  async widgetThread(tokenSession: WidgetSessionContext, caseId: string, afterSequence: number, limit: number) {
+    const { session } = await currentPatientLink(this.bus, tokenSession);
+    await this.applied(0);
+    const thread = await this.thread(session.environmentId, caseId).catch(() => null);
+    if (!thread || thread.kind !== 'case' || !session.patientId || thread.patientId !== session.patientId) throw ApiError.notFound('Clinical case');
+    const page = await this.readStore.page<MessageDoc>(MESSAGES, caseId, { limit, ...(afterSequence > 0 ? { after: { score: afterSequence } } : {}) });
+    const env = thread.environmentId;
+    return {
+      conversationId: caseId,
+      messages: page.entries
+        .filter(({ doc }) => doc.sender !== 'system')
+        .map(({ doc: d }) => ({ id: d.id, sequence: d.sequence, sender: d.sender, message: this.keyring.decrypt(env, d.encMessage), createdAt: d.createdAt })),
+      hasMore: page.hasMore,
+      closed: thread.closed,
+    };
+  }
+
   async reportDelivery(tenant: Tenant, actor: string, conversationId: string, messageId: string, input: { externalMessageId: string; status: DeliveryStatus; errorCode?: string | null }) {
     await this.thread(tenant.environmentId, conversationId);
     if (!isUuid(messageId)) throw ApiError.notFound('Message');

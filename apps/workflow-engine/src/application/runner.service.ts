@@ -260,7 +260,16 @@ export class RunnerService {
    * `IDEMPOTENCY_KEY_REUSED`; a retry that arrives while the first is still being answered waits
    * for it (up to TURN_WAIT_MS, then 409 `TURN_IN_PROGRESS` with Retry-After).
    */
+  /**
+   * `emergency` is true on the answer to a message with emergency terms (its guidance is the reply),
+   * so that a widget can show it as such (docs/decisions.md, "Pages for patients").
+   */
   async message(session: WidgetSessionContext, message: string, attachments: unknown[], idempotencyKey?: string) {
+    const answered = await this.answerOnce(session, message, attachments, idempotencyKey);
+    return { ...answered, emergency: (answered as { emergency?: boolean }).emergency === true };
+  }
+
+  private async answerOnce(session: WidgetSessionContext, message: string, attachments: unknown[], idempotencyKey?: string) {
     if (idempotencyKey === undefined) return { ...(await this.answerMessage(session, message, attachments.length)), duplicate: false };
     // A signed-in patient's keys are the patient's (as for case replies: a retry from a new session
     // after signing in again is still the same message); an anonymous visitor's, the session's.
@@ -324,7 +333,13 @@ export class RunnerService {
       // Only a case requested for an identified patient (and not refused) lets us say the team was alerted.
       const alerted = !!d && d.status !== 'failed';
       const caseReference = d?.status === 'delivered' ? d.reference : null;
-      return { conversationId, replies: [{ type: 'text', text: alerted ? `${EMERGENCY_GUIDANCE} ${EMERGENCY_ALERTED}` : EMERGENCY_GUIDANCE }] as Reply[], handedOff: alerted, ...(caseReference ? { caseReference } : {}) };
+      return {
+        conversationId,
+        replies: [{ type: 'text', text: alerted ? `${EMERGENCY_GUIDANCE} ${EMERGENCY_ALERTED}` : EMERGENCY_GUIDANCE }] as Reply[],
+        handedOff: alerted,
+        emergency: true,
+        ...(caseReference ? { caseReference } : {}),
+      };
     }
     // A health question goes to the care team before anything else, even the answer a waiting run
     // expects: no workflow (and so no order lookup) ever gets it (spec order_lookup.requested,

@@ -1,6 +1,6 @@
 import { Body, Controller, Get, HttpCode, Param, Post, Query, UseGuards } from '@nestjs/common';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ApiError, ApiKeyGuard, ApiTenant, ErrorDetail, STAFF_PAGE_LIMIT, Staff, StaffContext, StaffGuard, Tenant, createValidationPipe, pageLimit, registerLeanRoute } from '@svc/http';
+import { ApiError, ApiKeyGuard, ApiTenant, ErrorDetail, STAFF_PAGE_LIMIT, Staff, StaffContext, StaffGuard, Tenant, WidgetSession, WidgetSessionContext, WidgetSessionGuard, createValidationPipe, pageLimit, registerLeanRoute } from '@svc/http';
 import { CaseLedgerService } from '../../application/case-ledger.service';
 import { CaseUpdateDto, ProviderMessageDto, StaffCaseDto } from './dto';
 
@@ -113,3 +113,19 @@ export class StaffClinicalCasesController {
     return this.cases.acknowledge(this.tenant(staff), staff.principal.sub, caseId);
   }
 }
+
+/** The signed-in patient's own cases, for the widget (session token; docs/decisions.md, "Pages for patients"). */
+@Controller('widget/v1/cases')
+@UseGuards(WidgetSessionGuard)
+export class WidgetCasesController {
+  constructor(private readonly cases: CaseLedgerService) {}
+
+  /** Newest first, `limit` 1-50 (20); an anonymous session has none. */
+  @Get()
+  list(@WidgetSession() session: WidgetSessionContext, @Query('limit') limit: unknown) {
+    return this.cases.patientCases(session, pageLimit(limit, WIDGET_CASE_LIMIT));
+  }
+}
+
+/** The widget's case list: 1-50, 20 by default (the latest; `hasMore` says that older ones exist). */
+export const WIDGET_CASE_LIMIT = { default: 20, max: 50 };

@@ -4,6 +4,16 @@ import { ApiError, ApiKeyGuard, ApiTenant, MESSAGE_PAGE_LIMIT, Tenant, idempoten
 import { ConversationService } from '../../application/conversation.service';
 import { DeliveryReportDto, InboundMessageDto, WidgetReplyDto } from './dto';
 
+/** The `afterSequence` query parameter: absent → 0; else an integer of at least 0, or 400 naming it. */
+function afterSequenceOf(afterSequence: unknown): number {
+  if (afterSequence === undefined) return 0;
+  if (typeof afterSequence !== 'string' || !/^\d+$/.test(afterSequence)) {
+    throw ApiError.validation([{ path: 'afterSequence', message: 'afterSequence must be an integer of at least 0' }]);
+  }
+  // Any size of integer is valid; past the largest exact one it means "after everything".
+  return Math.min(Number(afterSequence), Number.MAX_SAFE_INTEGER);
+}
+
 /** Caller-facing conversation endpoints (API key). */
 @Controller('v1/conversations')
 @UseGuards(ApiKeyGuard)
@@ -12,15 +22,7 @@ export class ConversationsController {
 
   @Get(':conversationId/messages')
   list(@Param('conversationId') conversationId: string, @Query('afterSequence') afterSequence: unknown, @Query('limit') limit: unknown, @Tenant() tenant: ApiTenant) {
-    let after = 0;
-    if (afterSequence !== undefined) {
-      if (typeof afterSequence !== 'string' || !/^\d+$/.test(afterSequence)) {
-        throw ApiError.validation([{ path: 'afterSequence', message: 'afterSequence must be an integer of at least 0' }]);
-      }
-      // Any size of integer is valid; past the largest exact one it means "after everything".
-      after = Math.min(Number(afterSequence), Number.MAX_SAFE_INTEGER);
-    }
-    return this.conversations.messages(tenant, conversationId, after, pageLimit(limit, MESSAGE_PAGE_LIMIT));
+    return this.conversations.messages(tenant, conversationId, afterSequenceOf(afterSequence), pageLimit(limit, MESSAGE_PAGE_LIMIT));
   }
 
   @Post(':conversationId/messages')
@@ -42,6 +44,16 @@ export class ConversationsController {
 @UseGuards(WidgetSessionGuard)
 export class WidgetCaseMessagesController {
   constructor(private readonly conversations: ConversationService) {}
+
+  /**
+   * The case's thread as the patient sees it (docs/decisions.md, "Pages for patients"): the
+   * messages after `afterSequence` (1-500, 100 by default), without the service's internal
+   * summaries, and whether the thread is closed to replies (the case was resolved).
+   */
+  @Get(':caseId/messages')
+  thread(@Param('caseId') caseId: string, @Query('afterSequence') afterSequence: unknown, @Query('limit') limit: unknown, @WidgetSession() session: WidgetSessionContext) {
+    return this.conversations.widgetThread(session, caseId, afterSequenceOf(afterSequence), pageLimit(limit, MESSAGE_PAGE_LIMIT));
+  }
 
   @Post(':caseId/messages')
   @HttpCode(201)
