@@ -3,10 +3,12 @@
  * writers, beside the baseline measured in the same run on the same disk: raw better-sqlite3
  * single-row INSERTs, each its own transaction, with WAL + synchronous=FULL.
  *
- *   npm run build && node dist/bench/eventstore-append.js [--seconds 5] [--writers 1,16,64] [--dir /path] [--writer-thread on|off|both]
+ *   npm run build && node dist/bench/eventstore-append.js [--seconds 5] [--writers 1,16,64] [--dir /path] [--writer-thread on|off|both] [--chain off|on|both]
  *
  * --writer-thread: the store's group commit on its writer thread (on, the default, as the service
  * runs it), on the calling thread (off), or each in turn (both), every store run beside its own raw run.
+ * --chain: the store alone (off, the default), under the per-stream hash chain as the service runs it
+ * (on: `HashChainingEventStore`, docs/audit.md), or each in turn (both).
  *
  * Each writer appends one event at a time to its own stream with the exact expected revision,
  * waiting for each append to be durable before the next. A benchmark, not a test: never in CI.
@@ -16,7 +18,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { EventMetadata, SqliteEventStore } from '@svc/eventstore';
+import { EventMetadata, EventStore, HashChainingEventStore, SqliteEventStore } from '@svc/eventstore';
 
 interface Args {
   seconds: number;
@@ -24,10 +26,12 @@ interface Args {
   dir?: string;
   /** Which writers of the store to measure: on its writer thread, on this thread, or both. */
   writerThread: boolean[];
+  /** Which stores to measure: alone, under the hash chain, or both. */
+  chain: boolean[];
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { seconds: 5, writers: [1, 16, 64], writerThread: [true] };
+  const args: Args = { seconds: 5, writers: [1, 16, 64], writerThread: [true], chain: [false] };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const next = () => {
@@ -42,9 +46,13 @@ function parseArgs(argv: string[]): Args {
       const v = next();
       if (!['on', 'off', 'both'].includes(v)) throw new Error('--writer-thread on, off or both');
       args.writerThread = v === 'both' ? [true, false] : [v === 'on'];
+    } else if (a === '--chain') {
+      const v = next();
+      if (!['on', 'off', 'both'].includes(v)) throw new Error('--chain on, off or both');
+      args.chain = v === 'both' ? [false, true] : [v === 'on'];
     }
     else if (a === '--help' || a === '-h') {
-      console.log('usage: node dist/bench/eventstore-append.js [--seconds N] [--writers 1,16,64] [--dir PATH] [--writer-thread on|off|both]');
+      console.log('usage: node dist/bench/eventstore-append.js [--seconds N] [--writers 1,16,64] [--dir PATH] [--writer-thread on|off|both] [--chain off|on|both]');
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
   }
@@ -104,8 +112,9 @@ function rawSingleRowInserts(file: string, seconds: number): Row {
   return { label: 'raw better-sqlite3, 1 INSERT per commit', writers: 1, appends: n, seconds: elapsed, perSecond: n / elapsed };
 }
 
-async function storeWriters(file: string, writers: number, seconds: number, writerThread: boolean): Promise<Row> {
-  const store = new SqliteEventStore(file, { writerThread });
+async function storeWriters(file: string, writers: number, seconds: number, writerThread: boolean, chain: boolean): Promise<Row> {
+  const sqlite = new SqliteEventStore(file, { writerThread });
+  const store: EventStore = chain ? new HashChainingEventStore(sqlite) : sqlite;
   const start = process.hrtime.bigint();
   const deadline = start + BigInt(Math.round(seconds * 1e9));
   let total = 0;
@@ -122,10 +131,10 @@ async function storeWriters(file: string, writers: number, seconds: number, writ
   };
   await Promise.all(Array.from({ length: writers }, (_, w) => writer(w)));
   const elapsed = Number(process.hrtime.bigint() - start) / 1e9;
-  const { commits, appends } = store.stats;
+  const { commits, appends } = sqlite.stats;
   await store.close();
   return {
-    label: `SqliteEventStore (group commit, ${writerThread ? 'writer thread' : 'calling thread'})`,
+    label: `SqliteEventStore (group commit, ${writerThread ? 'writer thread' : 'calling thread'}${chain ? ', hash chain' : ''})`,
     writers,
     appends: total,
     seconds: elapsed,
@@ -145,10 +154,12 @@ async function main(): Promise<void> {
     const pairs: { raw: Row; store: Row }[] = [];
     for (const [i, w] of args.writers.entries()) {
       for (const thread of args.writerThread) {
-        const raw = rawSingleRowInserts(join(base, `raw-${i}-${thread}.db`), args.seconds);
-        const store = await storeWriters(join(base, `store-${i}-${w}-${thread}.db`), w, args.seconds, thread);
-        rows.push(raw, store);
-        pairs.push({ raw, store });
+        for (const chain of args.chain) {
+          const raw = rawSingleRowInserts(join(base, `raw-${i}-${thread}-${chain}.db`), args.seconds);
+          const store = await storeWriters(join(base, `store-${i}-${w}-${thread}-${chain}.db`), w, args.seconds, thread, chain);
+          rows.push(raw, store);
+          pairs.push({ raw, store });
+        }
       }
     }
 
