@@ -61,10 +61,38 @@ export class DevClock implements Clock {
     return new Date(Date.now() + this.offsetMs);
   }
 
-  advance(seconds: number): Date {
+  /** How far ahead of real time the clock is (ms). */
+  get offset(): number {
+    return this.offsetMs;
+  }
+
+  /**
+   * The offset `seconds` further on from `fromOffsetMs` (default: this clock's), checked like an
+   * advance: a whole number of seconds, not negative, and not past the last valid date.
+   */
+  offsetAfter(seconds: number, fromOffsetMs: number = this.offsetMs): number {
     if (!Number.isInteger(seconds) || seconds < 0) throw new RangeError('advanceSeconds must be an integer >= 0');
-    if (Number.isNaN(new Date(Date.now() + this.offsetMs + seconds * 1000).getTime())) throw new RangeError('advanceSeconds moves the clock past the last valid date');
-    this.offsetMs += seconds * 1000;
+    const next = fromOffsetMs + seconds * 1000;
+    if (Number.isNaN(new Date(Date.now() + next).getTime())) throw new RangeError('advanceSeconds moves the clock past the last valid date');
+    return next;
+  }
+
+  /**
+   * Takes an offset decided elsewhere (distributed mode: the dev clock shared by every app, see
+   * libs/platform dev-clock-sync.ts). Forward only: an offset at or behind this clock's changes
+   * nothing. When it moves, the listeners run (timers fire at once), as after an advance. Not saved
+   * to the file: whoever decided the offset keeps it.
+   */
+  follow(offsetMs: number): boolean {
+    if (!Number.isSafeInteger(offsetMs) || offsetMs <= this.offsetMs || Number.isNaN(new Date(Date.now() + offsetMs).getTime())) return false;
+    this.offsetMs = offsetMs;
+    const now = this.now();
+    for (const l of this.listeners) l(now);
+    return true;
+  }
+
+  advance(seconds: number): Date {
+    this.offsetMs = this.offsetAfter(seconds);
     if (this.file) {
       // Owner-only, like everything in the data dir (decisions 16).
       mkdirSync(dirname(this.file), { recursive: true, mode: 0o700 });

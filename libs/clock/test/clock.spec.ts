@@ -23,3 +23,28 @@ describe('DevClock', () => {
     expect(() => clock.advance(1.5)).toThrow(RangeError);
   });
 });
+
+describe('DevClock.follow (the dev clock shared across processes)', () => {
+  it('takes a later offset, notifies, and never goes back', () => {
+    const clock = new DevClock();
+    const seen: Date[] = [];
+    clock.onAdvance((d) => seen.push(d));
+    const before = clock.now().getTime();
+    expect(clock.follow(7_200_000)).toBe(true);
+    expect(clock.offset).toBe(7_200_000);
+    expect(clock.now().getTime() - before).toBeGreaterThanOrEqual(7_200_000);
+    expect(seen).toHaveLength(1);
+    expect(clock.follow(3_600_000)).toBe(false);
+    expect(clock.follow(7_200_000)).toBe(false);
+    expect(clock.offset).toBe(7_200_000);
+    expect(seen).toHaveLength(1);
+  });
+
+  it('offsetAfter checks an advance like advance() does, from any offset', () => {
+    const clock = new DevClock();
+    expect(clock.offsetAfter(60, 1000)).toBe(61_000);
+    expect(() => clock.offsetAfter(-1)).toThrow(RangeError);
+    expect(() => clock.offsetAfter(1.5)).toThrow(RangeError);
+    expect(() => clock.offsetAfter(1e13)).toThrow(RangeError);
+  });
+});
