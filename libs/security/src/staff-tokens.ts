@@ -1,5 +1,6 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { randomBytes } from 'node:crypto';
 import { JWK, JWTPayload, KeyLike, SignJWT, createRemoteJWKSet, exportJWK, generateKeyPair, importJWK, jwtVerify } from 'jose';
 
 export const STAFF_AUDIENCE = 'svc-staff';
@@ -28,16 +29,24 @@ export class DevIdentityProvider {
   ) {}
 
   static async load(file: string): Promise<DevIdentityProvider> {
-    let jwk: JWK;
-    if (existsSync(file)) {
-      jwk = JSON.parse(readFileSync(file, 'utf8')) as JWK;
-    } else {
+    if (!existsSync(file)) {
       const { privateKey } = await generateKeyPair('RS256', { extractable: true });
-      jwk = { ...(await exportJWK(privateKey)), kid: `dev-${Date.now().toString(36)}` };
-      // The private key: owner-only, like everything in the data dir (decisions 16).
+      const created: JWK = { ...(await exportJWK(privateKey)), kid: `dev-${Date.now().toString(36)}` };
+      // The private key: owner-only, like everything in the data dir (decisions 16). Written whole
+      // under a name of this process, then linked under its own: apps of distributed mode that
+      // share the data dir and start together all end up with the first key linked.
       mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
-      writeFileSync(file, JSON.stringify(jwk), { mode: 0o600 });
+      const tmp = `${file}.${process.pid}-${randomBytes(6).toString('hex')}.tmp`;
+      writeFileSync(tmp, JSON.stringify(created), { mode: 0o600 });
+      try {
+        linkSync(tmp, file);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      } finally {
+        unlinkSync(tmp);
+      }
     }
+    const jwk = JSON.parse(readFileSync(file, 'utf8')) as JWK;
     const privateKey = (await importJWK(jwk, 'RS256')) as KeyLike;
     const { d: _d, p: _p, q: _q, dp: _dp, dq: _dq, qi: _qi, ...pub } = jwk;
     const publicKey = (await importJWK(pub, 'RS256')) as KeyLike;

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { JWK, KeyLike, SignJWT, importJWK } from 'jose';
@@ -117,5 +117,25 @@ describe('StaffTokenVerifier: audiences and lifetime', () => {
     await expect(verifier.verify(await token({ aud: STAFF_AUDIENCE, exp: nowS + 10 * 365 * 86_400 }))).rejects.toThrow('invalid staff token');
     await expect(verifier.verify(await token({ aud: STAFF_AUDIENCE, iat: nowS - 3600, exp: nowS + 86_400 - 3600 + 1 }))).rejects.toThrow('invalid staff token');
     expect((await verifier.verify(await token({ aud: STAFF_AUDIENCE, iat: nowS - 3600, exp: nowS + 86_400 - 3600 }))).sub).toBe('u1');
+  });
+});
+
+describe('DevIdentityProvider.load on a data dir shared by several apps (distributed mode)', () => {
+  it('gives every loader the same key pair when they create it at the same time', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'staff-shared-'));
+    try {
+      const file = join(dir, 'dev-idp.json');
+      const idps = await Promise.all(Array.from({ length: 6 }, () => DevIdentityProvider.load(file)));
+      const now = new Date();
+      const token = await idps[0].mint({ sub: 'u1', email: 'u1@example.test', permissions: [], mfa: true }, now);
+      for (const idp of idps) {
+        const verifier = new StaffTokenVerifier([{ issuer: DEV_ISSUER, audience: STAFF_AUDIENCE, key: idp.publicKey }], () => now);
+        expect((await verifier.verify(token)).sub).toBe('u1');
+      }
+      // Nothing left behind but the key file.
+      expect(readdirSync(dir)).toEqual(['dev-idp.json']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
