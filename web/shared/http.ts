@@ -41,12 +41,12 @@ export function retryAfterSeconds(value: string | null): number | null {
 
 /** A random uuid for Idempotency-Key (crypto.randomUUID needs a secure context; getRandomValues does not). */
 export function newKey(): string {
-  const c = globalThis.crypto as Crypto & { randomUUID?: () => string };
+  const c = globalThis.crypto as unknown as { randomUUID?: () => string; getRandomValues(a: Uint8Array): Uint8Array };
   if (typeof c.randomUUID === 'function') return c.randomUUID();
   const b = c.getRandomValues(new Uint8Array(16));
   b[6] = (b[6] & 0x0f) | 0x40;
   b[8] = (b[8] & 0x3f) | 0x80;
-  const h = Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+  const h = Array.from(b, (x: number) => x.toString(16).padStart(2, '0')).join('');
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
 }
 
@@ -71,7 +71,7 @@ export async function call<T = unknown>(url: string, options: CallOptions = {}):
         cache: 'no-store',
         referrerPolicy: 'no-referrer',
         mode: 'cors',
-      });
+      } as RequestInit);
     } catch {
       last = { status: 0, body: null, code: null };
       if (!repeatable || attempt === attempts) return last;

@@ -322,7 +322,7 @@ export function Widget({ client, initialLang, startOpen }: WidgetProps) {
         class="launcher"
         ref={launcher}
         aria-expanded={open}
-        aria-controls="pcw-panel"
+        aria-controls={open ? 'pcw-panel' : undefined}
         aria-label={open ? t.close : t.open}
         onClick={() => (open ? close() : setOpen(true))}
       >
