@@ -3,7 +3,7 @@ import { AddressInfo, LookupFunction } from 'node:net';
 import { LookupAddress } from 'node:dns';
 import { verifyWebhook } from '../../../libs/security/src/webhooks';
 import { guardedLookup, isBlockedAddress } from '@svc/security';
-import { DELIVERY_TIMEOUT_MS, MAX_SOCKETS_PER_ORIGIN, sendWebhook } from '../src/application/sender';
+import { DELIVERY_TIMEOUT_MS, MAX_SOCKETS_PER_ORIGIN, sendWebhook } from '../src/adapters/outbound/send-webhook';
 import { ATTEMPT_LEASE_MS } from '../src/domain/delivery';
 import { RecordingServer } from './receiver';
 

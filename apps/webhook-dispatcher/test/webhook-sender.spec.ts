@@ -2,14 +2,14 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { verifyWebhook } from '@svc/security';
-import { WebhookSender } from '../src/application/webhook-sender';
+import { WebhookSender } from '../src/adapters/outbound/webhook-sender';
 import { RecordingServer } from './receiver';
 
 /**
  * The sender thread is compiled JavaScript: these tests run the build's own worker file
  * (`npm test` builds first), so what is tested is what `npm start` runs.
  */
-const BUILT_WORKER = resolve(__dirname, '../../../dist/apps/webhook-dispatcher/src/application/sender-worker.js');
+const BUILT_WORKER = resolve(__dirname, '../../../dist/apps/webhook-dispatcher/src/adapters/outbound/sender-worker.js');
 
 describe('WebhookSender (attempts on a thread of their own)', () => {
   const receiver = new RecordingServer();

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { IncomingHttpHeaders, Server, createServer } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { WebhookVerificationError, isOrderLookupRequested, signDestinationCall, signWebhook, verifyDestinationCall, verifyWebhook } from '../src';
-import { sendWebhook } from '../../../apps/webhook-dispatcher/src/application/sender';
+import { sendWebhook } from '../../../apps/webhook-dispatcher/src/adapters/outbound/send-webhook';
 import { callDestination } from '../../../apps/workflow-engine/src/application/destination-client';
 
 const SECRET = 'whsec_test_secret';

@@ -12,8 +12,8 @@ import { DeliveryCommand, DeliveryEvent, DeliveryState, DeliveryStatus, delivery
 import { EndpointCommand, EndpointEvent, EndpointState, endpointDecider, endpointStream } from '../domain/endpoint';
 import { Collections, DISPATCHER_PROJECTION, DeliveryDoc, DeliveryTimer, EndpointDoc, TIMER_PARTITION, deliveryStatusPartition } from '../adapters/projections/dispatcher.projection';
 import { stableUuid } from './ids';
-import { SendResult } from './sender';
-import { WebhookSender } from './webhook-sender';
+import { SendResult } from '../adapters/outbound/send-webhook';
+import { WebhookSender } from '../adapters/outbound/webhook-sender';
 
 export interface StaffActor {
   sub: string;

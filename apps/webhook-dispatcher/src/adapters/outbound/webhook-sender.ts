@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { getLogger } from '@svc/http';
-import { SendInput, SendResult, sendWebhook } from './sender';
+import { SendInput, SendResult, sendWebhook } from './send-webhook';
 
 /** The compiled sender thread, next to this file in the build (absent when running from source). */
 export const SENDER_WORKER_FILE = join(__dirname, 'sender-worker.js');

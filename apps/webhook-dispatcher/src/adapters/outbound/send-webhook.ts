@@ -1,7 +1,7 @@
 import { Agent as HttpAgent, ClientRequest, request as httpRequest, IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { isIP } from 'node:net';
-import { Attempt } from '../domain/delivery';
+import { Attempt } from '../../domain/delivery';
 import { Resolver, guardedLookup, isBlockedAddress, signWebhook } from '@svc/security';
 
 export const DELIVERY_TIMEOUT_MS = 15_000;
