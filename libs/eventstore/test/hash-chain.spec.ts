@@ -20,6 +20,7 @@ import {
   chainHash,
   isEncryptedData,
 } from '@svc/eventstore';
+import { canonicalJson } from '@svc/security';
 import { describeEventStoreConformance, ev } from './conformance';
 
 function keyFor(environmentId: string): Buffer {
@@ -115,6 +116,34 @@ describe('chain hash', () => {
     expect(chainHash(null, content)).toBe(createHash('sha256').update(`${CHAIN_TAG}\n\n${content}`).digest('hex'));
     const reordered = { type: 'Opened', metadata: { recordedAt: base.metadata.recordedAt, actor: 'system', eventId: 'e1' }, data: { a: [1, { x: null, y: 2 }], b: 1 }, revision: 0, streamId: 's-1' };
     expect(chainContent(reordered)).toBe(content);
+  });
+
+  it('is exactly canonicalJson of { data, metadata without the chain fields, revision, streamId, type }, whatever the shapes', () => {
+    const sealed = { enc: 'v1', iv: 'aXY=', tag: 'dGFn', ct: 'Y3Qi\\u2028"' };
+    const shapes = [
+      base,
+      { ...base, data: sealed },
+      { ...base, data: { ...sealed, extra: 1 } },
+      { ...base, data: null },
+      { ...base, data: 'text' },
+      { ...base, data: [1, { b: undefined, a: 'x' }] },
+      { ...base, metadata: { ...base.metadata, causationId: null, organizationId: undefined, nested: { z: 1, a: [null] }, hash: 'h', prevHash: null } },
+      { ...base, metadata: {} },
+      { ...base, metadata: { 'ünï"code': 'line\nbreak \u2028 \ud800', n: -0, big: 1e21 } },
+    ];
+    for (const e of shapes) {
+      const metadata = { ...(e.metadata as Record<string, unknown>) };
+      delete metadata.prevHash;
+      delete metadata.hash;
+      expect(chainContent(e)).toBe(canonicalJson({ streamId: e.streamId, revision: e.revision, type: e.type, data: e.data ?? null, metadata }));
+    }
+  });
+
+  it('covers a value as JSON stores it: the same text for a value and for its JSON round trip', () => {
+    const odd = { ...base, data: { when: new Date('2026-02-03T04:05:06Z'), gone: undefined, fn: () => 1, list: [undefined, NaN, Infinity, new Date(0)], n: new Number(3) }, metadata: { ...base.metadata, causationId: undefined } };
+    const stored = JSON.parse(JSON.stringify(odd));
+    expect(chainContent(odd)).toBe(chainContent(stored));
+    expect(chainContent(stored)).toBe(canonicalJson(stored));
   });
 
   it('leaves the chain fields themselves out of the content, and changes with every covered part', () => {
