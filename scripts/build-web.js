@@ -29,6 +29,7 @@ const ENTRIES = [
   { name: 'checkin', file: 'checkin/main.tsx', page: 'checkin/page.html', css: 'file' },
   { name: 'widget-demo', file: 'widget-demo/main.tsx', page: 'widget-demo/page.html', css: 'file' },
   { name: 'widget', file: 'widget/main.tsx', css: 'text' },
+  { name: 'console', file: 'console/main.tsx', page: 'console/page.html', css: 'file' },
 ];
 
 function newest(dir) {
@@ -42,7 +43,7 @@ function newest(dir) {
 
 if (process.argv.includes('--if-needed') && fs.existsSync(manifestFile)) {
   const built = fs.statSync(manifestFile).mtimeMs;
-  if (Math.max(newest(src), fs.statSync(__filename).mtimeMs) < built) process.exit(0);
+  if (Math.max(newest(src), fs.statSync(__filename).mtimeMs, fs.statSync(path.join(root, 'scripts', 'webhook-receiver.js')).mtimeMs) < built) process.exit(0);
 }
 
 execFileSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', path.join(src, 'tsconfig.json')], { cwd: root, stdio: 'inherit' });
@@ -65,7 +66,11 @@ const common = {
   legalComments: 'none',
   charset: 'utf8',
   logLevel: 'warning',
-  define: { 'process.env.NODE_ENV': '"production"' },
+  define: {
+    'process.env.NODE_ENV': '"production"',
+    // The console's receiver snippet is the README's receiver itself.
+    __WEBHOOK_RECEIVER__: JSON.stringify(fs.readFileSync(path.join(root, 'scripts', 'webhook-receiver.js'), 'utf8')),
+  },
 };
 
 const integrity = (file) => `sha384-${createHash('sha384').update(fs.readFileSync(file)).digest('base64')}`;

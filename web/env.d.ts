@@ -3,3 +3,5 @@ declare module '*.css' {
   const text: string;
   export default text;
 }
+/** The README's webhook receiver (scripts/webhook-receiver.js), put in by scripts/build-web.js for the console's snippet. */
+declare const __WEBHOOK_RECEIVER__: string;

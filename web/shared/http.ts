@@ -17,7 +17,7 @@ export interface Answer<T = unknown> {
 }
 
 export interface CallOptions {
-  method?: 'GET' | 'POST';
+  method?: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   body?: unknown;
   /** Bearer token (a widget session). */
   token?: string;

@@ -34,9 +34,9 @@ export class GatewayModule implements OnModuleInit {
   }
 
   onModuleInit(): void {
-    // The pages for people outside the API prefix: /widget.js, /assets/*, /widget-demo with the dev
+    // The pages for people outside the API prefix: /widget.js, /assets/*, /console/*, /widget-demo with the dev
     // tools (libs/platform web-pages; Fastify takes routes until it listens).
-    if (this.http.httpAdapter) registerWebRoutes(this.http.httpAdapter.getInstance(), { devTools: this.config.devTools });
+    if (this.http.httpAdapter) registerWebRoutes(this.http.httpAdapter.getInstance(), { devTools: this.config.devTools, staffOidc: this.config.staffOidc });
     this.projections.register(accessProjection(this.keyring));
     // Organization facts other contexts follow (environments, BAA signed), from the gateway's own streams.
     this.background.relay({

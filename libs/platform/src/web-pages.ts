@@ -4,7 +4,7 @@ import { basename, join, resolve } from 'node:path';
 import { gzipSync } from 'node:zlib';
 
 /**
- * The pages for people (the check-in page, the patient widget, the widget demo): built from `web/`
+ * The pages for people (the check-in page, the patient widget, the widget demo, the staff console): built from `web/`
  * by `npm run build` (scripts/build-web.js) into `dist/web`, read once, served from memory.
  *
  * - Hashed assets (`/assets/<name>-<hash>.<ext>`) never change under their name: cached for a year,
@@ -111,6 +111,65 @@ export class WebPages {
   page(name: string): string | null {
     return this.pages.get(name) ?? null;
   }
+}
+
+/**
+ * The staff console's sign-in settings, as the console page carries them (a `<meta name="console-config">`):
+ * the dev issuer's form when the dev tools are on; the OIDC authorization-code flow with PKCE when an
+ * issuer is configured. The console is a public client whose `client_id` is the audience the service
+ * checks (`STAFF_OIDC_AUDIENCE`: an ID token's `aud` is its client's id); its redirect URI is
+ * `{origin}/console/callback`. The issuer's endpoints come from its discovery document, read here
+ * (so that the page's policy can name the token endpoint's origin, the one other address it may call).
+ */
+export interface ConsoleConfig {
+  devTools: boolean;
+  oidc: { issuer: string; clientId: string; authorizationEndpoint: string; tokenEndpoint: string } | null;
+  /** Why OIDC sign-in is unavailable although an issuer is configured (its discovery failed). */
+  oidcProblem: string | null;
+}
+
+type Discovered = { at: number; value: { authorizationEndpoint: string; tokenEndpoint: string } | { problem: string } };
+const discovered = new Map<string, Discovered>();
+/** A discovery answer is kept an hour, a failure a minute. */
+const DISCOVERY_TTL_MS = 3_600_000;
+const DISCOVERY_RETRY_MS = 60_000;
+
+/** The issuer's authorization and token endpoints from `{issuer}/.well-known/openid-configuration`. */
+export async function discoverIssuer(issuer: string, fetcher: typeof fetch = fetch): Promise<Discovered['value']> {
+  const hit = discovered.get(issuer);
+  const age = hit ? Date.now() - hit.at : Infinity;
+  if (hit && age < ('problem' in hit.value ? DISCOVERY_RETRY_MS : DISCOVERY_TTL_MS)) return hit.value;
+  let value: Discovered['value'];
+  try {
+    const res = await fetcher(`${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, { signal: AbortSignal.timeout(5000), headers: { accept: 'application/json' } });
+    if (!res.ok) throw new Error(`discovery answered ${res.status}`);
+    const doc = (await res.json()) as Record<string, unknown>;
+    const endpoint = (name: string): string => {
+      const v = doc[name];
+      if (typeof v !== 'string') throw new Error(`discovery has no ${name}`);
+      const u = new URL(v);
+      if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new Error(`${name} is not an http(s) URL`);
+      return u.href;
+    };
+    if (doc.issuer !== issuer) throw new Error('discovery names another issuer');
+    value = { authorizationEndpoint: endpoint('authorization_endpoint'), tokenEndpoint: endpoint('token_endpoint') };
+  } catch (err) {
+    value = { problem: `The sign-in provider's discovery document could not be read (${(err as Error).message}).` };
+  }
+  discovered.set(issuer, { at: Date.now(), value });
+  return value;
+}
+
+/** The console page's policy: the page policy, plus the token endpoint's origin for the sign-in exchange. */
+export function consoleCsp(config: ConsoleConfig): string {
+  if (!config.oidc) return PAGE_CSP;
+  return PAGE_CSP.replace("connect-src 'self'", `connect-src 'self' ${new URL(config.oidc.tokenEndpoint).origin}`);
+}
+
+/** The console page with its settings in a meta element (attribute-escaped JSON). */
+export function consolePage(html: string, config: ConsoleConfig): string {
+  const json = JSON.stringify(config).replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+  return html.replace('{{config}}', json);
 }
 
 let loaded: { dir: string; pages: WebPages | null } | undefined;
@@ -221,8 +280,29 @@ const FILE_NAME = /^[A-Za-z0-9_-]+\.(js|css)$/;
  * `GET /widget.js`, `GET /assets/{file}` and, with the dev tools, `GET /widget-demo`. The pages
  * are read on first use, so a service started before `npm run build` answers 503 until built.
  */
-export function registerWebRoutes(host: RouteHost, options: { devTools: boolean; pages?: () => WebPages | null }): void {
+export function registerWebRoutes(
+  host: RouteHost,
+  options: { devTools: boolean; pages?: () => WebPages | null; staffOidc?: { issuer: string; audience: string } | null; fetcher?: typeof fetch },
+): void {
   const pages = options.pages ?? webPages;
+  // The staff console, a single-page app: `/console/` and its deep links (a view, a view and an item) serve one page.
+  const consoleRoute = async (_req: Request, reply: Reply) => {
+    const html = pages()?.page('console');
+    if (!html) return notBuilt(reply);
+    const config: ConsoleConfig = { devTools: options.devTools, oidc: null, oidcProblem: null };
+    if (options.staffOidc) {
+      const found = await discoverIssuer(options.staffOidc.issuer, options.fetcher);
+      if ('problem' in found) config.oidcProblem = found.problem;
+      else config.oidc = { issuer: options.staffOidc.issuer, clientId: options.staffOidc.audience, ...found };
+    }
+    for (const [k, v] of Object.entries(pageHeaders('no-cache'))) reply.header(k, v);
+    reply.header('content-security-policy', consoleCsp(config));
+    return reply.code(200).send(consolePage(html, config));
+  };
+  host.get('/console', (_req, reply) => reply.code(308).header('location', '/console/').send());
+  host.get('/console/', consoleRoute);
+  host.get('/console/:view', consoleRoute);
+  host.get('/console/:view/:item', consoleRoute);
   host.get('/widget.js', (req, reply) => {
     const built = pages();
     const script = built?.entryScript('widget');

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import Fastify from 'fastify';
 import { HASHED_ASSET_CACHE, PAGE_CSP, WebPages, prefersHtml, registerWebRoutes } from '../src/web-pages';
+import type { ConsoleConfig } from '../src/web-pages';
 
 describe('prefersHtml (which variant of the check-in link a client gets)', () => {
   it('gives browsers the page and API clients the JSON', () => {
@@ -83,5 +84,65 @@ describe('web routes', () => {
       expect({ url, status: r.statusCode, code: r.json().code }).toEqual({ url, status: 503, code: 'UNAVAILABLE' });
     }
     await app.close();
+  });
+
+  describe('the staff console', () => {
+    const cdir = mkdtempSync(join(tmpdir(), 'web-console-'));
+    mkdirSync(join(cdir, 'assets'));
+    mkdirSync(join(cdir, 'pages'));
+    writeFileSync(join(cdir, 'assets', 'console-ABCD1234.js'), 'x');
+    writeFileSync(join(cdir, 'pages', 'console.html'), '<!doctype html><meta name="console-config" content="{{config}}"><title>console</title>');
+    writeFileSync(join(cdir, 'manifest.json'), JSON.stringify({ entries: { console: { js: 'console-ABCD1234.js' } }, pages: { console: 'console.html' } }));
+    const consolePages = WebPages.load(cdir);
+    const configOf = (html: string) => JSON.parse(/content="([^"]*)"/.exec(html)![1].replace(/&quot;/g, '"').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&')) as ConsoleConfig;
+
+    it('serves one page for /console/ and its deep links, with the dev form only while the dev tools are on', async () => {
+      const app = Fastify();
+      registerWebRoutes(app as never, { devTools: true, pages: () => consolePages });
+      await app.ready();
+      const bare = await app.inject({ method: 'GET', url: '/console' });
+      expect([bare.statusCode, bare.headers.location]).toEqual([308, '/console/']);
+      for (const url of ['/console/', '/console/webhooks', '/console/webhooks/3f1c', '/console/callback?code=x&state=y']) {
+        const r = await app.inject({ method: 'GET', url });
+        expect({ url, status: r.statusCode, csp: r.headers['content-security-policy'], config: configOf(r.body) }).toEqual({ url, status: 200, csp: PAGE_CSP, config: { devTools: true, oidc: null, oidcProblem: null } });
+      }
+      expect((await app.inject({ method: 'GET', url: '/console/a/b/c' })).statusCode).toBe(404);
+      await app.close();
+      const off = Fastify();
+      registerWebRoutes(off as never, { devTools: false, pages: () => consolePages });
+      await off.ready();
+      expect(configOf((await off.inject({ method: 'GET', url: '/console/' })).body).devTools).toBe(false);
+      await off.close();
+    });
+
+    it('reads the issuer\'s discovery document, names its token endpoint in connect-src, and says so when discovery fails', async () => {
+      const issuer = 'https://login.example.test/tenant-1';
+      const discovery = { issuer, authorization_endpoint: 'https://login.example.test/authorize', token_endpoint: 'https://tokens.example.test/oauth/token' };
+      const asked: string[] = [];
+      const fetcher = (async (url: string) => {
+        asked.push(url);
+        return new Response(JSON.stringify(discovery), { status: 200, headers: { 'content-type': 'application/json' } });
+      }) as unknown as typeof fetch;
+      const app = Fastify();
+      registerWebRoutes(app as never, { devTools: false, pages: () => consolePages, staffOidc: { issuer, audience: 'console-client-1' }, fetcher });
+      await app.ready();
+      const r = await app.inject({ method: 'GET', url: '/console/' });
+      expect(asked).toEqual([`${issuer}/.well-known/openid-configuration`]);
+      expect(configOf(r.body).oidc).toEqual({ issuer, clientId: 'console-client-1', authorizationEndpoint: discovery.authorization_endpoint, tokenEndpoint: discovery.token_endpoint });
+      expect(r.headers['content-security-policy']).toContain("connect-src 'self' https://tokens.example.test;");
+      expect(r.headers['content-security-policy']).toContain("script-src 'self';");
+      await app.inject({ method: 'GET', url: '/console/cases' });
+      expect(asked).toHaveLength(1); // kept
+      await app.close();
+
+      const broken = Fastify();
+      const other = 'https://broken.example.test';
+      registerWebRoutes(broken as never, { devTools: false, pages: () => consolePages, staffOidc: { issuer: other, audience: 'c' }, fetcher: (async () => new Response('no', { status: 500 })) as unknown as typeof fetch });
+      await broken.ready();
+      const b = await broken.inject({ method: 'GET', url: '/console/' });
+      expect(configOf(b.body)).toEqual({ devTools: false, oidc: null, oidcProblem: expect.stringContaining('discovery document could not be read (discovery answered 500)') });
+      expect(b.headers['content-security-policy']).toBe(PAGE_CSP);
+      await broken.close();
+    });
   });
 });
