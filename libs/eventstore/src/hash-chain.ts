@@ -185,20 +185,18 @@ export class HashChainingEventStore implements EventStore {
   }
 
   /** An exact expectation: chained to the event at that revision (or to nothing for `no_stream`). */
-  private async appendExpected(streamId: string, events: NewEvent[], expected: 'no_stream' | number): Promise<AppendResult> {
+  private appendExpected(streamId: string, events: NewEvent[], expected: 'no_stream' | number): Promise<AppendResult> {
     const head = this.heads.get(streamId);
-    let prev: string | null = null;
     if (expected === 'no_stream') {
-      if (head) throw new WrongExpectedRevisionError(streamId, expected, head.revision);
-    } else if (head && head.revision === expected) {
-      this.stats.remembered++;
-      prev = head.hash;
-    } else if (head && head.revision > expected) {
-      throw new WrongExpectedRevisionError(streamId, expected, head.revision);
-    } else {
-      prev = await this.hashAt(streamId, expected);
+      if (head) return Promise.reject(new WrongExpectedRevisionError(streamId, expected, head.revision));
+      return this.write(streamId, events, expected, null);
     }
-    return this.write(streamId, events, expected, prev);
+    if (head && head.revision === expected) {
+      this.stats.remembered++;
+      return this.write(streamId, events, expected, head.hash);
+    }
+    if (head && head.revision > expected) return Promise.reject(new WrongExpectedRevisionError(streamId, expected, head.revision));
+    return this.hashAt(streamId, expected).then((prev) => this.write(streamId, events, expected, prev));
   }
 
   /** `any`: the stream's head as the exact expectation, again after each conflict (another process appended). */
@@ -218,26 +216,34 @@ export class HashChainingEventStore implements EventStore {
     }
   }
 
-  private async write(streamId: string, events: NewEvent[], expected: 'no_stream' | number, prev: string | null): Promise<AppendResult> {
+  /** Chains the events to `prev`, appends them with the exact expectation, and remembers the new head. */
+  private write(streamId: string, events: NewEvent[], expected: 'no_stream' | number, prev: string | null): Promise<AppendResult> {
     let revision = expected === 'no_stream' ? 0 : expected + 1;
     let hash = prev;
-    const chained: NewEvent[] = events.map((e) => {
-      const content = chainContent({ streamId, revision: revision++, type: e.type, data: e.data, metadata: e.metadata });
-      const prevHash = hash;
-      hash = chainHash(prevHash, content);
-      return { type: e.type, data: e.data, metadata: { ...(e.metadata as object), prevHash, hash } as NewEvent['metadata'] };
-    });
+    const chained: NewEvent[] = new Array(events.length);
     try {
-      const result = await this.inner.append(streamId, chained, expected);
-      if (events.length) this.remember(streamId, { revision: result.nextExpectedRevision, hash });
-      return result;
-    } catch (err) {
-      if (err instanceof WrongExpectedRevisionError) {
-        this.stats.conflicts++;
-        this.heads.delete(streamId);
+      for (let i = 0; i < events.length; i++) {
+        const e = events[i];
+        const prevHash = hash;
+        hash = chainHash(prevHash, chainContent({ streamId, revision: revision++, type: e.type, data: e.data, metadata: e.metadata }));
+        chained[i] = { type: e.type, data: e.data, metadata: { ...e.metadata, prevHash, hash } };
       }
-      throw err;
+    } catch (err) {
+      return Promise.reject(err);
     }
+    return this.inner.append(streamId, chained, expected).then(
+      (result) => {
+        if (events.length) this.remember(streamId, { revision: result.nextExpectedRevision, hash });
+        return result;
+      },
+      (err) => {
+        if (err instanceof WrongExpectedRevisionError) {
+          this.stats.conflicts++;
+          this.heads.delete(streamId);
+        }
+        throw err;
+      },
+    );
   }
 
   /**
