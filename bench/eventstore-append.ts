@@ -83,6 +83,8 @@ interface Row {
   seconds: number;
   perSecond: number;
   avgBatch?: number;
+  /** CPU time of this process (every thread) per append, in microseconds. */
+  cpuUsPerAppend?: number;
 }
 
 /** Baseline: every INSERT is its own autocommit transaction (one WAL fsync each). */
@@ -115,6 +117,7 @@ function rawSingleRowInserts(file: string, seconds: number): Row {
 async function storeWriters(file: string, writers: number, seconds: number, writerThread: boolean, chain: boolean): Promise<Row> {
   const sqlite = new SqliteEventStore(file, { writerThread });
   const store: EventStore = chain ? new HashChainingEventStore(sqlite) : sqlite;
+  const cpu = process.cpuUsage();
   const start = process.hrtime.bigint();
   const deadline = start + BigInt(Math.round(seconds * 1e9));
   let total = 0;
@@ -131,6 +134,7 @@ async function storeWriters(file: string, writers: number, seconds: number, writ
   };
   await Promise.all(Array.from({ length: writers }, (_, w) => writer(w)));
   const elapsed = Number(process.hrtime.bigint() - start) / 1e9;
+  const used = process.cpuUsage(cpu);
   const { commits, appends } = sqlite.stats;
   await store.close();
   return {
@@ -140,6 +144,7 @@ async function storeWriters(file: string, writers: number, seconds: number, writ
     seconds: elapsed,
     perSecond: total / elapsed,
     avgBatch: commits ? appends / commits : 0,
+    cpuUsPerAppend: total ? (used.user + used.system) / total : 0,
   };
 }
 
@@ -164,7 +169,7 @@ async function main(): Promise<void> {
     }
 
     const fmt = (n: number, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
-    const header = ['run', 'writers', 'appends', 'seconds', 'appends/s', 'avg batch', 'x raw'];
+    const header = ['run', 'writers', 'appends', 'seconds', 'appends/s', 'avg batch', 'x raw', 'CPU µs/append'];
     const table = rows.map((r, i) => [
       r.label,
       String(r.writers),
@@ -173,6 +178,7 @@ async function main(): Promise<void> {
       fmt(r.perSecond),
       r.avgBatch === undefined ? '-' : fmt(r.avgBatch, 1),
       r.avgBatch === undefined ? '1.0' : fmt(r.perSecond / rows[i - 1].perSecond, 1),
+      r.cpuUsPerAppend === undefined ? '-' : fmt(r.cpuUsPerAppend, 1),
     ]);
     const widths = header.map((h, i) => Math.max(h.length, ...table.map((t) => t[i].length)));
     const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
