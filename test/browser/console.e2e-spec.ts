@@ -1,11 +1,11 @@
 import { createHmac } from 'node:crypto';
 import { Server, createServer } from 'node:http';
-import type { Page } from 'playwright-core';
 import { TestApp, enrollPatient, freePort } from '@svc/testing';
 import { parse } from 'yaml';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Browser, axe, buildPages, describeInBrowser, launch, poll, screenshot, watch } from './browser';
+import { Browser, buildPages, describeInBrowser, launch, poll, screenshot, watch } from './browser';
+import { fits, noSeriousViolations } from './console-helpers';
 
 /**
  * The staff console (`{origin}/console/`, decisions 14) in a real browser over real HTTP: the set-up
@@ -56,15 +56,6 @@ describeInBrowser('staff console (browser)', () => {
     await app?.stop();
     await receiver.stop();
   });
-
-  async function noSeriousViolations(page: Page, step: string) {
-    expect({ step, violations: await axe(page) }).toEqual({ step, violations: [] });
-  }
-  /** The page fits its width: nothing scrolls sideways. */
-  async function fits(page: Page, step: string) {
-    const { scroll, width } = (await page.evaluate('({ scroll: document.documentElement.scrollWidth, width: window.innerWidth })')) as { scroll: number; width: number };
-    expect({ step, overflow: scroll > width }).toEqual({ step, overflow: false });
-  }
 
   it('walks a new customer through sign-in, organization, BAA, API key, webhook endpoint, and a failed delivery retried from its log', async () => {
     const context = await browser.context({ viewport: { width: 1280, height: 800 }, locale: 'en-US' });

@@ -9,8 +9,10 @@ export interface Problem {
   status: number;
   code: string | null;
   message: string;
-  /** VALIDATION_FAILED's details: `[{ path, message }]`. */
-  details: { path: string; message: string }[];
+  /** VALIDATION_FAILED's details: `[{ path, message }]` (activation's blockers add their `code`). */
+  details: { path: string; message: string; code?: string }[];
+  /** A conflict's own message from the service, when the explanation above replaces it (it names the revision or the version's state). */
+  said?: string;
 }
 
 export type Result<T> = { ok: true; status: number; body: T } | { ok: false; problem: Problem };
@@ -27,6 +29,13 @@ const EXPLAINED: Record<string, string> = {
   NOT_FOUND: 'Not found, or you are not a member of this organization.',
   LAST_OWNER: 'The organization must keep at least one owner: add another owner first.',
   STALE_REVISION: 'Someone saved this draft after you opened it.',
+  DUPLICATE_KEY: 'That key is already taken in this environment (stable keys and program keys are unique per environment): choose another.',
+  VERSION_LOCKED:
+    'This version can no longer change: only a draft can be saved or discarded (a live or retired version stays as it was), and a workflow’s only draft goes by deleting the workflow.',
+  WORKFLOW_ARCHIVED: 'The workflow is archived: it cannot be edited, tested or switched on until it is restored. Restore it first.',
+  WORKFLOW_EVER_LIVE: 'This workflow has been live, so it cannot be deleted (its versions and runs are kept): archive it instead.',
+  OUT_OF_ORDER: 'The patient’s pathway is cancelled: no check-in can be sent until the patient is enrolled again.',
+  USAGE_PAUSED: 'Check-ins and workflow runs are paused: the organization has used this month’s credits. They resume with the next period or a larger plan.',
   RATE_LIMITED: 'Too many requests: wait a moment and try again.',
 };
 
@@ -35,7 +44,8 @@ export function explain(a: Answer<unknown>): Problem {
   const own = a.code ? EXPLAINED[a.code] : undefined;
   const message =
     a.status === 0 ? 'The service could not be reached. Check your connection and try again.' : own ?? body.message ?? `The service answered ${a.status}.`;
-  return { status: a.status, code: a.code, message, details: Array.isArray(body.details) ? body.details : [] };
+  const said = a.status === 409 && own && body.message && body.message !== own ? body.message : undefined;
+  return { status: a.status, code: a.code, message, details: Array.isArray(body.details) ? body.details : [], ...(said ? { said } : {}) };
 }
 
 export class Api {

@@ -14,6 +14,7 @@ import { EnvBadge, ProblemBox, ScreenTitle } from './ui';
 import { CasesView } from './views/cases';
 import { KeysView } from './views/keys';
 import { OrganizationView, CreateOrganization } from './views/organization';
+import { PatientsView, ProtocolsView } from './views/protocols';
 import { WebhooksView } from './views/webhooks';
 import './console.css';
 
@@ -174,8 +175,12 @@ const VIEWS: { view: string; label: string }[] = [
   { view: '', label: 'Organization' },
   { view: 'keys', label: 'API keys and secrets' },
   { view: 'webhooks', label: 'Webhooks' },
+  { view: 'protocols', label: 'Protocols' },
+  { view: 'patients', label: 'Patients' },
   { view: 'cases', label: 'Clinical cases' },
 ];
+/** The views of one environment (the one picked at the top). */
+const ENV_VIEWS = new Set(['webhooks', 'protocols', 'patients', 'cases']);
 
 function Shell({ token, signOut }: { token: string; signOut: (notice?: string) => void }) {
   const api = useMemo(() => new Api(token, () => signOut('Your sign-in has expired. Sign in again.')), [token]);
@@ -231,6 +236,8 @@ function Shell({ token, signOut }: { token: string; signOut: (notice?: string) =
   else if (route.view === '') screen = <OrganizationView api={api} org={org} me={claims?.sub ?? ''} onChanged={reload} />;
   else if (route.view === 'keys') screen = <KeysView api={api} org={org} />;
   else if (route.view === 'webhooks' && env) screen = <WebhooksView key={env.id} api={api} org={org} env={env} route={route} go={go} />;
+  else if (route.view === 'protocols' && env) screen = <ProtocolsView key={env.id} api={api} org={org} env={env} />;
+  else if (route.view === 'patients' && env) screen = <PatientsView key={env.id} api={api} org={org} env={env} />;
   else if (route.view === 'cases' && env) screen = <CasesView key={env.id} api={api} org={org} env={env} route={route} go={go} />;
   else
     screen = (
@@ -299,7 +306,7 @@ function Shell({ token, signOut }: { token: string; signOut: (notice?: string) =
               </li>
             ))}
           </ul>
-          {route.view === 'webhooks' || route.view === 'cases' ? (
+          {ENV_VIEWS.has(route.view) ? (
             <p class="envnote">
               Showing <EnvBadge kind={route.env} />
             </p>

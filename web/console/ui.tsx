@@ -12,6 +12,7 @@ export function ProblemBox({ problem }: { problem: Problem | null }) {
         {problem.message}
         {problem.code ? <span class="code"> ({problem.code})</span> : null}
       </p>
+      {problem.said ? <p class="hint">The service said: {problem.said}</p> : null}
       {problem.details.length > 0 ? (
         <ul>
           {problem.details.map((d) => (
@@ -25,11 +26,42 @@ export function ProblemBox({ problem }: { problem: Problem | null }) {
   );
 }
 
-/** The message of a field's validation error, if the service named that field. */
-export function fieldError(problem: Problem | null, field: string): string | null {
+/** The message of a field's validation error, if the service named that field (or, unless `exact`, a member of it). */
+export function fieldError(problem: Problem | null, field: string, exact = false): string | null {
   if (!problem) return null;
-  const d = problem.details.find((x) => x.path === field || x.path.startsWith(`${field}.`) || x.path.startsWith(`${field}[`));
+  const d = problem.details.find((x) => x.path === field || (!exact && (x.path.startsWith(`${field}.`) || x.path.startsWith(`${field}[`))));
   return d ? d.message : null;
+}
+
+/** An input's attributes for its error message (`id`): marked invalid and described by the message. */
+export const invalid = (id: string, message: string | null) => (message ? { 'aria-invalid': true as const, 'aria-describedby': id } : {});
+
+/** The error message shown under an input (see `invalid`). */
+export function FieldError({ id, message }: { id: string; message: string | null }) {
+  return message ? (
+    <p id={id} class="field-error">
+      {message}
+    </p>
+  ) : null;
+}
+
+/** "Newer" and "Older" over a list paged by the service's opaque cursors (`cursors`: the cursor of each page shown so far, null for the first). */
+export function Pager({ page, load }: { page: { cursors: (string | null)[]; nextCursor: string | null } | null; load: (cursors: (string | null)[]) => void }) {
+  if (!page || (page.cursors.length <= 1 && !page.nextCursor)) return null;
+  return (
+    <div class="pager">
+      {page.cursors.length > 1 ? (
+        <button type="button" onClick={() => load(page.cursors.slice(0, -1))}>
+          Newer
+        </button>
+      ) : null}
+      {page.nextCursor ? (
+        <button type="button" onClick={() => load([...page.cursors, page.nextCursor])}>
+          Older
+        </button>
+      ) : null}
+    </div>
+  );
 }
 
 async function copyText(text: string, fallback: HTMLInputElement | HTMLTextAreaElement | null): Promise<boolean> {

@@ -2,7 +2,8 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { Api, Problem } from '../api';
 import { Go, Link, Organization, Route } from '../main';
-import { EnvBadge, ProblemBox, ScreenTitle, fieldError, when } from '../ui';
+import { EnvBadge, Pager, ProblemBox, ScreenTitle, fieldError, when } from '../ui';
+import { SendCheckIn } from './protocols';
 
 interface CaseSummary {
   caseId: string;
@@ -154,20 +155,7 @@ function CaseList({ api, org, env, route, go }: Props) {
           </tbody>
         </table>
       ) : null}
-      {page && (page.cursors.length > 1 || page.nextCursor) ? (
-        <div class="pager">
-          {page.cursors.length > 1 ? (
-            <button type="button" onClick={() => void load(page.cursors.slice(0, -1))}>
-              Newer
-            </button>
-          ) : null}
-          {page.nextCursor ? (
-            <button type="button" onClick={() => void load([...page.cursors, page.nextCursor])}>
-              Older
-            </button>
-          ) : null}
-        </div>
-      ) : null}
+      <Pager page={page} load={(c) => void load(c)} />
       <NewCase api={api} base={base} onOpened={(id) => go({ view: 'cases', item: id })} />
     </section>
   );
@@ -219,7 +207,10 @@ function CaseView({ api, org, env, route, go }: Props) {
             <dt>Source</dt>
             <dd>{c.source.replace(/_/g, ' ')}</dd>
             <dt>Patient</dt>
-            <dd class="mono">{c.patientId}</dd>
+            <dd>
+              <span class="mono">{c.patientId}</span>
+              <SendCheckIn api={api} org={org} env={env} patientId={c.patientId} />
+            </dd>
             {c.internalNote ? (
               <>
                 <dt>Team request</dt>

@@ -2,7 +2,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { Api, Problem } from '../api';
 import { Go, Link, Organization, Route } from '../main';
-import { EnvBadge, ProblemBox, ScreenTitle, SecretOnce, fieldError, when } from '../ui';
+import { EnvBadge, Pager, ProblemBox, ScreenTitle, SecretOnce, fieldError, when } from '../ui';
 
 /** The event catalog (the contract's WebhookEventType). */
 export const EVENT_TYPES = [
@@ -294,20 +294,7 @@ function Deliveries({ api, org, env, route, go }: Props) {
         </table>
       ) : null}
       <p role="status">{said}</p>
-      {page && (page.cursors.length > 1 || page.nextCursor) ? (
-        <div class="pager">
-          {page.cursors.length > 1 ? (
-            <button type="button" onClick={() => void load(page.cursors.slice(0, -1))}>
-              Newer
-            </button>
-          ) : null}
-          {page.nextCursor ? (
-            <button type="button" onClick={() => void load([...page.cursors, page.nextCursor])}>
-              Older
-            </button>
-          ) : null}
-        </div>
-      ) : null}
+      <Pager page={page} load={(c) => void load(c)} />
       <Receiver secret={null} />
     </section>
   );
