@@ -1,5 +1,5 @@
 import { Inject, Module, OnModuleInit } from '@nestjs/common';
-import { IntegrationEventTypes, Topics } from '@svc/messaging';
+import { CaseThreadFacts, IntegrationEventTypes, Topics } from '@svc/messaging';
 import { BackgroundWork, PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner } from '@svc/read-store';
 import { KEYRING, Keyring } from '@svc/security';
@@ -7,7 +7,7 @@ import { ConversationService } from './application/conversation.service';
 import { ConversationBusController } from './adapters/bus/conversation-bus.controller';
 import { ConversationsController, WidgetCaseMessagesController } from './adapters/http/conversations.controller';
 import { conversationProjection } from './adapters/projections/conversation.projection';
-import { CONVERSATION_STREAM_PREFIX } from './domain/conversation';
+import { CONVERSATION_STREAM_PREFIX, ConversationEvent } from './domain/conversation';
 
 /** The conversation bounded context: one ordered thread per clinical case or work item. */
 @Module({
@@ -30,6 +30,14 @@ export class ConversationModule implements OnModuleInit {
       topic: Topics.caseEvents,
       streamPrefixes: [CONVERSATION_STREAM_PREFIX],
       eventTypes: [IntegrationEventTypes.casePatientMessageCreated],
+    });
+    // Case-thread facts for the case-ledger (a thread closed for good: a resolve answers once it has
+    // it), on this app's own topic (docs/decisions.md, "Case threads without synchronous cycles").
+    this.background.relay({
+      name: 'conversation-thread-relay',
+      topic: Topics.conversationEvents,
+      streamPrefixes: [CONVERSATION_STREAM_PREFIX],
+      eventTypes: [CaseThreadFacts.closed satisfies ConversationEvent['type']],
     });
   }
 }

@@ -141,5 +141,19 @@ export interface CaseStatusReply {
   resolved: boolean;
 }
 
+/**
+ * Facts of case threads the conversation app publishes on Topics.conversationEvents (its stored
+ * events, relayed as they are; keyed by the thread's stream). The case-ledger consumes them.
+ */
+export const CaseThreadFacts = {
+  /** The case's thread refuses patient messages for good: data CaseThreadClosedFact. */
+  closed: 'CaseThreadClosed',
+} as const;
+export interface CaseThreadClosedFact {
+  /** The case id. */
+  conversationId: string;
+  closedAt: string;
+}
+
 /** Integration event types on the bus (IntegrationMessage.type): defined in the dependency-free core. */
 export { IntegrationEventTypes } from '@svc/decider';

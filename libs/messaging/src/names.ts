@@ -28,7 +28,7 @@ export const Topics = {
   pathwayEvents: 'svc.patient-pathway.events',
   /** Integration events of the case-ledger (clinical_case.*). */
   caseEvents: 'svc.case-ledger.events',
-  /** Integration events of the conversation service. */
+  /** Integration events of the conversation service: case thread facts (CaseThreadFacts), which the case-ledger consumes. */
   conversationEvents: 'svc.conversation.events',
   /** Integration events of the workflow-engine. */
   workflowEvents: 'svc.workflow-engine.events',

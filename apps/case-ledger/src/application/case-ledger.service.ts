@@ -10,7 +10,9 @@ import {
   AppendConversationMessageCommand,
   AppendConversationMessageReply,
   BUS_CLIENT,
+  CaseThreadClosedFact,
   CaseThreadCommand,
+  CaseThreadFacts,
   IntegrationMessage,
   OpenClinicalCaseCommand,
   OpenClinicalCaseReply,
@@ -34,6 +36,20 @@ const CASE_ID_NAMESPACE = '8f0c3a8e-6a0e-4f53-9a53-4c6f1f1a2b10';
  */
 const PROVIDER_REQUEST_NAMESPACE = '3b6f2d4c-91a7-5e02-8c4d-7a1e9f0b6c35';
 export const providerRequestId = (messageId: string) => uuidv5(`provider:${messageId}`, PROVIDER_REQUEST_NAMESPACE);
+
+/**
+ * How long (real time: an operational wait) a `resolved` update waits for the conversation app's
+ * fact that the case's thread is closed (it closes the thread when the relayed clinical_case.resolved
+ * reaches it, normally within milliseconds) before it answers 503: the resolution stays recorded,
+ * the thread keeps holding patient messages, and an identical retry waits again.
+ */
+const THREAD_CLOSE_WAIT_MS = 3_000;
+
+/** Resolves when the case's thread is noted closed (or is cancelled). */
+interface CloseSignal {
+  closed: Promise<void>;
+  cancel(): void;
+}
 
 export interface CaseUpdateInput {
   updateId: string;
@@ -282,11 +298,10 @@ export class CaseLedgerService {
     if (duplicate) await this.caughtUp();
     else await this.applied(r.position);
     if (r.state.status === 'resolved' && r.state.updates.get(input.updateId)!.result.status === 'resolved') {
-      // The resolve answers only once the thread refuses patient messages (an identical retry redoes it).
-      try {
-        await this.caseThread('close_case_thread', tenant, caseId, r.state.patientId);
-      } catch (err) {
-        this.log.warn({ caseId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'case resolve: thread close failed');
+      // The resolve answers only once the thread refuses patient messages for good (an identical
+      // retry waits again): the conversation app closes it and reports it (onConversationEvent).
+      if (!(await this.threadClosed(caseId, r.state, null))) {
+        this.log.warn({ caseId }, 'case resolve: thread not reported closed in time');
         throw new ApiError(503, 'UNAVAILABLE', 'The case is resolved but its thread could not be closed yet; retry with the same updateId', undefined, { 'retry-after': '1' });
       }
     }
@@ -322,19 +337,83 @@ export class CaseLedgerService {
       try {
         return await turn.handle(command, ctx);
       } catch (err) {
-        // Not recorded (a writer this process does not see, a store failure): lift the hold, or make
-        // it final if the case is resolved after all. If that fails, the hold's lease runs out and
-        // the next patient message settles it (caseStatus()). The refusal is answered either way.
+        // Not recorded (a writer this process does not see, a store failure): lift the hold, unless
+        // the case is resolved after all (the relayed resolution closes the thread). If that fails,
+        // the hold's lease runs out and the next patient message settles it (caseStatus()). The
+        // refusal is answered either way.
         try {
-          const after = (await turn.load()).state;
           // The cancel names this resolve's hold: delivered late (a bus retry), it lifts no other.
-          await this.caseThread(after.status === 'resolved' ? 'close_case_thread' : 'cancel_close_case_thread', tenant, caseId, state.patientId, hold);
+          if ((await turn.load()).state.status !== 'resolved') await this.caseThread('cancel_close_case_thread', tenant, caseId, state.patientId, hold);
         } catch (e) {
           this.log.warn({ caseId, error: (e as { code?: string })?.code ?? (e as Error)?.name }, 'case resolve not recorded: lifting the thread hold failed');
         }
         throw err;
       }
     });
+  }
+
+  /** Waiting for a case's thread to be noted closed, by case id. */
+  private readonly closeWaiters = new Map<string, Set<() => void>>();
+
+  private closeSignal(caseId: string): CloseSignal {
+    let waiters = this.closeWaiters.get(caseId);
+    if (!waiters) this.closeWaiters.set(caseId, (waiters = new Set()));
+    const set = waiters;
+    let wake!: () => void;
+    const closed = new Promise<void>((r) => (wake = r));
+    const waiter = () => wake();
+    set.add(waiter);
+    return {
+      closed,
+      cancel: () => {
+        set.delete(waiter);
+        if (set.size === 0 && this.closeWaiters.get(caseId) === set) this.closeWaiters.delete(caseId);
+      },
+    };
+  }
+
+  /**
+   * Whether the case's thread is closed to patient messages, waiting up to THREAD_CLOSE_WAIT_MS for
+   * the conversation app's fact (`closing`: a signal taken before the resolution was recorded).
+   */
+  private async threadClosed(caseId: string, state: CaseState, closing: CloseSignal | null): Promise<boolean> {
+    if (state.threadClosed) {
+      closing?.cancel();
+      return true;
+    }
+    const signal = closing ?? this.closeSignal(caseId);
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      // A retry: the fact may have been noted after `state` was read, before the signal was taken.
+      if (!closing && (await this.cases.load(caseStream(caseId))).state.threadClosed) return true;
+      return await Promise.race([signal.closed.then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), THREAD_CLOSE_WAIT_MS)))]);
+    } finally {
+      clearTimeout(timer);
+      signal.cancel();
+    }
+  }
+
+  /**
+   * Topics.conversationEvents: the conversation app's fact that a case's thread is closed, recorded
+   * in the case stream (CaseThreadClosedNoted, idempotent there) and handed to the resolves waiting
+   * for it. Asks the conversation app nothing. A thread that is not a case here is passed over.
+   */
+  async onConversationEvent(m: IntegrationMessage<Partial<CaseThreadClosedFact>>): Promise<void> {
+    if (m?.type !== CaseThreadFacts.closed) return;
+    const environmentId = m.metadata?.environmentId;
+    const caseId = m.data?.conversationId;
+    if (!environmentId || !isUuid(caseId)) return;
+    try {
+      const r = await this.handleCase(
+        caseId,
+        { type: 'NoteThreadClosed', environmentId },
+        { actor: 'system', organizationId: m.metadata.organizationId, environmentId, causationId: m.metadata.eventId, correlationId: m.metadata.correlationId },
+      );
+      if (r.state.threadClosed) for (const wake of [...(this.closeWaiters.get(caseId) ?? [])]) wake();
+    } catch (err) {
+      if (err instanceof DomainError && err.status === 404) return; // a work item's thread, or another environment's
+      throw err;
+    }
   }
 
   /**

@@ -81,7 +81,12 @@ export type CaseEvent =
   | { type: 'ProviderMessageAccepted'; caseId: string; messageId: string; bodyHash: string; message: string; externalReference: string; createdAt: string }
   | { type: 'CaseTransportDelivered'; caseId: string; webhookEventId: string; deliveredAt: string }
   /** The patient's email about a provider message was sent (`sent`) or there was no address to send it to (`no_email`). */
-  | { type: 'PatientNotified'; caseId: string; messageId: string; outcome: NotifyOutcome; notifiedAt: string };
+  | { type: 'PatientNotified'; caseId: string; messageId: string; outcome: NotifyOutcome; notifiedAt: string }
+  /**
+   * The conversation app reported the case's thread closed to patient messages (its `CaseThreadClosed`
+   * fact): a `resolved` update, and any identical retry of it, answers once this is recorded.
+   */
+  | { type: 'CaseThreadClosedNoted'; caseId: string; notedAt: string };
 
 export type NotifyOutcome = 'sent' | 'no_email';
 
@@ -119,12 +124,15 @@ export type CaseCommand =
   | { type: 'SendProviderMessage'; environmentId: string; messageId: string; bodyHash: string; message: string; externalReference: string }
   | { type: 'AcknowledgeCase'; environmentId: string; by: string }
   | { type: 'MarkTransportDelivered'; environmentId: string; webhookEventId: string; deliveredAt: string }
-  | { type: 'RecordPatientNotified'; environmentId: string; messageId: string; outcome: NotifyOutcome };
+  | { type: 'RecordPatientNotified'; environmentId: string; messageId: string; outcome: NotifyOutcome }
+  /** The conversation app's fact that the case's thread is closed to patient messages (idempotent). */
+  | { type: 'NoteThreadClosed'; environmentId: string };
 
 export interface CaseState {
   caseId: string | null;
   requestId: string | null;
   openBodyHash: string | null;
+  organizationId: string | null;
   environmentId: string | null;
   patientId: string | null;
   reference: string | null;
@@ -140,6 +148,8 @@ export interface CaseState {
   messages: PersistentMap<string, { bodyHash: string; createdAt: string; notified?: boolean }>;
   acknowledged: boolean;
   transportDelivered: boolean;
+  /** The conversation app reported the case's thread closed (CaseThreadClosedNoted). */
+  threadClosed: boolean;
 }
 
 const notFound = () => new DomainError(404, 'NOT_FOUND', 'Clinical case not found');
@@ -149,6 +159,7 @@ export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
     caseId: null,
     requestId: null,
     openBodyHash: null,
+    organizationId: null,
     environmentId: null,
     patientId: null,
     reference: null,
@@ -159,12 +170,13 @@ export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
     messages: PersistentMap(),
     acknowledged: false,
     transportDelivered: false,
+    threadClosed: false,
   }),
 
   evolve(state, event) {
     switch (event.type) {
       case 'CaseRegistered':
-        return { ...state, caseId: event.caseId, requestId: event.requestId, openBodyHash: event.bodyHash ?? null, environmentId: event.environmentId, reference: event.reference };
+        return { ...state, caseId: event.caseId, requestId: event.requestId, openBodyHash: event.bodyHash ?? null, organizationId: event.organizationId, environmentId: event.environmentId, reference: event.reference };
       case 'clinical_case.opened':
         return { ...state, patientId: event.patientId, priority: event.priority };
       case 'CaseUpdateAccepted':
@@ -180,6 +192,8 @@ export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
         return { ...state, acknowledged: true };
       case 'CaseTransportDelivered':
         return { ...state, transportDelivered: true };
+      case 'CaseThreadClosedNoted':
+        return { ...state, threadClosed: true };
       case 'PatientNotified': {
         const m = state.messages.get(event.messageId);
         return m ? { ...state, messages: state.messages.set(event.messageId, { ...m, notified: true }) } : state;
@@ -317,6 +331,12 @@ export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
         if (!m) throw new DomainError(404, 'NOT_FOUND', 'No provider message with this id in the case');
         if (m.notified) return [];
         return [{ type: 'PatientNotified', caseId: state.caseId, messageId: command.messageId, outcome: command.outcome, notifiedAt: now.toISOString() }];
+      }
+
+      case 'NoteThreadClosed': {
+        if (!state.caseId || state.environmentId !== command.environmentId) throw notFound();
+        if (state.threadClosed) return [];
+        return [{ type: 'CaseThreadClosedNoted', caseId: state.caseId, notedAt: now.toISOString() }];
       }
 
       default: {

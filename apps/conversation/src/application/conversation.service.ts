@@ -340,7 +340,11 @@ export class ConversationService {
     };
   }
 
-  /** Case facts from the case-ledger (the relayed events; a backstop to controlCaseThread): a case opens its thread; a resolution closes it to patients. */
+  /**
+   * Case facts from the case-ledger (its relayed events): a case opens its thread; a resolution
+   * closes it to patients for good, which this app reports on Topics.conversationEvents (the relayed
+   * CaseThreadClosed) and the resolve's answer waits for. Asks the case-ledger nothing.
+   */
   async onCaseEvent(m: IntegrationMessage<{ caseId?: string; patientId?: string }>): Promise<void> {
     const envId = m.metadata.environmentId;
     const orgId = m.metadata.organizationId;

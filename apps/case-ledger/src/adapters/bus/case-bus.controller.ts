@@ -9,7 +9,10 @@ import { rpc } from './rpc';
 const SOURCES = ['check_in', 'patient_concern', 'staff_chat'];
 const PRIORITIES = ['emergency', 'urgent', 'routine'];
 
-/** Bus side of the case-ledger: the open-case command and the dispatcher's delivery facts. */
+/**
+ * Bus side of the case-ledger: the open-case command, the case-status query, the dispatcher's
+ * delivery facts and the conversation's case-thread facts.
+ */
 @Controller()
 export class CaseBusController {
   constructor(private readonly cases: CaseLedgerService) {}
@@ -40,6 +43,12 @@ export class CaseBusController {
       if (bad.length) throw new DomainError(400, 'VALIDATION_FAILED', 'Invalid case-status query', bad.map((path) => ({ path, message: 'invalid' })));
       return this.cases.caseStatus(q.environmentId, q.caseId.toLowerCase());
     });
+  }
+
+  /** The conversation app's case-thread facts (a thread closed to patient messages), recorded in the case stream. */
+  @EventPattern(Topics.conversationEvents)
+  async conversationEvent(@Payload() m: IntegrationMessage<{ conversationId?: string }>): Promise<void> {
+    await this.cases.onConversationEvent(m);
   }
 
   @EventPattern(Topics.dispatcherEvents)

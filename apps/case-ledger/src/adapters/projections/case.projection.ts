@@ -140,6 +140,7 @@ export function caseProjection(keyring: Keyring): Projection {
           return;
         case 'clinical_case.resolved':
         case 'clinical_case.acknowledged':
+        case 'CaseThreadClosedNoted':
           return;
         default: {
           const never: never = event;
