@@ -1,8 +1,10 @@
-import { ClientKafka, ClientProxy, CustomStrategy } from '@nestjs/microservices';
+import { ClientProxy, CustomStrategy } from '@nestjs/microservices';
 import { defaultBroker, InProcessBroker } from './inproc/broker';
 import { InProcessClient } from './inproc/client';
 import { InProcessServer } from './inproc/server';
-import { kafkaBrokers, kafkaClientOptions, KafkaTransportOptions, kafkaServerOptions } from './kafka';
+import { kafkaBrokers, kafkaClientOptions, kafkaServerOptions } from './kafka';
+import { KafkaBusClient } from './kafka-client';
+import { KAFKA_CONSUMER_DEFAULTS, KafkaBusServer, KafkaConsumerSettings } from './kafka-server';
 
 export type BusKind = 'inproc' | 'kafka';
 
@@ -21,8 +23,10 @@ export interface BusOptions {
   broker?: InProcessBroker;
   /** Kafka only: overrides `KAFKA_BROKERS`. */
   brokers?: string[];
-  /** Kafka server only: new consumer group starts at the beginning of its topics. */
+  /** Kafka server only: a new consumer group starts at the beginning of its topics (default true). */
   fromBeginning?: boolean;
+  /** Kafka server only: concurrency, retries, dead letters, logger (defaults: KAFKA_CONSUMER_DEFAULTS). */
+  consumer?: KafkaConsumerSettings;
 }
 
 /**
@@ -32,9 +36,15 @@ export interface BusOptions {
  *   ms.useGlobalFilters(new BusExceptionFilter());
  *   await ms.listen();
  */
-export function busServerStrategy(serviceName: string, options: BusOptions = {}): CustomStrategy | KafkaTransportOptions {
+export function busServerStrategy(serviceName: string, options: BusOptions = {}): CustomStrategy {
   if ((options.kind ?? busKind()) === 'kafka') {
-    return kafkaServerOptions(serviceName, options.brokers ?? kafkaBrokers(), { fromBeginning: options.fromBeginning });
+    const consumer = options.consumer ?? {};
+    const { options: kafka } = kafkaServerOptions(serviceName, options.brokers ?? kafkaBrokers(), {
+      fromBeginning: options.fromBeginning,
+      partitionsConsumedConcurrently: consumer.partitionsConsumedConcurrently ?? KAFKA_CONSUMER_DEFAULTS.partitionsConsumedConcurrently,
+      maxWaitTimeInMs: consumer.maxWaitTimeInMs,
+    });
+    return { strategy: new KafkaBusServer(kafka, consumer) };
   }
   return { strategy: new InProcessServer(options.broker ?? defaultBroker()) };
 }
@@ -45,6 +55,11 @@ export interface BusClientOptions extends BusOptions {
    * before connecting). Without any, the Kafka client is producer-only (emit only).
    */
   replyPatterns?: string[];
+  /**
+   * Kafka only: longest wait of a `send` for the reply consumer (joined, reply partition
+   * assigned) before it fails with BusUnavailableError. Default 5000 ms.
+   */
+  replyWaitMs?: number;
 }
 
 /**
@@ -57,11 +72,22 @@ export function busClient(serviceName: string, options: BusClientOptions = {}): 
     const { options: kafka } = kafkaClientOptions(serviceName, options.brokers ?? kafkaBrokers(), {
       producerOnlyMode: replyPatterns.length === 0,
     });
-    const client = new ClientKafka(kafka);
+    const client = new KafkaBusClient(kafka, { replyWaitMs: options.replyWaitMs });
     for (const p of replyPatterns) client.subscribeToResponseOf(p);
     return client;
   }
   return new InProcessClient(options.broker ?? defaultBroker());
+}
+
+/**
+ * Resolves once a bus client can send requests: on Kafka, its reply consumer has joined its group
+ * with a partition of every reply topic (bounded by `timeoutMs`, else BusUnavailableError); the
+ * in-process client at once. Apps call it at start, before they consume (connectBus).
+ */
+export async function busClientReady(client: AnyClientProxy, patterns: string[], timeoutMs: number): Promise<void> {
+  if (!(client instanceof KafkaBusClient)) return;
+  const deadline = Date.now() + timeoutMs;
+  for (const p of patterns) await client.whenReady(p, Math.max(0, deadline - Date.now()));
 }
 
 /** DI token for a service's bus client. */

@@ -13,8 +13,16 @@ export function kafkaBrokers(env: NodeJS.ProcessEnv = process.env): string[] {
 export type KafkaTransportOptions = KafkaOptions & { transport: Transport.KAFKA; options: NonNullable<KafkaOptions['options']> };
 
 export interface KafkaWiringOptions {
-  /** Start a new consumer group at the beginning of its topics (default false: latest). */
+  /**
+   * Where a consumer group with no committed offset starts: at the beginning of its topics
+   * (default true), so that nothing published before the group's first join is missed. False:
+   * at the latest offset (kafkajs's default).
+   */
   fromBeginning?: boolean;
+  /** kafkajs `partitionsConsumedConcurrently` (KafkaBusServer passes its setting). Default 1. */
+  partitionsConsumedConcurrently?: number;
+  /** kafkajs `maxWaitTimeInMs` of the consumer's fetches. */
+  maxWaitTimeInMs?: number;
 }
 
 function producerConfig() {
@@ -24,16 +32,18 @@ function producerConfig() {
 
 /**
  * Server side of a service on Kafka: clientId and consumer group per service (Nest appends
- * `-server`), so every service's group gets every integration event.
- *   NestFactory.createMicroservice(AppModule, kafkaServerOptions('case-ledger', kafkaBrokers()))
+ * `-server`), so every service's group gets every integration event; a new group starts at the
+ * earliest offset. These are the options of Nest's own Kafka transport; the apps run them in
+ * KafkaBusServer (busServerStrategy), which adds concurrency, bounded retries and dead letters.
  */
 export function kafkaServerOptions(serviceName: string, brokers: string[] = kafkaBrokers(), wiring: KafkaWiringOptions = {}): KafkaTransportOptions {
   return {
     transport: Transport.KAFKA,
     options: {
       client: { clientId: serviceName, brokers },
-      consumer: { groupId: serviceName, allowAutoTopicCreation: true },
-      subscribe: { fromBeginning: wiring.fromBeginning ?? false },
+      consumer: { groupId: serviceName, allowAutoTopicCreation: true, ...(wiring.maxWaitTimeInMs !== undefined ? { maxWaitTimeInMs: wiring.maxWaitTimeInMs } : {}) },
+      subscribe: { fromBeginning: wiring.fromBeginning ?? true },
+      run: { partitionsConsumedConcurrently: wiring.partitionsConsumedConcurrently ?? 1 },
       producer: producerConfig(),
     },
   };
@@ -47,13 +57,19 @@ export interface KafkaClientWiringOptions {
   producerOnlyMode?: boolean;
 }
 
-/** Client side of a service on Kafka (Nest appends `-client` to clientId and groupId). */
+/**
+ * Client side of a service on Kafka (Nest appends `-client` to clientId and groupId). Its reply
+ * consumer group, when new, starts at the earliest offset of the reply topics: a reply written
+ * between the group's join and its first fetch is not skipped (replies to other requests, older
+ * ones included, are dropped by correlation id).
+ */
 export function kafkaClientOptions(serviceName: string, brokers: string[] = kafkaBrokers(), wiring: KafkaClientWiringOptions = {}): KafkaTransportOptions {
   return {
     transport: Transport.KAFKA,
     options: {
       client: { clientId: serviceName, brokers },
       consumer: { groupId: serviceName, allowAutoTopicCreation: true },
+      subscribe: { fromBeginning: true },
       producer: producerConfig(),
       producerOnlyMode: wiring.producerOnlyMode ?? false,
     },

@@ -12,7 +12,7 @@
  * carries nothing from one run into the next; the topics are deleted at the end.
  */
 import 'reflect-metadata';
-import { ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { ChildProcess, execFile, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -20,7 +20,7 @@ import { randomUUID } from 'node:crypto';
 import { Controller, DynamicModule, INestApplicationContext, INestMicroservice, Inject, Injectable, Module, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Ctx, EventPattern, KafkaContext, MessagePattern, Payload, RpcException } from '@nestjs/microservices';
-import { Kafka, logLevel, Partitioners } from 'kafkajs';
+import { ConfigResourceTypes, Kafka, KafkaMessage, logLevel, Partitioners } from 'kafkajs';
 import { lastValueFrom, timeout } from 'rxjs';
 import type { StartedTestContainer } from 'testcontainers';
 import type { NewEvent } from '../../eventstore/src/types';
@@ -35,7 +35,12 @@ import {
   IntegrationEventRelay,
   IntegrationMessage,
   kafkaBrokers,
-  kafkaServerOptions,
+  busServerStrategy,
+  DeadLetterHeaders,
+  deadLetterTopic,
+  ensureTopics,
+  KafkaConsumerSettings,
+  topicSpecs,
   MetadataHeaders,
 } from '../src';
 
@@ -152,6 +157,10 @@ const PEER_REFUSE = name('peer.refuse');
 const RESUME = name('resume');
 const EARLIEST = name('earliest');
 const FAILING = name('failing');
+const ORDERED = name('ordered');
+const POISON = name('poison');
+const EARLY = name('command.early');
+const DOCUMENTED = `kafka-spec-${RUN}-documented.`;
 const PARTITIONS = 3;
 
 // ───────────────────────────── the in-process app ─────────────────────────────
@@ -177,6 +186,11 @@ class KafkaSpecController {
   @MessagePattern(ECHO)
   echo(@Payload() data: { text: string; when: string }) {
     return { echoed: data.text, whenType: typeof data.when };
+  }
+
+  @MessagePattern(EARLY)
+  early(@Payload() data: { n: number }) {
+    return { n: data.n, early: true };
   }
 
   @MessagePattern(REFUSE)
@@ -253,6 +267,56 @@ class FailingController {
 
 @Module({ controllers: [FailingController] })
 class FailingModule {}
+
+/** Each handling of ORDERED: start and end, with how many handlings were running at its start. */
+const orderedLog: { key: string; n: number; partition: number; startedAt: number; endedAt: number }[] = [];
+let orderedInFlight = 0;
+let orderedMaxInFlight = 0;
+const orderedInFlightByKey = new Map<string, number>();
+let orderedKeyOverlap = false;
+
+@Controller()
+class OrderedController {
+  @EventPattern(ORDERED)
+  async on(@Payload() data: { key: string; n: number }, @Ctx() ctx: KafkaContext) {
+    const startedAt = Date.now();
+    orderedInFlight++;
+    orderedMaxInFlight = Math.max(orderedMaxInFlight, orderedInFlight);
+    const mine = (orderedInFlightByKey.get(data.key) ?? 0) + 1;
+    orderedInFlightByKey.set(data.key, mine);
+    if (mine > 1) orderedKeyOverlap = true;
+    try {
+      await new Promise((r) => setTimeout(r, 100));
+    } finally {
+      orderedInFlight--;
+      orderedInFlightByKey.set(data.key, (orderedInFlightByKey.get(data.key) ?? 1) - 1);
+    }
+    orderedLog.push({ key: data.key, n: data.n, partition: ctx.getPartition(), startedAt, endedAt: Date.now() });
+  }
+}
+
+@Module({ controllers: [OrderedController] })
+class OrderedModule {}
+
+/** POISON: a message with `poison: true` fails (with a message that must never be logged) until healed. */
+const poisonHandled: { key: string; n: number; at: number; offset: string }[] = [];
+const poisonAttempts: { key: string; n: number; at: number; offset: string }[] = [];
+let poisonHealed = false;
+const POISON_SECRET = 'patient Jane Roe, born 1950-01-01';
+
+@Controller()
+class PoisonController {
+  @EventPattern(POISON)
+  on(@Payload() data: { key: string; n: number; poison?: boolean; note?: string }, @Ctx() ctx: KafkaContext) {
+    const offset = ctx.getMessage().offset;
+    poisonAttempts.push({ key: data.key, n: data.n, at: Date.now(), offset });
+    if (data.poison && !poisonHealed) throw new RpcException({ status: 503, code: 'DEPENDENCY_DOWN', message: `cannot notify ${POISON_SECRET}` });
+    poisonHandled.push({ key: data.key, n: data.n, at: Date.now(), offset });
+  }
+}
+
+@Module({ controllers: [PoisonController] })
+class PoisonModule {}
 
 // ───────────────────────────── the calling app (for the peer process) ─────────────────────────────
 
@@ -348,6 +412,29 @@ function javaPartition(topic: string, key: string): number {
   return Partitioners.DefaultPartitioner()({ topic, partitionMetadata, message: { key, value: '' } });
 }
 
+/** `count` keys that land on `count` different partitions of a topic of PARTITIONS partitions. */
+function keysOnDistinctPartitions(topic: string, count: number): string[] {
+  const byPartition = new Map<number, string>();
+  for (let i = 0; byPartition.size < count; i++) {
+    const key = `key-${RUN}-${i}`;
+    const p = javaPartition(topic, key);
+    if (!byPartition.has(p)) byPartition.set(p, key);
+  }
+  return [...byPartition.values()];
+}
+
+/** Runs `node scripts/dlq.js <args>` (the documented command) against the brokers; its output and exit code. */
+function dlqCommand(brokers: string[], args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((done) => {
+    execFile(
+      process.execPath,
+      [resolve(__dirname, '../../../scripts/dlq.js'), ...args],
+      { cwd: resolve(__dirname, '../../..'), env: { ...process.env, KAFKA_BROKERS: brokers.join(',') }, timeout: 120_000 },
+      (err, stdout, stderr) => done({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout: String(stdout), stderr: String(stderr) }),
+    );
+  });
+}
+
 if (SOURCE === 'none' && REQUIRED) {
   describe('Kafka transport', () => {
     it('has a broker', () => {
@@ -373,19 +460,21 @@ if (SOURCE === 'none' && REQUIRED) {
       ({ container, brokers } = await startContainer());
     }
     kafka = new Kafka({ clientId: `kafka-spec-admin-${RUN}`, brokers, logLevel: logLevel.NOTHING });
-    const admin = kafka.admin();
-    await admin.connect();
-    await admin.createTopics({
-      waitForLeaders: true,
+    const topic = (name: string, partitions: number) => ({ topic: name, partitions, retentionMs: 3_600_000 });
+    await ensureTopics({
+      brokers,
       topics: [
-        ...[ECHO, `${ECHO}.reply`, REFUSE, `${REFUSE}.reply`, CASE_EVENTS, GATEWAY_EVENTS].map((topic) => ({ topic, numPartitions: PARTITIONS })),
-        ...[PEER_ECHO, `${PEER_ECHO}.reply`, PEER_REFUSE, `${PEER_REFUSE}.reply`].map((topic) => ({ topic, numPartitions: PARTITIONS })),
-        ...[RESUME, EARLIEST, FAILING].map((topic) => ({ topic, numPartitions: 1 })),
+        ...[ECHO, `${ECHO}.reply`, REFUSE, `${REFUSE}.reply`, CASE_EVENTS, GATEWAY_EVENTS].map((t) => topic(t, PARTITIONS)),
+        ...[PEER_ECHO, `${PEER_ECHO}.reply`, PEER_REFUSE, `${PEER_REFUSE}.reply`].map((t) => topic(t, PARTITIONS)),
+        ...[RESUME, EARLIEST, FAILING].map((t) => topic(t, 1)),
+        // No reply topic for EARLY (its client is the first to need it), and no dead-letter topics:
+        // the apps' wiring creates those.
+        ...[ORDERED, POISON, EARLY].map((t) => topic(t, PARTITIONS)),
       ],
     });
-    await admin.disconnect();
 
-    app = await NestFactory.createMicroservice(KafkaSpecModule, { ...kafkaServerOptions(`kafka-spec-service-${RUN}`, brokers, { fromBeginning: true }), logger: false });
+    // Wired as the apps are (busServerStrategy).
+    app = await NestFactory.createMicroservice(KafkaSpecModule, { ...(busServerStrategy(`kafka-spec-service-${RUN}`, { kind: 'kafka', brokers }) as object), logger: false });
     app.useGlobalFilters(new BusExceptionFilter());
     await app.listen();
     client = busClient(`kafka-spec-caller-inproc-${RUN}`, { kind: 'kafka', brokers, replyPatterns: [ECHO, REFUSE] });
@@ -403,7 +492,7 @@ if (SOURCE === 'none' && REQUIRED) {
     } else if (kafka) {
       const admin = kafka.admin();
       await admin.connect();
-      const mine = (await admin.listTopics()).filter((t) => t.startsWith(`kafka-spec-${RUN}.`));
+      const mine = (await admin.listTopics()).filter((t) => t.startsWith(`kafka-spec-${RUN}.`) || t.startsWith(DOCUMENTED));
       await admin.deleteTopics({ topics: mine }).catch(() => undefined);
       await admin.disconnect();
     }
@@ -530,12 +619,15 @@ if (SOURCE === 'none' && REQUIRED) {
       for (const n of values) await lastValueFrom(emitter.emit(topic, new BusRecord('one-key', { n })), { defaultValue: undefined });
     };
 
-    async function startConsumer(module: unknown, service: string, fromBeginning: boolean): Promise<INestMicroservice> {
-      const wiring = kafkaServerOptions(service, brokers, { fromBeginning });
-      // The apps' wiring; only a shorter fetch wait, so that close() (which waits for the fetch in
-      // flight) takes half a second rather than five.
-      wiring.options.consumer = { ...wiring.options.consumer!, maxWaitTimeInMs: 500 };
-      const ms = await NestFactory.createMicroservice(module as never, { ...wiring, logger: false });
+    /**
+     * A consumer wired as the apps are (busServerStrategy), with a shorter fetch wait, so that
+     * close() (which waits for the fetch in flight) takes half a second rather than five, and
+     * whatever retry settings a test gives.
+     */
+    async function startConsumer(module: unknown, service: string, consumer: KafkaConsumerSettings = {}): Promise<INestMicroservice> {
+      const strategy = busServerStrategy(service, { kind: 'kafka', brokers, consumer: { maxWaitTimeInMs: 500, retryDelayMs: 50, ...consumer } });
+      const ms = await NestFactory.createMicroservice(module as never, { ...(strategy as object), logger: false });
+      ms.useGlobalFilters(new BusExceptionFilter());
       await ms.listen();
       return ms;
     }
@@ -553,7 +645,7 @@ if (SOURCE === 'none' && REQUIRED) {
 
     it('a consumer group that restarts resumes from its committed offset', async () => {
       const service = `kafka-spec-resume-${RUN}`;
-      let ms = await startConsumer(ResumeModule, service, true);
+      let ms = await startConsumer(ResumeModule, service);
       try {
         await emit(RESUME, [1, 2, 3]);
         await eventually(() => expect(resumed).toEqual([1, 2, 3]));
@@ -563,7 +655,7 @@ if (SOURCE === 'none' && REQUIRED) {
 
         await emit(RESUME, [4, 5]); // while no member of the group runs
         resumed.length = 0;
-        ms = await startConsumer(ResumeModule, service, true);
+        ms = await startConsumer(ResumeModule, service);
         // One partition: had the group gone back to 1, 1..3 would come before 4.
         await eventually(() => expect(resumed).toEqual([4, 5]));
         await emit(RESUME, [6]);
@@ -574,9 +666,9 @@ if (SOURCE === 'none' && REQUIRED) {
       expect(await committed(`${service}-server`, RESUME)).toEqual(['6']);
     });
 
-    it('a message whose handler fails is delivered again, and the ones after it wait for it', async () => {
+    it('a message whose handler fails is tried again, and the ones after it on its partition wait for it', async () => {
       const service = `kafka-spec-failing-${RUN}`;
-      const ms = await startConsumer(FailingModule, service, true);
+      const ms = await startConsumer(FailingModule, service);
       try {
         await emit(FAILING, [1, 2]);
         await eventually(() => expect(attempts).toEqual([1, 1, 1, 2]));
@@ -586,17 +678,180 @@ if (SOURCE === 'none' && REQUIRED) {
       expect(await committed(`${service}-server`, FAILING)).toEqual(['2']);
     });
 
-    it('a new consumer group starts from the earliest offset, each group on its own', async () => {
+    it('a new consumer group starts from the earliest offset, each group on its own (no option needed)', async () => {
       await emit(EARLIEST, [1, 2, 3]); // before any group reads the topic
       for (const reader of ['first', 'second']) {
         earliestReader = reader;
-        const ms = await startConsumer(EarliestModule, `kafka-spec-earliest-${reader}-${RUN}`, true);
+        const ms = await startConsumer(EarliestModule, `kafka-spec-earliest-${reader}-${RUN}`);
         try {
           await eventually(() => expect(fromEarliest.get(reader)).toEqual([1, 2, 3]));
         } finally {
           await ms.close();
         }
       }
+    });
+
+    /** Every record of a topic, read by a group of its own from the beginning, once `count` are there. */
+    async function readTopic(topic: string, count: number): Promise<KafkaMessage[]> {
+      const consumer = kafka.consumer({ groupId: `kafka-spec-reader-${randomUUID()}`, maxWaitTimeInMs: 200 });
+      const got: KafkaMessage[] = [];
+      await consumer.connect();
+      try {
+        await consumer.subscribe({ topics: [topic], fromBeginning: true });
+        await consumer.run({ eachMessage: async ({ message }) => void got.push(message) });
+        await eventually(() => expect(got.length).toBeGreaterThanOrEqual(count));
+        return got;
+      } finally {
+        await consumer.disconnect();
+      }
+    }
+
+    async function highWatermarks(topic: string): Promise<string[]> {
+      const admin = kafka.admin();
+      await admin.connect();
+      try {
+        return (await admin.fetchTopicOffsets(topic)).sort((a, b) => a.partition - b.partition).map((p) => p.high);
+      } finally {
+        await admin.disconnect();
+      }
+    }
+
+    it('partitions are consumed at the same time, and the messages of one key in their order', async () => {
+      const keys = keysOnDistinctPartitions(ORDERED, PARTITIONS);
+      // Published before the group starts, so that every partition has work waiting at once.
+      for (let n = 1; n <= 5; n++) for (const key of keys) await lastValueFrom(emitter.emit(ORDERED, new BusRecord(key, { key, n })), { defaultValue: undefined });
+      const ms = await startConsumer(OrderedModule, `kafka-spec-ordered-${RUN}`);
+      try {
+        await eventually(() => expect(orderedLog).toHaveLength(5 * PARTITIONS));
+      } finally {
+        await ms.close();
+      }
+      for (const key of keys) expect(orderedLog.filter((e) => e.key === key).map((e) => e.n)).toEqual([1, 2, 3, 4, 5]);
+      // One key never has two messages in hand at once; different partitions do.
+      expect(orderedKeyOverlap).toBe(false);
+      expect(orderedMaxInFlight).toBeGreaterThan(1);
+    });
+
+    it('a message that keeps failing goes to <topic>.dlq after its attempts, the others go on, and the replay command puts it back', async () => {
+      const service = `kafka-spec-poison-${RUN}`;
+      const logged: { level: string; msg: string; meta: Record<string, unknown> }[] = [];
+      const logger = {
+        info: (meta: Record<string, unknown>, msg: string) => void logged.push({ level: 'info', msg, meta }),
+        warn: (meta: Record<string, unknown>, msg: string) => void logged.push({ level: 'warn', msg, meta }),
+        error: (meta: Record<string, unknown>, msg: string) => void logged.push({ level: 'error', msg, meta }),
+      };
+      const [a, b] = keysOnDistinctPartitions(POISON, 2);
+      const eventId = randomUUID();
+      const ms = await startConsumer(PoisonModule, service, { maxAttempts: 3, retryDelayMs: 500, maxRetryDelayMs: 500, logger });
+      try {
+        const send = (key: string, value: object, headers: Record<string, string> = {}) => lastValueFrom(emitter.emit(POISON, new BusRecord(key, value, headers)), { defaultValue: undefined });
+        await send(a, { key: a, n: 1, poison: true, note: POISON_SECRET }, { [MetadataHeaders.eventId]: eventId, [MetadataHeaders.eventType]: 'example.failed' });
+        await send(a, { key: a, n: 2 });
+        await send(a, { key: a, n: 3 });
+        await send(b, { key: b, n: 1 });
+        await send(b, { key: b, n: 2 });
+
+        await eventually(() => expect(poisonHandled.map((h) => `${h.key === a ? 'a' : 'b'}${h.n}`).sort()).toEqual(['a2', 'a3', 'b1', 'b2']));
+        const tries = poisonAttempts.filter((t) => t.key === a && t.n === 1);
+        expect(tries).toHaveLength(3);
+        const lastTry = tries[2].at;
+        const handled = (key: string) => poisonHandled.filter((h) => h.key === key);
+        // The other partition went on while the poison message was being tried again ...
+        for (const h of handled(b)) expect(h.at).toBeLessThan(lastTry);
+        expect(handled(b).map((h) => h.n)).toEqual([1, 2]);
+        // ... and the messages behind it on its own partition, once it was set aside, in order.
+        for (const h of handled(a)) expect(h.at).toBeGreaterThanOrEqual(lastTry);
+        expect(handled(a).map((h) => h.n)).toEqual([2, 3]);
+
+        const [dead, ...more] = await readTopic(deadLetterTopic(POISON), 1);
+        expect(more).toHaveLength(0);
+        const headers = Object.fromEntries(Object.entries(dead.headers ?? {}).map(([k, v]) => [k, String(v)]));
+        expect(String(dead.key)).toBe(a);
+        expect(JSON.parse(String(dead.value))).toEqual({ key: a, n: 1, poison: true, note: POISON_SECRET });
+        expect(headers).toMatchObject({
+          [MetadataHeaders.eventId]: eventId,
+          [MetadataHeaders.eventType]: 'example.failed',
+          [DeadLetterHeaders.originalTopic]: POISON,
+          [DeadLetterHeaders.originalPartition]: String(javaPartition(POISON, a)),
+          [DeadLetterHeaders.originalOffset]: tries[0].offset,
+          [DeadLetterHeaders.consumerGroup]: `${service}-server`,
+          [DeadLetterHeaders.errorCode]: 'DEPENDENCY_DOWN',
+          [DeadLetterHeaders.attempts]: '3',
+        });
+        // Counted in the logs, by topic and error code only: never the record's value or the error's message.
+        const deadLog = logged.filter((l) => l.meta.deadLetterTopic === deadLetterTopic(POISON));
+        expect(deadLog).toHaveLength(1);
+        expect(deadLog[0]).toMatchObject({ level: 'error', meta: { topic: POISON, offset: tries[0].offset, errorCode: 'DEPENDENCY_DOWN', attempts: 3, deadLettered: 1 } });
+        expect(logged.filter((l) => l.level === 'warn' && l.meta.topic === POISON)).toHaveLength(2); // the two failed attempts before the last
+        expect(JSON.stringify(logged)).not.toContain('Jane Roe');
+        expect(JSON.stringify(logged)).not.toContain('cannot notify');
+
+        // Dry run: says what it would put back, puts nothing back.
+        const before = await highWatermarks(POISON);
+        const dry = await dlqCommand(brokers, ['replay', '--topic', POISON, '--dry-run']);
+        expect(dry).toMatchObject({ code: 0 });
+        expect(dry.stdout).toContain(`${POISON} partition ${javaPartition(POISON, a)} offset ${tries[0].offset}`);
+        expect(dry.stdout).toContain('1 dead letter would be replayed (dry run)');
+        expect(await highWatermarks(POISON)).toEqual(before);
+
+        // The cause is fixed: the replay puts it back on its topic, where the consumer takes it.
+        poisonHealed = true;
+        const replay = await dlqCommand(brokers, ['replay', '--topic', POISON]);
+        expect(replay).toMatchObject({ code: 0 });
+        expect(replay.stdout).toContain('1 dead letter replayed');
+        await eventually(() => expect(handled(a).map((h) => h.n)).toEqual([2, 3, 1]));
+        expect(Number(handled(a)[2].offset)).toBeGreaterThan(Number(tries[0].offset));
+        for (const out of [dry.stdout, dry.stderr, replay.stdout, replay.stderr]) expect(out).not.toContain('Jane Roe');
+
+        // Replayed once: a second run finds nothing left.
+        const again = await dlqCommand(brokers, ['replay', '--topic', deadLetterTopic(POISON)]);
+        expect(again).toMatchObject({ code: 0 });
+        expect(again.stdout).toContain('0 dead letters replayed');
+      } finally {
+        await ms.close();
+      }
+    });
+  });
+
+  describe('request/reply at start', () => {
+    it('a send issued right at start (before connect, before its reply topic exists) waits for the reply consumer and gets its answer', async () => {
+      const early = busClient(`kafka-spec-early-${RUN}`, { kind: 'kafka', brokers, replyPatterns: [EARLY] });
+      try {
+        await expect(lastValueFrom(early.send(EARLY, { n: 1 }).pipe(timeout(60_000)))).resolves.toEqual({ n: 1, early: true });
+        await expect(lastValueFrom(early.send(EARLY, { n: 2 }).pipe(timeout(30_000)))).resolves.toEqual({ n: 2, early: true });
+      } finally {
+        await early.close();
+      }
+    });
+  });
+
+  describe('topics', () => {
+    it('ensureTopics creates every documented topic with its partitions and retention, and a second run creates nothing', async () => {
+      // The documented settings under names of this run (the real names may exist on a shared broker).
+      const specs = topicSpecs().map((s) => ({ ...s, topic: DOCUMENTED + s.topic }));
+      const names = specs.map((s) => s.topic).sort();
+      const first = await ensureTopics({ brokers, topics: specs });
+      expect([...first.created].sort()).toEqual(names);
+      const admin = kafka.admin();
+      await admin.connect();
+      try {
+        const { topics } = await admin.fetchTopicMetadata({ topics: names });
+        const configs = await admin.describeConfigs({
+          includeSynonyms: false,
+          resources: names.map((name) => ({ type: ConfigResourceTypes.TOPIC, name, configNames: ['retention.ms', 'cleanup.policy'] })),
+        });
+        for (const s of specs) {
+          expect({ topic: s.topic, partitions: topics.find((t) => t.name === s.topic)?.partitions.length }).toEqual({ topic: s.topic, partitions: s.partitions });
+          const entries = configs.resources.find((r) => r.resourceName === s.topic)?.configEntries ?? [];
+          expect({ topic: s.topic, retention: entries.find((e) => e.configName === 'retention.ms')?.configValue }).toEqual({ topic: s.topic, retention: String(s.retentionMs) });
+          expect(entries.find((e) => e.configName === 'cleanup.policy')?.configValue).toBe('delete');
+        }
+      } finally {
+        await admin.disconnect();
+      }
+      const second = await ensureTopics({ brokers, topics: specs });
+      expect(second.created).toEqual([]);
+      expect([...second.existing].sort()).toEqual(names);
     });
   });
 });
