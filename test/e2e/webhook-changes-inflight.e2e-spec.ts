@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { createServer, IncomingHttpHeaders, Server } from 'node:http';
 import { TestApp } from '@svc/testing';
 import { until } from '../../apps/webhook-dispatcher/test/receiver';
-import { WebhooksService } from '../../apps/webhook-dispatcher/src/application/webhooks.service';
+import { RetryWorker } from '../../apps/webhook-dispatcher/src/application/retry-worker';
 
 /**
  * Audit finding 3 (effects): a secret rotation (201) and an endpoint deletion (204) hold for the
@@ -17,7 +17,7 @@ describe('webhook secret rotation and endpoint deletion vs attempts in flight (e
   const CASES = 100;
   /** How long the receiver takes to answer (500). */
   const ANSWER_MS = 30;
-  let webhooks: WebhooksService;
+  let webhooks: RetryWorker;
 
   interface Arrival {
     path: string;
@@ -58,7 +58,7 @@ describe('webhook secret rotation and endpoint deletion vs attempts in flight (e
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
     baseUrl = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
     await app.start();
-    webhooks = (app as unknown as { app: { get<T>(t: unknown): T } }).app.get(WebhooksService);
+    webhooks = (app as unknown as { app: { get<T>(t: unknown): T } }).app.get(RetryWorker);
   });
   afterAll(async () => {
     await app.stop();

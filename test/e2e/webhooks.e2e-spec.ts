@@ -6,7 +6,7 @@ import { busRequest } from './case-helpers';
 import { IN_PROCESS_BROKER } from '@svc/platform';
 import { signWebhook, verifyWebhook, WebhookVerificationError } from '@svc/security';
 import { WebhookReceiver, eventSchemas, until } from '../../apps/webhook-dispatcher/test/receiver';
-import { WebhooksService } from '../../apps/webhook-dispatcher/src/application/webhooks.service';
+import { RetryWorker } from '../../apps/webhook-dispatcher/src/application/retry-worker';
 import { EVENT_STORE, EventStore } from '@svc/eventstore';
 import { periodStartOf, usageStream } from '../../apps/webhook-dispatcher/src/domain/usage';
 
@@ -16,7 +16,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
   const receiver = new WebhookReceiver();
   const validate = eventSchemas();
   let broker: InProcessBroker;
-  let webhooks: WebhooksService;
+  let webhooks: RetryWorker;
   const busOut: IntegrationMessage[] = [];
 
   beforeAll(async () => {
@@ -24,7 +24,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     await app.start();
     const nest = (app as unknown as { app: { get<T>(t: unknown): T } }).app;
     broker = nest.get<InProcessBroker>(IN_PROCESS_BROKER);
-    webhooks = nest.get(WebhooksService);
+    webhooks = nest.get(RetryWorker);
     broker.subscribe(Topics.dispatcherEvents, (m) => void busOut.push(m.data as IntegrationMessage));
   });
   afterAll(async () => {

@@ -5,7 +5,7 @@ import { endpointDecider } from '../src/domain/endpoint';
 import { periodStartOf, usageDecider, UsageEvent } from '../src/domain/usage';
 import { isBlockedAddress, urlSyntaxProblem, addressProblem } from '@svc/security';
 import { stableUuid } from '../src/application/ids';
-import { drawJitter } from '../src/application/webhooks.service';
+import { drawJitter } from '../src/application/attempt-runner';
 
 const now = new Date('2026-03-10T12:00:00.000Z');
 const created: DeliveryEvent = {

@@ -3,7 +3,7 @@ import { EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { IntegrationEventTypes, IntegrationMessage, Patterns, ProcessedEvents, ReserveCreditCommand, ReserveCreditReply, Topics, UsageStatusQuery, UsageStatusReply } from '@svc/messaging';
 import { READ_STORE, ReadStore } from '@svc/read-store';
 import { BillingService } from '../../application/billing.service';
-import { WebhooksService } from '../../application/webhooks.service';
+import { DispatchService } from '../../application/dispatch.service';
 import { isAccountEvent } from '../../domain/catalog';
 
 const CONSUMER = 'webhook-dispatcher';
@@ -14,7 +14,7 @@ export class DispatcherEventsController {
   private readonly processed: ProcessedEvents;
 
   constructor(
-    private readonly webhooks: WebhooksService,
+    private readonly webhooks: DispatchService,
     private readonly billing: BillingService,
     @Inject(READ_STORE) readStore: ReadStore,
   ) {

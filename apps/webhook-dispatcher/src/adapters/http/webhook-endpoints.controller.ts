@@ -1,6 +1,6 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, UseGuards } from '@nestjs/common';
 import { ApiError, IntegrationSetup, STAFF_PAGE_LIMIT, Staff, StaffContext, StaffGuard, pageLimit } from '@svc/http';
-import { WebhooksService } from '../../application/webhooks.service';
+import { EndpointsService } from '../../application/endpoints.service';
 import { DeliveryStatus } from '../../domain/delivery';
 import { CreateWebhookEndpointDto } from './dto';
 
@@ -13,7 +13,7 @@ const actor = (s: StaffContext) => ({ sub: s.principal.sub });
 @UseGuards(StaffGuard)
 @IntegrationSetup()
 export class WebhookEndpointsController {
-  constructor(private readonly webhooks: WebhooksService) {}
+  constructor(private readonly webhooks: EndpointsService) {}
 
   @Post()
   create(@Param('orgId') orgId: string, @Param('envId') envId: string, @Body() body: CreateWebhookEndpointDto, @Staff() staff: StaffContext) {

@@ -7,11 +7,16 @@ import { IntegrationMessage } from '../../../libs/messaging/src';
 import { CommandHandler } from '../../../libs/eventstore/src/decider';
 import { EndpointDoc } from '../src/adapters/projections/dispatcher.projection';
 import { deliveryDecider, deliveryStream } from '../src/domain/delivery';
-import { MAX_DIRECT_ATTEMPTS, RELEASE_SLOT_WAIT_MS, WebhooksService } from '../src/application/webhooks.service';
+import { AttemptRunner } from '../src/application/attempt-runner';
+import { AttemptSlots, MAX_DIRECT_ATTEMPTS } from '../src/application/attempt-slots';
+import { DeliveryCommands } from '../src/application/delivery-commands';
+import { DispatchService, RELEASE_SLOT_WAIT_MS } from '../src/application/dispatch.service';
+import { DispatcherLifecycle } from '../src/application/dispatcher-lifecycle';
+import { RetryWorker } from '../src/application/retry-worker';
 
 process.env.SVC_LOG_LEVEL ??= 'warn'; // the logger is made on first use, in the tests
 
-/** The service on a real in-memory event store and a real receiver; the read side is a stub. */
+/** The dispatcher's application parts, wired as the module wires them, on a real in-memory event store and a real receiver; the read side is a stub. */
 function service(url: string, store = new InMemoryEventStore(), over: { list?: (collection: string) => Promise<unknown[]>; get?: (collection: string, key: string) => Promise<unknown>; waitFor?: (names: string[], position: number) => Promise<void> } = {}) {
   const endpoint: EndpointDoc = { id: 'ep-1', organizationId: 'org-1', environmentId: 'env-1', url, events: ['clinical_case.opened'], description: null, secret: 'enc', createdAt: new Date().toISOString(), deletedAt: null };
   const reads = { range: 0 };
@@ -24,16 +29,31 @@ function service(url: string, store = new InMemoryEventStore(), over: { list?: (
       return [];
     },
   };
-  const svc = new WebhooksService(
-    store as never,
-    new DevClock(),
+  const clock = new DevClock();
+  const deliveries = new DeliveryCommands(store as never, clock);
+  const slots = new AttemptSlots();
+  const attempts = new AttemptRunner(deliveries, clock, readStore as never, { decrypt: () => 'whsec_test' } as never, { production: false } as never, new SystemWallClock());
+  const worker = new RetryWorker(deliveries, clock, readStore as never, slots, attempts);
+  const dispatch = new DispatchService(
+    deliveries,
     { waitFor: over.waitFor ?? (async () => undefined) } as never,
     readStore as never,
-    { decrypt: () => 'whsec_test' } as never,
-    { production: false } as never,
     { organization: async () => ({ id: 'org-1', baaSignedAt: '2026-01-01T00:00:00.000Z', environments: [{ id: 'env-1' }] }) } as never,
-    new SystemWallClock(),
+    slots,
+    attempts,
+    worker,
   );
+  const lifecycle = new DispatcherLifecycle(slots, worker, attempts);
+  const svc = {
+    dispatch: (m: IntegrationMessage) => dispatch.dispatch(m),
+    onBaaSigned: (organizationId: string, baaSignedAt: string | null) => dispatch.onBaaSigned(organizationId, baaSignedAt),
+    kick: () => worker.kick(),
+    onModuleDestroy: () => lifecycle.onModuleDestroy(),
+    get directSlotsInUse() {
+      return slots.inUse;
+    },
+    slots,
+  };
   return { svc, store, reads, endpoint };
 }
 
@@ -45,7 +65,7 @@ const opened = (): IntegrationMessage => ({
   position: 1,
 });
 
-describe('WebhooksService direct first attempts and shutdown', () => {
+describe('webhook dispatch: direct first attempts and shutdown', () => {
   let server: Server;
   let url: string;
   let received = 0;
@@ -135,11 +155,10 @@ describe('WebhooksService direct first attempts and shutdown', () => {
   }, 30_000);
 
   /** Slots taken by other traffic (a burst to another endpoint, say), given back with the function returned. */
-  const occupy = (svc: WebhooksService, n: number) => {
-    const s = svc as unknown as { directLease(): string | undefined; releaseSlot(): void };
-    for (let i = 0; i < n; i++) s.directLease();
+  const occupy = (svc: { slots: AttemptSlots }, n: number) => {
+    for (let i = 0; i < n; i++) svc.slots.take();
     return () => {
-      for (let i = 0; i < n; i++) s.releaseSlot();
+      for (let i = 0; i < n; i++) svc.slots.giveBack();
     };
   };
 
@@ -164,7 +183,7 @@ describe('WebhooksService direct first attempts and shutdown', () => {
     const t = setInterval(answerAll, 10);
     await releasing;
     // The 100 that had their lease before the deletion read the endpoint again just before
-    // sending (seventh session): each is either sent (read before the deletion) and recorded, or
+    // sending: each is either sent (read before the deletion) and recorded, or
     // not sent and abandoned. None of the 400 that waited is sent.
     const ended = async () => (await store.readAll(0, 100_000)).filter((e) => e.type === 'WebhookAttemptRecorded' || e.type === 'WebhookDeliveryAbandoned');
     for (let i = 0; i < 300 && (await ended()).length < 100; i++) await new Promise((r) => setTimeout(r, 10));
