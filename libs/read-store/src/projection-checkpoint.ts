@@ -1,0 +1,56 @@
+/** A waitFor call: resolved once every projection it waits on has made `position` visible. */
+export interface Waiter {
+  position: number;
+  /** Projections still behind. */
+  remaining: number;
+  resolve(): void;
+  reject(err: Error): void;
+  timer: NodeJS.Timeout | null;
+  /** The projections it waits on (their waiter sets hold it). */
+  workers: { readonly waiters: Set<Waiter> }[];
+}
+
+/**
+ * Where one projection stands: the checkpoint known to be stored, the position visible to readers
+ * (every effect up to it is in the store: what waitFor compares against) with the waiters on it,
+ * and the timer that stores a checkpoint advanced only by events that wrote nothing (losing such a
+ * checkpoint costs nothing but reading those events again).
+ */
+export class ProjectionCheckpoint {
+  /** Highest checkpoint known to be stored. */
+  stored = 0;
+  /** Highest position whose effects are all in the store (what waitFor compares against). */
+  visible = 0;
+  readonly waiters = new Set<Waiter>();
+  private timer: NodeJS.Timeout | null = null;
+
+  /** Makes `position` visible: the waiters it satisfies are resolved. */
+  advance(position: number): void {
+    if (position > this.visible) this.visible = position;
+    for (const w of this.waiters) {
+      if (w.position <= this.visible) {
+        this.waiters.delete(w);
+        if (--w.remaining === 0) {
+          if (w.timer) clearTimeout(w.timer);
+          w.resolve();
+        }
+      }
+    }
+  }
+
+  /** Runs `store` (which commits the checkpoint) in `intervalMs`, unless a run is scheduled already. */
+  schedule(intervalMs: number, store: () => void): void {
+    if (this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      store();
+    }, intervalMs);
+    this.timer.unref?.();
+  }
+
+  /** Drops the scheduled run. */
+  cancel(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+}
