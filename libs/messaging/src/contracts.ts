@@ -139,6 +139,8 @@ export interface CaseStatusQuery {
 export interface CaseStatusReply {
   /** False also for a case that does not exist in the environment. */
   resolved: boolean;
+  /** What the case's thread is started with, when the case exists in that environment (else null). */
+  thread?: { organizationId: string; patientId: string } | null;
 }
 
 /**

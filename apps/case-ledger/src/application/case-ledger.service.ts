@@ -10,6 +10,7 @@ import {
   AppendConversationMessageCommand,
   AppendConversationMessageReply,
   BUS_CLIENT,
+  CaseStatusReply,
   CaseThreadClosedFact,
   CaseThreadCommand,
   CaseThreadFacts,
@@ -155,14 +156,9 @@ export class CaseLedgerService {
     );
     if (r.newEvents.length) await this.applied(r.position);
     else await this.caughtUp();
-    // Read your writes across contexts: the case's thread exists when the open answers (also on
-    // an identical retry, which completes a start an interrupted first attempt left undone).
-    try {
-      await this.caseThread('start_case_thread', { organizationId: cmd.organizationId, environmentId: cmd.environmentId }, caseId, r.state.patientId);
-    } catch (err) {
-      // The case is recorded; the relayed clinical_case.opened starts the thread as a backstop.
-      this.log.warn({ caseId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'case open: thread start failed; left to the relayed event');
-    }
+    // The case's thread is the conversation app's: it starts it when the relayed clinical_case.opened
+    // reaches it, and a request for the thread before that starts it from caseStatus(), so the thread
+    // works as soon as this answers without the open asking the conversation app anything.
     return { caseId, reference: r.state.reference!, priority: r.state.priority!, duplicate: r.newEvents.length === 0 };
   }
 
@@ -417,13 +413,16 @@ export class CaseLedgerService {
   }
 
   /**
-   * Patterns.caseStatus: whether the case is resolved, answered in the case stream's turn (after
-   * every command given earlier for it, a resolve in progress included).
+   * Patterns.caseStatus (asked by the conversation app from its HTTP paths): whether the case
+   * exists in the environment (and what its thread starts with) and whether it is resolved,
+   * answered in the case stream's turn (after every command given earlier for it, a resolve in
+   * progress included).
    */
-  caseStatus(environmentId: string, caseId: string): Promise<{ resolved: boolean }> {
+  caseStatus(environmentId: string, caseId: string): Promise<CaseStatusReply> {
     return this.cases.exclusive(caseStream(caseId), async (turn) => {
       const { state } = await turn.load();
-      return { resolved: state.status === 'resolved' && state.environmentId === environmentId };
+      if (!state.caseId || state.environmentId !== environmentId || !state.patientId || !state.organizationId) return { resolved: false, thread: null };
+      return { resolved: state.status === 'resolved', thread: { organizationId: state.organizationId, patientId: state.patientId } };
     });
   }
 

@@ -5,7 +5,7 @@ import { lastValueFrom, timeout } from 'rxjs';
 import { v5 as uuidv5 } from 'uuid';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
-import { ApiError, WidgetSessionContext, currentPatientLink, isUuid } from '@svc/http';
+import { ApiError, WidgetSessionContext, currentPatientLink, getLogger, isUuid } from '@svc/http';
 import {
   AnyClientProxy,
   BUS_CLIENT,
@@ -47,6 +47,8 @@ const hashOf = bodyHash;
  * that began the close normally ends it within milliseconds.
  */
 const CLOSING_WAIT_MS = 5_000;
+/** How long (real time) a case-status question to the case-ledger may take before the request answers 503. */
+const CASE_STATUS_TIMEOUT_MS = 5_000;
 const caseBeingResolved = () => new ApiError(503, 'UNAVAILABLE', 'The clinical case is being resolved; retry the message shortly with the same requestId', undefined, { 'retry-after': '1' });
 
 export interface Tenant {
@@ -85,9 +87,35 @@ export class ConversationService {
 
   private async thread(environmentId: string, conversationId: string): Promise<ThreadDoc> {
     if (!isUuid(conversationId)) throw ApiError.notFound('Conversation');
-    const doc = await this.readStore.get<ThreadDoc>(THREADS, conversationId);
+    const doc = (await this.readStore.get<ThreadDoc>(THREADS, conversationId)) ?? (await this.startCaseThread(environmentId, conversationId));
     if (!doc || doc.environmentId !== environmentId) throw ApiError.notFound('Conversation');
     return doc;
+  }
+
+  /**
+   * A thread this app has not started: a case whose clinical_case.opened has not reached it yet (its
+   * open answered moments ago; read your writes). Started from the case as the case-ledger answers
+   * for it (Patterns.caseStatus: asked only from an HTTP request's path, and the case-ledger's
+   * handler asks this app nothing), closed at once if the case is resolved. Null when no case has
+   * this id in the environment; 503 when the case-ledger does not answer.
+   */
+  private async startCaseThread(environmentId: string, caseId: string): Promise<ThreadDoc | null> {
+    let status: CaseStatusReply;
+    try {
+      const query: CaseStatusQuery = { environmentId, caseId };
+      status = await lastValueFrom(this.bus.send<CaseStatusReply>(Patterns.caseStatus, query).pipe(timeout(CASE_STATUS_TIMEOUT_MS)));
+    } catch (err) {
+      getLogger().warn({ conversationId: caseId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'conversation: case status unavailable');
+      throw new ApiError(503, 'UNAVAILABLE', 'The clinical case could not be looked up; retry shortly', undefined, { 'retry-after': '1' });
+    }
+    if (!status?.thread) return null;
+    const { organizationId, patientId } = status.thread;
+    const command: ConversationCommand = status.resolved
+      ? { type: 'CloseCaseThread', environmentId, start: { organizationId, conversationId: caseId, patientId } }
+      : { type: 'StartConversation', conversationId: caseId, kind: 'case', organizationId, environmentId, patientId };
+    const r = await this.conversations.handle(conversationStream(caseId), command, { actor: 'system', organizationId, environmentId });
+    await this.applied(r.position);
+    return this.readStore.get<ThreadDoc>(THREADS, caseId);
   }
 
   /**
@@ -260,7 +288,10 @@ export class ConversationService {
     const { session } = await currentPatientLink(this.bus, tokenSession);
     // One answer for a case that does not exist and one that is not this patient's: a session
     // (anonymous ones too) must not learn which case ids exist in the environment.
-    const thread = await this.thread(session.environmentId, caseId).catch(() => null);
+    const thread = await this.thread(session.environmentId, caseId).catch((err) => {
+      if (err instanceof ApiError && err.status === 404) return null;
+      throw err;
+    });
     if (!thread || thread.kind !== 'case' || !session.patientId || thread.patientId !== session.patientId) throw ApiError.notFound('Clinical case');
     const requestId = idempotencyKey === undefined ? randomUUID() : widgetReplyRequestId(session.patientId, idempotencyKey);
     const r = await this.append(

@@ -11,7 +11,8 @@ const PRIORITIES = ['emergency', 'urgent', 'routine'];
 
 /**
  * Bus side of the case-ledger: the open-case command, the case-status query, the dispatcher's
- * delivery facts and the conversation's case-thread facts.
+ * delivery facts and the conversation's case-thread facts. No handler here sends a request to the
+ * conversation app (docs/decisions.md, "Case threads without synchronous cycles").
  */
 @Controller()
 export class CaseBusController {
