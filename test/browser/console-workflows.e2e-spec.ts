@@ -129,4 +129,69 @@ describeInBrowser('staff console: protocols, patients, destinations, workflows (
     expect(await consoleToken(page)).toBeTruthy();
     await context.close();
   });
+
+  it('destinations: errors next to their fields, create with a secret header (never shown again), the signing details with its own path, delete', async () => {
+    const t = await app.tenant();
+    const context = await browser.context({ viewport: { width: 1280, height: 800 }, locale: 'en-US' });
+    const page = await context.newPage();
+    page.setDefaultTimeout(10_000);
+    page.on('dialog', (d) => void d.accept());
+    const seen = watch(page);
+    await signInWithDevIssuer(page, origin, t.ownerSub);
+    await page.getByRole('link', { name: 'Destinations' }).click();
+    await page.getByText('No Destinations in this environment yet.').waitFor();
+    await noSeriousViolations(page, 'destinations, none yet');
+
+    await page.getByLabel('Stable key').fill('Order System');
+    await page.getByLabel('Name', { exact: true }).fill('Orders');
+    await page.getByLabel('Base URL').fill('ftp://orders.example/api');
+    await page.getByRole('button', { name: 'Add a header' }).click();
+    await page.getByLabel('Header 1 name').fill('x-svc-token');
+    await page.getByLabel('Header 1 value').fill('s3cret-header-value');
+    await page.getByRole('button', { name: 'Add Destination' }).click();
+    // The service checks the body's fields first, then the headers: each refusal next to its field.
+    await poll(() => errorOf(page, 'Stable key'), (m) => m !== '');
+    expect(await errorOf(page, 'Stable key')).toMatch(/stableKey must match/);
+    expect(await errorOf(page, 'Base URL')).toBe('baseUrl must be an http(s) URL');
+    expect(await page.evaluate('document.activeElement.id')).toBe('d-key');
+    await noSeriousViolations(page, 'destination form with errors');
+    await page.getByLabel('Stable key').fill('order_system');
+    await page.getByLabel('Base URL').fill('http://127.0.0.1:9/api');
+    await page.getByRole('button', { name: 'Add Destination' }).click();
+    await poll(() => errorOf(page, 'Header 1 name'), (m) => m !== '');
+    expect(await errorOf(page, 'Header 1 name')).toMatch(/not x-svc-\*/);
+    expect(await errorOf(page, 'Stable key')).toBe('');
+    expect(await errorOf(page, 'Base URL')).toBe('');
+    await page.getByLabel('Header 1 name').fill('authorization');
+    await page.getByLabel('Timeout in milliseconds (optional)').fill('3000');
+    await page.getByRole('button', { name: 'Add Destination' }).click();
+    const row = page.locator('tr[data-destination="order_system"]');
+    await row.waitFor();
+    expect(await row.innerText()).toMatch(/Orders[\s\S]*order_system[\s\S]*http:\/\/127\.0\.0\.1:9\/api[\s\S]*3000 ms[\s\S]*authorization/);
+    expect(await page.content()).not.toContain('s3cret-header-value');
+    expect((await app.api.get(`${t.env}/destinations`, t.staff)).body.destinations).toEqual([expect.objectContaining({ stableKey: 'order_system', timeoutMs: 3000, headerNames: ['authorization'] })]);
+    // The signing details: the signed text of an order lookup with this Destination's own base path.
+    expect(await page.getByLabel('Signed text of an order lookup').textContent()).toMatch(/^<timestamp>\.POST \/api\/orders\/lookup\n\{"version":1,"type":"order_lookup\.requested"/);
+    await page.getByText('Checking a call with the receiver package').click();
+    expect(await page.getByLabel('Destination call check with Express').textContent()).toContain('verifyDestinationCall({ method: req.method, url: req.originalUrl, rawBody: req.body, headers: req.headers }');
+    await noSeriousViolations(page, 'destination added, signing details open');
+
+    // The same stable key again: the conflict explained.
+    await page.getByLabel('Stable key').fill('order_system');
+    await page.getByLabel('Name', { exact: true }).fill('Orders again');
+    await page.getByLabel('Base URL').fill('http://127.0.0.1:9/other');
+    await page.getByRole('button', { name: 'Add Destination' }).click();
+    await page.getByRole('alert').filter({ hasText: 'DUPLICATE_KEY' }).waitFor();
+    expect(await page.getByRole('alert').filter({ hasText: 'DUPLICATE_KEY' }).innerText()).toMatch(/already taken in this environment/);
+
+    await page.setViewportSize({ width: 768, height: 1024 });
+    await fits(page, 'destinations at tablet width');
+    await noSeriousViolations(page, 'destinations at tablet width');
+    await row.getByRole('button', { name: 'Delete Orders' }).click();
+    await page.getByText('Orders was deleted.').waitFor();
+    expect((await app.api.get(`${t.env}/destinations`, t.staff)).body.destinations).toEqual([]);
+    expect((await seen.sent()).filter((r) => !r.url.startsWith(origin))).toEqual([]);
+    expect(seen.problems).toEqual([]);
+    await context.close();
+  });
 });

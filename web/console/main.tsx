@@ -12,6 +12,7 @@ import { OidcConfig, finishSignIn, redirectUri, startSignIn } from './oidc';
 import { claimsOf, clearToken, loadToken, saveToken } from './session';
 import { EnvBadge, ProblemBox, ScreenTitle } from './ui';
 import { CasesView } from './views/cases';
+import { DestinationsView } from './views/destinations';
 import { KeysView } from './views/keys';
 import { OrganizationView, CreateOrganization } from './views/organization';
 import { PatientsView, ProtocolsView } from './views/protocols';
@@ -177,10 +178,11 @@ const VIEWS: { view: string; label: string }[] = [
   { view: 'webhooks', label: 'Webhooks' },
   { view: 'protocols', label: 'Protocols' },
   { view: 'patients', label: 'Patients' },
+  { view: 'destinations', label: 'Destinations' },
   { view: 'cases', label: 'Clinical cases' },
 ];
 /** The views of one environment (the one picked at the top). */
-const ENV_VIEWS = new Set(['webhooks', 'protocols', 'patients', 'cases']);
+const ENV_VIEWS = new Set(['webhooks', 'protocols', 'patients', 'destinations', 'cases']);
 
 function Shell({ token, signOut }: { token: string; signOut: (notice?: string) => void }) {
   const api = useMemo(() => new Api(token, () => signOut('Your sign-in has expired. Sign in again.')), [token]);
@@ -238,6 +240,7 @@ function Shell({ token, signOut }: { token: string; signOut: (notice?: string) =
   else if (route.view === 'webhooks' && env) screen = <WebhooksView key={env.id} api={api} org={org} env={env} route={route} go={go} />;
   else if (route.view === 'protocols' && env) screen = <ProtocolsView key={env.id} api={api} org={org} env={env} />;
   else if (route.view === 'patients' && env) screen = <PatientsView key={env.id} api={api} org={org} env={env} />;
+  else if (route.view === 'destinations' && env) screen = <DestinationsView key={env.id} api={api} org={org} env={env} route={route} go={go} />;
   else if (route.view === 'cases' && env) screen = <CasesView key={env.id} api={api} org={org} env={env} route={route} go={go} />;
   else
     screen = (
