@@ -54,6 +54,11 @@ function errorResponse(err: unknown): { status: number; body: ErrorBody; headers
   if (e?.name === 'ProjectionWaitTimeoutError') {
     return { status: 503, body: { code: 'UNAVAILABLE', message: 'Accepted but not yet visible; retry with the same request' }, headers: { 'retry-after': '1' } };
   }
+  // A request to another app was not sent: its reply consumer was not ready within its bound
+  // (BusUnavailableError of @svc/messaging, by name: this library does not depend on the bus).
+  if (e?.name === 'BusUnavailableError') {
+    return { status: 503, body: { code: 'UNAVAILABLE', message: 'A service this request needs is not reachable; retry shortly' }, headers: { 'retry-after': '1' } };
+  }
   // The stream kept moving under the command past the handler's bounded retries (writers in other
   // processes): nothing of this command was written; the same request again is safe.
   if (err instanceof WrongExpectedRevisionError) {

@@ -15,6 +15,7 @@ import { ServiceConfig, loadConfig } from './config';
 import { corsHook } from './cors';
 import { IN_PROCESS_BROKER, PlatformModule } from './platform.module';
 import { PRIVATE_UMASK } from './private-files';
+import { BackgroundWork } from './background';
 
 export const BODY_LIMIT = 1024 * 1024;
 
@@ -560,13 +561,35 @@ export async function listen(app: INestApplication, config: ServiceConfig): Prom
   return `http://localhost:${address.port}/api`;
 }
 
-/** Connects the app's message handlers to the bus (in-process broker or Kafka) and starts them. */
+/**
+ * Connects the app's message handlers to the bus (in-process broker or Kafka) and starts the app
+ * in this order (docs/decisions.md, "Kafka consumers: offsets, concurrency, dead letters"):
+ * 1. the app is initialised: every module registers its projections, the projections start and
+ *    catch up with the log, and the bus client is connected with its reply consumer joined
+ *    (PlatformModule's BUS_CLIENT and PlatformLifecycle);
+ * 2. the bus handlers start consuming;
+ * 3. the relays and timers start (BackgroundWork): on the in-process bus an event published
+ *    before its subscribers are there would reach nobody.
+ * So no message is handled before the read models it feeds and the replies it may wait for exist.
+ */
 export async function connectBus(app: INestApplication, serviceName: string, config: ServiceConfig): Promise<void> {
   const broker = app.get(IN_PROCESS_BROKER);
+  const log = getLogger();
+  // Failed attempts and dead letters of the Kafka consumer: topic, partition, offset, error code, counts; never a record's value.
+  const logger = { info: (meta: object, msg: string) => log.info(meta, msg), warn: (meta: object, msg: string) => log.warn(meta, msg), error: (meta: object, msg: string) => log.error(meta, msg) };
   // The bus handlers inherit the app's global filter, which answers RPC contexts the bus way
   // (status/code of a domain refusal kept; anything unexpected hidden).
-  app.connectMicroservice(busServerStrategy(serviceName, { kind: config.bus, broker, brokers: config.kafkaBrokers }) as never, { inheritAppConfig: true });
+  app.connectMicroservice(busServerStrategy(serviceName, { kind: config.bus, broker, brokers: config.kafkaBrokers, consumer: { logger } }) as never, { inheritAppConfig: true });
+  await app.init();
   await app.startAllMicroservices();
+  // An app without the platform (a test's bare module) has no background work.
+  let background: BackgroundWork | null = null;
+  try {
+    background = app.get(BackgroundWork, { strict: false });
+  } catch {
+    background = null;
+  }
+  await background?.start();
 }
 
 /** Distributed mode: one app in its own process (`node dist/apps/<app>/main.js`). */

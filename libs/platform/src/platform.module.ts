@@ -8,7 +8,7 @@ import { MFA_MAX_AGE_S, StaffGuard, ApiKeyGuard, TenantDirectory, WidgetSessionG
 import { MemoryTokenBuckets, RATE_LIMIT_SETTINGS, RateLimiter, ReadStoreTokenBuckets, TOKEN_BUCKETS, TokenBuckets } from '@svc/http';
 import { READ_STORE, ProjectionRunner, ReadStore, RedisReadStore, SqliteReadStore } from '@svc/read-store';
 import { DEV_ISSUER, DevIdentityProvider, KEYRING, Keyring, STAFF_AUDIENCE, STAFF_TOKEN_VERIFIER, StaffIssuer, StaffTokenVerifier, remoteIssuer } from '@svc/security';
-import { BUS_CLIENT, BUS_PING, BusPing, InProcessBroker, Patterns, busClient, busPing } from '@svc/messaging';
+import { BUS_CLIENT, BUS_PING, BusPing, InProcessBroker, Patterns, busClient, busClientReady, busPing, ensureTopics } from '@svc/messaging';
 import { BackgroundWork } from './background';
 import { CONFIG, ServiceConfig } from './config';
 import { MAILER, Mailer, OutboxMailer, SmtpMailer, smtpCertificateUnchecked } from './mailer';
@@ -45,7 +45,24 @@ function masterKey(config: ServiceConfig): Buffer {
   return Buffer.from(readFileSync(file, 'utf8').trim(), 'base64');
 }
 
-/** Starts the projections once every module has registered its own; stops stores last. */
+/** Longest wait at start for the Kafka client's reply consumer to join its group. */
+const KAFKA_CLIENT_START_WAIT_MS = 60_000;
+
+/**
+ * Creates the Kafka topics that are missing, with their documented settings (deploy/topics.md),
+ * before the app's clients connect and its consumers subscribe. A topic whose partition count
+ * differs from the documented one is left as it is and logged.
+ */
+async function ensureKafkaTopics(config: ServiceConfig, serviceName: string): Promise<void> {
+  const result = await ensureTopics({ brokers: config.kafkaBrokers, clientId: `${serviceName}-topics` });
+  if (result.created.length) getLogger().info({ created: result.created }, 'Kafka topics created');
+  for (const m of result.mismatched) getLogger().warn({ topic: m.topic, partitions: m.partitions, documented: m.expected }, 'Kafka topic has another partition count than documented; left as it is');
+}
+
+/**
+ * Starts the projections once every module has registered its own, and waits until they caught up
+ * (the bus handlers, relays and timers start after that, in connectBus); stops stores last.
+ */
 @Injectable()
 export class PlatformLifecycle implements OnApplicationBootstrap, OnModuleDestroy, OnApplicationShutdown {
   constructor(
@@ -62,7 +79,7 @@ export class PlatformLifecycle implements OnApplicationBootstrap, OnModuleDestro
     // Serve nothing before the read models have caught up with the log (a first start on an
     // existing log, or read models lost: a new read-store file, a Redis that kept nothing).
     await this.projections.caughtUp(await this.store.headPosition());
-    await this.background.start();
+    // The relays and timers start later, once the bus handlers consume (connectBus).
   }
 
   async onModuleDestroy(): Promise<void> {
@@ -174,8 +191,12 @@ export class PlatformModule {
           provide: BUS_CLIENT,
           inject: [IN_PROCESS_BROKER],
           useFactory: async (broker: InProcessBroker) => {
+            if (config.bus === 'kafka') await ensureKafkaTopics(config, serviceName);
             const client = busClient(serviceName, { kind: config.bus, broker, brokers: config.kafkaBrokers, replyPatterns: Object.values(Patterns) });
             await client.connect();
+            // Kafka: a request needs the reply consumer joined (its reply partition goes in the
+            // request); the app serves and consumes nothing before (start fails past the bound).
+            await busClientReady(client, Object.values(Patterns), KAFKA_CLIENT_START_WAIT_MS);
             return client;
           },
         },
