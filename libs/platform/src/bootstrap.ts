@@ -16,6 +16,12 @@ import { corsHook } from './cors';
 import { IN_PROCESS_BROKER, PlatformModule } from './platform.module';
 import { PRIVATE_UMASK } from './private-files';
 import { BackgroundWork } from './background';
+import { hostname } from 'node:os';
+import { CLOCK, DevClock } from '@svc/clock';
+import { READ_STORE, ReadStore } from '@svc/read-store';
+import { DEV_CLOCK_PUSH_PATH } from './dev-clock-sync';
+import { GATEWAY_CATCH_ALL, GatewayProxy, proxiedRoute } from './gateway-proxy';
+import { announceUpstream } from './upstreams';
 
 export const BODY_LIMIT = 1024 * 1024;
 
@@ -515,11 +521,14 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   // would only build a record to throw away on every request.
   if (log.isLevelEnabled('info')) {
     fastify.addHook('onResponse', (req, reply, done) => {
+      // A request the gateway forwarded (distributed mode) names the owning app's route and the app.
+      const proxied = proxiedRoute(req);
       log.info(
         {
           reqId: req.id,
           method: req.method,
-          route: req.routeOptions?.url ?? 'unmatched',
+          route: proxied?.route ?? req.routeOptions?.url ?? 'unmatched',
+          ...(proxied ? { upstream: proxied.app } : {}),
           statusCode: reply.statusCode,
           durationMs: Math.round(reply.elapsedTime * 10) / 10,
         },
@@ -592,8 +601,61 @@ export async function connectBus(app: INestApplication, serviceName: string, con
   await background?.start();
 }
 
+/** How often each app of distributed mode announces its routes again (a read store that lost them gets them back). */
+const ANNOUNCE_EVERY_MS = 30_000;
+
+/**
+ * Distributed mode's wiring of one app (docs/decisions.md, "Distributed topology"): the gateway
+ * forwards what it does not serve itself (./gateway-proxy.ts); every app announces its routes and
+ * internal address once it listens (./upstreams.ts); with the dev tools on, every app but the
+ * gateway takes the shared dev clock's offset on an internal route (./dev-clock-sync.ts).
+ */
+async function distributedRoutes(app: NestFastifyApplication, serviceName: string, config: ServiceConfig, options: RunServiceOptions): Promise<() => Promise<void>> {
+  const fastify = app.getHttpAdapter().getInstance();
+  const readStore = app.get<ReadStore>(READ_STORE);
+  let proxy: GatewayProxy | undefined;
+  if (options.gatewayProxy) {
+    const gateway = new GatewayProxy({ readStore, self: serviceName, timeoutMs: config.upstreamTimeoutMs, bodyLimit: BODY_LIMIT });
+    await gateway.start();
+    gateway.register(fastify as never);
+    fastify.addHook('onClose', async () => gateway.close());
+    proxy = gateway;
+  }
+  const clock = app.get(CLOCK);
+  if (config.devTools && clock instanceof DevClock && !options.gatewayProxy) {
+    fastify.put(DEV_CLOCK_PUSH_PATH, async (req, reply) => {
+      const offsetMs = (req.body as { offsetMs?: unknown } | undefined)?.offsetMs;
+      if (typeof offsetMs !== 'number' || !Number.isSafeInteger(offsetMs) || offsetMs < 0) {
+        return reply.code(400).send({ code: 'VALIDATION_FAILED', message: 'The request is not valid', details: [{ path: 'offsetMs', message: 'a whole number of milliseconds >= 0' }] });
+      }
+      clock.follow(offsetMs);
+      return { now: clock.now().toISOString() };
+    });
+  }
+  let timer: NodeJS.Timeout | undefined;
+  fastify.addHook('onClose', async () => clearInterval(timer));
+  return async () => {
+    const port = (app.getHttpServer().address() as { port: number }).port;
+    const host = config.host === '0.0.0.0' || config.host === '::' ? hostname() : config.host.includes(':') ? `[${config.host}]` : config.host;
+    proxy?.setOwnRoutes(routesOf(app));
+    // The gateway's catch-all is not a route of the contract.
+    const routes = routesOf(app).filter((r) => !(proxy && r.url === GATEWAY_CATCH_ALL));
+    const announce = () => announceUpstream(readStore, { app: serviceName, origin: config.internalUrl ?? `http://${host}:${port}`, routes, announcedAt: new Date().toISOString() });
+    await announce();
+    timer = setInterval(() => {
+      announce().catch((err) => getLogger().warn({ error: (err as Error)?.name }, 'routes not announced; retrying'));
+    }, ANNOUNCE_EVERY_MS);
+    timer.unref();
+  };
+}
+
+export interface RunServiceOptions {
+  /** The gateway: forwards every route it does not serve to the app that announced it. */
+  gatewayProxy?: boolean;
+}
+
 /** Distributed mode: one app in its own process (`node dist/apps/<app>/main.js`). */
-export async function runService(serviceName: string, modules: (DynamicModule | (new (...args: never[]) => unknown))[]): Promise<void> {
+export async function runService(serviceName: string, modules: (DynamicModule | (new (...args: never[]) => unknown))[], options: RunServiceOptions = {}): Promise<void> {
   // Before anything is written: whatever is created without a mode of its own is owner-only (decisions 16).
   process.umask(PRIVATE_UMASK);
   process.env.SVC_SERVICE_NAME ??= serviceName;
@@ -602,8 +664,10 @@ export async function runService(serviceName: string, modules: (DynamicModule | 
     class ServiceRoot {}
     const root: DynamicModule = { module: ServiceRoot, imports: [PlatformModule.forRoot(config, serviceName), ...(modules as DynamicModule[])] };
     const app = await createHttpApp(root, config);
+    const announce = await distributedRoutes(app, serviceName, config, options);
     await connectBus(app, serviceName, config);
     const baseUrl = await listen(app, config);
+    await announce();
     process.stdout.write(`${serviceName} listening at ${baseUrl}\n`);
   } catch (err) {
     process.stderr.write(`${serviceName} failed to start: ${(err as Error).name}: ${(err as Error).message}\n`);

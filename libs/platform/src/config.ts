@@ -47,6 +47,13 @@ export interface ServiceConfig {
    * address that the per-address rate limit counts.
    */
   trustProxy: false | number | string[];
+  /**
+   * Distributed mode: the address the gateway reaches this app's listener at (`SVC_INTERNAL_URL`,
+   * `http://host:port`); unset: `http://<HOST>:<port>` it listens on.
+   */
+  internalUrl: string | null;
+  /** Gateway in distributed mode: longest wait for an app's answer to begin (SVC_UPSTREAM_TIMEOUT_MS); past it, 503 UNAVAILABLE. */
+  upstreamTimeoutMs: number;
 }
 
 function pick<T extends string>(value: string | undefined, allowed: readonly T[], fallback: T, name: string): T {
@@ -97,6 +104,21 @@ function trustProxy(value: string | undefined): ServiceConfig['trustProxy'] {
     }
   }
   return entries.length ? entries : false;
+}
+
+/** SVC_INTERNAL_URL: an http origin (no path, query or credentials); anything else stops start-up. */
+function internalUrl(value: string | undefined): string | null {
+  if (value === undefined) return null;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new Error('SVC_INTERNAL_URL must be an http origin such as http://case-ledger:3000');
+  }
+  if (url.protocol !== 'http:' || url.username || url.password || url.search || url.hash || (url.pathname !== '/' && url.pathname !== '')) {
+    throw new Error('SVC_INTERNAL_URL must be an http origin such as http://case-ledger:3000');
+  }
+  return url.origin;
 }
 
 /** The PostgreSQL event store's schema (EVENT_STORE_SCHEMA); a bad name stops start-up. */
@@ -207,6 +229,8 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env, mode: 'standalo
     },
     rateLimits: rateLimits(env),
     trustProxy: trustProxy(env.SVC_TRUST_PROXY),
+    internalUrl: internalUrl(env.SVC_INTERNAL_URL),
+    upstreamTimeoutMs: integer(env.SVC_UPSTREAM_TIMEOUT_MS, 'SVC_UPSTREAM_TIMEOUT_MS', 30_000, 100, 600_000),
   };
 }
 

@@ -1,4 +1,5 @@
 export * from './config';
+export * from './event-store';
 export * from './mailer';
 export * from './private-files';
 export * from './platform.module';
@@ -9,3 +10,6 @@ export * from './in-flight';
 export * from './web-pages';
 export * from './readiness';
 export * from './operations.controller';
+export * from './upstreams';
+export * from './gateway-proxy';
+export * from './dev-clock-sync';

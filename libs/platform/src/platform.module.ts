@@ -1,16 +1,18 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { DynamicModule, Global, Inject, Injectable, Module, OnApplicationBootstrap, OnApplicationShutdown, OnModuleDestroy } from '@nestjs/common';
 import { CLOCK, Clock, DevClock, SystemClock, SystemWallClock, WALL_CLOCK } from '@svc/clock';
-import { EVENT_STORE, EncryptingEventStore, EventStore, KurrentEventStore, PostgresEventStore, SqliteEventStore } from '@svc/eventstore';
+import { EVENT_STORE, EventStore } from '@svc/eventstore';
 import { MFA_MAX_AGE_S, StaffGuard, ApiKeyGuard, TenantDirectory, WidgetSessionGuard, WidgetSessions, getLogger } from '@svc/http';
 import { MemoryTokenBuckets, RATE_LIMIT_SETTINGS, RateLimiter, ReadStoreTokenBuckets, TOKEN_BUCKETS, TokenBuckets } from '@svc/http';
 import { READ_STORE, ProjectionRunner, ReadStore, RedisReadStore, SqliteReadStore } from '@svc/read-store';
 import { DEV_ISSUER, DevIdentityProvider, KEYRING, Keyring, STAFF_AUDIENCE, STAFF_TOKEN_VERIFIER, StaffIssuer, StaffTokenVerifier, remoteIssuer } from '@svc/security';
 import { BUS_CLIENT, BUS_PING, BusPing, InProcessBroker, Patterns, busClient, busClientReady, busPing, ensureTopics } from '@svc/messaging';
 import { BackgroundWork } from './background';
+import { DEV_CLOCK_SYNC, DevClockSync } from './dev-clock-sync';
 import { CONFIG, ServiceConfig } from './config';
+import { openRawEventStore, serviceEventStore } from './event-store';
 import { MAILER, Mailer, OutboxMailer, SmtpMailer, smtpCertificateUnchecked } from './mailer';
 import { OperationsController } from './operations.controller';
 import { Readiness } from './readiness';
@@ -40,9 +42,27 @@ function masterKey(config: ServiceConfig): Buffer {
   if (config.production) throw new Error('SVC_MASTER_KEY is required in production mode');
   // Standalone: a generated key beside the data. It keeps data unreadable to anyone who gets the
   // database files alone; production takes the key from a secret store (SVC_MASTER_KEY).
+  // Distributed mode on one machine shares the data dir between the apps (scripts/start-distributed.js):
+  // created whole or not at all, and the first app's key is every app's.
   const file = join(config.dataDir, 'master.key');
-  if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('base64'), { mode: PRIVATE_FILE_MODE });
+  if (!existsSync(file)) createOnce(file, randomBytes(32).toString('base64'));
   return Buffer.from(readFileSync(file, 'utf8').trim(), 'base64');
+}
+
+/**
+ * Writes `content` to `file` unless the file exists, atomically: written whole to a file of this
+ * process, then linked under its name (which fails when another process linked its own first).
+ */
+function createOnce(file: string, content: string): void {
+  const tmp = `${file}.${process.pid}-${randomBytes(6).toString('hex')}.tmp`;
+  writeFileSync(tmp, content, { mode: PRIVATE_FILE_MODE });
+  try {
+    linkSync(tmp, file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  } finally {
+    unlinkSync(tmp);
+  }
 }
 
 /** Longest wait at start for the Kafka client's reply consumer to join its group. */
@@ -72,6 +92,7 @@ export class PlatformLifecycle implements OnApplicationBootstrap, OnModuleDestro
     @Inject(READ_STORE) private readonly readStore: ReadStore,
     @Inject(BUS_CLIENT) private readonly bus: { close(): unknown },
     @Inject(BUS_PING) private readonly busPing: BusPing,
+    @Inject(DEV_CLOCK_SYNC) private readonly devClockSync: DevClockSync | null,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
@@ -87,6 +108,7 @@ export class PlatformLifecycle implements OnApplicationBootstrap, OnModuleDestro
   }
 
   async onApplicationShutdown(): Promise<void> {
+    this.devClockSync?.close();
     await this.projections.stop();
     await this.bus.close();
     await this.busPing.close?.();
@@ -105,7 +127,10 @@ export class PlatformModule {
   static forRoot(config: ServiceConfig, serviceName = 'standalone'): DynamicModule {
     prepareDataDir(config);
     const keyring = new Keyring(masterKey(config));
-    const clock: Clock = config.devTools ? new DevClock(join(config.dataDir, 'clock.json')) : new SystemClock();
+    // Distributed mode: the dev clock every app shares lives in the read store (./dev-clock-sync.ts);
+    // standalone keeps its offset in the data dir.
+    const sharedDevClock = config.devTools && serviceName !== 'standalone';
+    const clock: Clock = config.devTools ? new DevClock(sharedDevClock ? undefined : join(config.dataDir, 'clock.json')) : new SystemClock();
     return {
       module: PlatformModule,
       // GET /healthz and /readyz in every app (decisions 13).
@@ -120,20 +145,21 @@ export class PlatformModule {
           provide: EVENT_STORE,
           useFactory: async (): Promise<EventStore> => {
             const logger = { warn: (message: string, meta: Record<string, unknown>) => getLogger().warn(meta, message) };
-            const inner: EventStore =
-              config.eventStore === 'esdb'
-                ? new KurrentEventStore(config.esdbConnectionString)
-                : config.eventStore === 'postgres'
-                  ? // Connects, creates or migrates its schema, and listens before the app starts; closed with the app (PlatformLifecycle).
-                    await PostgresEventStore.open({ connectionString: config.databaseUrl, schema: config.eventStoreSchema, logger })
-                  : new SqliteEventStore(join(config.dataDir, 'events.sqlite'), { logger });
-            return new EncryptingEventStore(inner, (envId) => keyring.encryptionKey(envId));
+            // PostgreSQL connects, creates or migrates its schema, and listens before the app starts;
+            // closed with the app (PlatformLifecycle). Encryption at rest over the hash chain (docs/audit.md).
+            return serviceEventStore(await openRawEventStore(config, { logger }), keyring);
           },
         },
         {
           provide: READ_STORE,
           useFactory: (): ReadStore =>
             config.readStore === 'redis' ? new RedisReadStore(config.redisUrl, config.redisKeyPrefix) : new SqliteReadStore(join(config.dataDir, 'read-models.sqlite')),
+        },
+        {
+          provide: DEV_CLOCK_SYNC,
+          inject: [READ_STORE],
+          // Resolved before anything starts: an app's timers and handlers read the shared time from the first tick.
+          useFactory: (readStore: ReadStore) => (sharedDevClock ? DevClockSync.open(clock as DevClock, readStore, serviceName) : null),
         },
         {
           provide: PROJECTIONS,
@@ -215,7 +241,7 @@ export class PlatformModule {
         BackgroundWork,
         PlatformLifecycle,
       ],
-      exports: [IN_PROCESS_BROKER, BUS_CLIENT, CONFIG, CLOCK, WALL_CLOCK, KEYRING, EVENT_STORE, READ_STORE, PROJECTIONS, MAILER, DEV_IDP, STAFF_TOKEN_VERIFIER, MFA_MAX_AGE_S, TenantDirectory, StaffGuard, ApiKeyGuard, RateLimiter, WidgetSessions, WidgetSessionGuard, BackgroundWork],
+      exports: [IN_PROCESS_BROKER, BUS_CLIENT, CONFIG, CLOCK, DEV_CLOCK_SYNC, WALL_CLOCK, KEYRING, EVENT_STORE, READ_STORE, PROJECTIONS, MAILER, DEV_IDP, STAFF_TOKEN_VERIFIER, MFA_MAX_AGE_S, TenantDirectory, StaffGuard, ApiKeyGuard, RateLimiter, WidgetSessions, WidgetSessionGuard, BackgroundWork],
     };
   }
 }

@@ -1,7 +1,7 @@
 import { Body, Controller, Get, HttpCode, Inject, Post, Query } from '@nestjs/common';
 import { CLOCK, Clock, DevClock } from '@svc/clock';
 import { ApiError } from '@svc/http';
-import { DEV_IDP, MAILER, Mailer } from '@svc/platform';
+import { DEV_CLOCK_SYNC, DEV_IDP, DevClockSync, MAILER, Mailer } from '@svc/platform';
 import { DevIdentityProvider } from '@svc/security';
 import { AdvanceClockDto, StaffTokenDto } from './dto';
 
@@ -12,6 +12,7 @@ export class DevController {
     @Inject(DEV_IDP) private readonly idp: DevIdentityProvider | null,
     @Inject(CLOCK) private readonly clock: Clock,
     @Inject(MAILER) private readonly mailer: Mailer,
+    @Inject(DEV_CLOCK_SYNC) private readonly shared: DevClockSync | null,
   ) {}
 
   @Post('staff-tokens')
@@ -26,10 +27,15 @@ export class DevController {
     return { emails: await this.mailer.list(typeof to === 'string' && to ? to : undefined) };
   }
 
+  /**
+   * Standalone: this process's clock. Distributed mode: the clock every app shares, answered once
+   * every running app has taken the new time (libs/platform dev-clock-sync.ts).
+   */
   @Post('clock')
   @HttpCode(200)
-  advance(@Body() body: AdvanceClockDto) {
+  async advance(@Body() body: AdvanceClockDto) {
     if (!(this.clock instanceof DevClock)) throw ApiError.notFound('Route');
+    if (this.shared) return { now: (await this.shared.advance(body.advanceSeconds)).toISOString() };
     return { now: this.clock.advance(body.advanceSeconds).toISOString() };
   }
 }

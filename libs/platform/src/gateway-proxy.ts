@@ -1,0 +1,357 @@
+import { Agent, IncomingMessage, OutgoingHttpHeaders, request as httpRequest } from 'node:http';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { getLogger, toErrorResponse } from '@svc/http';
+import type { ReadStore } from '@svc/read-store';
+import { RouteMatch, RouteTable, UpstreamAnnouncement, readUpstreams } from './upstreams';
+
+/**
+ * The gateway's reverse proxy in distributed mode (docs/decisions.md, "Distributed topology"):
+ * one public address serves the whole contract. A request no route of the gateway takes is
+ * forwarded to the app that announced its route (./upstreams.ts), through the gateway's HTTP edge
+ * first (host and framing checks, security headers, CORS, request timeout, request log), so that
+ * what a client meets is what standalone answers:
+ *
+ * - The request goes on as it came: method, path and query byte for byte, every end-to-end
+ *   header (Host included), and the body streamed unread, its Content-Length kept and held to
+ *   (or chunked as it came). The owning app reads it with the same edge as standalone: body
+ *   limit, JSON rules, authentication first, rate limits, validation. Hop-by-hop headers are not
+ *   forwarded; `X-Forwarded-For` is replaced by the client address the gateway saw (the apps
+ *   trust it from the gateway only, SVC_TRUST_PROXY), so the per-address limit counts clients.
+ * - The answer comes back as the app wrote it (status, headers but hop-by-hop ones, body
+ *   streamed); the gateway's security headers are the same values.
+ * - An app that refuses the connection (down, restarting), does not connect within
+ *   `connectTimeoutMs`, or has not begun its answer `timeoutMs` after the request was sent, is 503
+ *   UNAVAILABLE with `Retry-After: 1`: never a hang. The request may have been applied (a timeout
+ *   after it was sent); the contract's idempotency ids make the same request again safe.
+ * - A route no app announced is 404 like any unknown route.
+ */
+export interface GatewayProxyOptions {
+  readStore: ReadStore;
+  /** The gateway's own name: its own announcement is not a route to forward. */
+  self: string;
+  /** Longest wait for an app's answer to begin once the request was sent (SVC_UPSTREAM_TIMEOUT_MS). */
+  timeoutMs: number;
+  /** Longest wait for a connection to an app (default 2 s). */
+  connectTimeoutMs?: number;
+  /** How often the route table is read again from the store (default 2 s). */
+  refreshMs?: number;
+  /** The apps' body limit (bytes): a JSON body over it is 413 here. */
+  bodyLimit: number;
+}
+
+/** Headers of one hop (RFC 9110 section 7.6.1), never forwarded either way. */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'proxy-authenticate', 'proxy-authorization']);
+/** Request headers the gateway answers or replaces: Expect (its edge met it), the forwarding headers (set anew). */
+const NOT_FORWARDED = new Set(['expect', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto']);
+
+const PROXIED = Symbol('svc.proxied');
+
+/** The gateway's route for everything it forwards. */
+export const GATEWAY_CATCH_ALL = '/*';
+
+/** The owning app and route of a request the gateway forwarded (for its request log), if it did. */
+export function proxiedRoute(req: object): RouteMatch | undefined {
+  return (req as { [PROXIED]?: RouteMatch })[PROXIED];
+}
+
+const UNAVAILABLE_BODY = JSON.stringify({ code: 'UNAVAILABLE', message: 'This part of the service is not reachable right now; retry the same request shortly' });
+
+/** The client closed its connection before its answer: nothing to answer. */
+class ClientGone extends Error {
+  constructor() {
+    super('client gone');
+    this.name = 'ClientGone';
+  }
+}
+
+/** Errors of a connection to an app that say it is not there (or went away): answered 503. */
+class UpstreamUnavailable extends Error {
+  constructor(readonly reason: string) {
+    super(reason);
+    this.name = 'UpstreamUnavailable';
+  }
+}
+
+export class GatewayProxy {
+  private table = new RouteTable([]);
+  private readonly upstreams = new Map<string, UpstreamAnnouncement>();
+  private readonly agent = new Agent({ keepAlive: true, maxSockets: 512, maxFreeSockets: 64, scheduling: 'lifo' });
+  private timer: NodeJS.Timeout | undefined;
+  private closed = false;
+  /** The gateway's own routes (`METHOD url`): never forwarded, so never in the table; null until it listens. */
+  private own: Set<string> | null = null;
+
+  constructor(private readonly options: GatewayProxyOptions) {}
+
+  /** Reads the table once (the apps that announced before the gateway started), then keeps reading it. */
+  async start(): Promise<void> {
+    await this.refresh().catch((err) => getLogger().warn({ error: (err as Error)?.name }, 'gateway: route table not read; retrying'));
+    this.timer = setInterval(() => {
+      this.refresh().catch((err) => getLogger().warn({ error: (err as Error)?.name }, 'gateway: route table not read; retrying'));
+    }, this.options.refreshMs ?? 2000);
+    this.timer.unref();
+  }
+
+  /**
+   * Takes the apps' latest announcements. An app whose announcement is gone from the store (a
+   * read store that lost its content) keeps its last one here: its routes stay routed.
+   */
+  async refresh(): Promise<void> {
+    const announced = await readUpstreams(this.options.readStore);
+    let changed = false;
+    for (const a of announced) {
+      if (a.app === this.options.self) continue;
+      const known = this.upstreams.get(a.app);
+      if (known && known.origin === a.origin && JSON.stringify(known.routes) === JSON.stringify(a.routes)) continue;
+      this.upstreams.set(a.app, a);
+      changed = true;
+    }
+    if (changed) this.rebuild();
+  }
+
+  /**
+   * The routes the gateway serves itself, once it listens (Fastify matches them before the
+   * catch-all): left out of the table, with every app's own operations routes (/healthz, /readyz).
+   */
+  setOwnRoutes(routes: { method: string; url: string }[]): void {
+    this.own = new Set(routes.map((r) => `${r.method.toUpperCase()} ${r.url}`));
+    this.rebuild();
+  }
+
+  private rebuild(): void {
+    const own = this.own;
+    const upstreams = [...this.upstreams.values()].map((u) => (own ? { ...u, routes: u.routes.filter((r) => !own.has(`${r.method.toUpperCase()} ${r.url}`)) } : u));
+    const table = new RouteTable(upstreams);
+    // Said once the gateway's own routes are known (before, every app's /healthz would be a conflict).
+    if (own) for (const c of table.conflicts) getLogger().warn({ method: c.method, route: c.url, apps: c.apps }, 'gateway: two apps announced the same route; the first keeps it');
+    this.table = table;
+    getLogger().info({ apps: [...this.upstreams.keys()].sort() }, 'gateway: route table');
+  }
+
+  /** The apps the gateway forwards to and their internal origins (the dev clock is pushed to them). */
+  origins(): { app: string; origin: string }[] {
+    return [...this.upstreams.values()].map((u) => ({ app: u.app, origin: u.origin }));
+  }
+
+  /** The app serving a method and path, or null. */
+  match(method: string, path: string): RouteMatch | null {
+    return this.table.match(method, path);
+  }
+
+  /**
+   * The catch-all route, in a context of its own whose body parser reads nothing (the body is
+   * streamed to the app). The gateway's own routes match first (Fastify prefers any route to a
+   * wildcard); every other request comes here.
+   */
+  register(fastify: FastifyInstance): void {
+    void fastify.register(async (child) => {
+      child.removeAllContentTypeParsers();
+      child.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined));
+      child.route({
+        method: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
+        url: GATEWAY_CATCH_ALL,
+        handler: (req, reply) => this.handle(req, reply),
+      });
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    this.agent.destroy();
+  }
+
+  private handle(req: FastifyRequest, reply: FastifyReply): Promise<unknown> | FastifyReply {
+    const raw = req.raw;
+    const url = raw.url ?? '/';
+    const match = this.table.match(raw.method ?? 'GET', url);
+    if (!match) {
+      reply.callNotFound();
+      return reply;
+    }
+    (req as unknown as { [PROXIED]?: RouteMatch })[PROXIED] = match;
+    const upstream = this.upstreams.get(match.app)!;
+    return this.forward(req, reply, upstream).catch((err: unknown) => {
+      // The client went away, or the edge answered the request itself (408 for a body that stopped coming).
+      if (err instanceof ClientGone || reply.raw.headersSent || raw.socket.destroyed) {
+        if (!reply.sent) reply.hijack();
+        if (!reply.raw.writableEnded && !reply.raw.headersSent) reply.raw.destroy();
+        return reply;
+      }
+      const reason = err instanceof UpstreamUnavailable ? err.reason : ((err as NodeJS.ErrnoException)?.code ?? (err as Error)?.name ?? 'error');
+      getLogger().warn({ reqId: req.id, upstream: match.app, reason }, 'gateway: app unavailable');
+      // What is left of a body not read is not read: the connection closes after the answer.
+      if (!raw.complete) reply.header('connection', 'close');
+      return reply.code(503).header('retry-after', '1').header('content-type', 'application/json; charset=utf-8').send(UNAVAILABLE_BODY);
+    });
+  }
+
+  /**
+   * Sends the request to the app and its answer back; rejects (nothing sent to the client yet)
+   * when the app is not reachable. A JSON body, the only kind an operation reads, is read first,
+   * within the body limit (over it: 413 here, as the app's own edge answers it): the app then gets
+   * it whole, so it never answers (and closes) while the body is still on its way, and a request
+   * can be sent again on a new connection. Any other body is streamed: the app answers it without
+   * reading it (415, or 401 first) and reads what is left off the connection.
+   */
+  private async forward(req: FastifyRequest, reply: FastifyReply, upstream: UpstreamAnnouncement): Promise<unknown> {
+    const raw = req.raw;
+    const hasBody = raw.headers['transfer-encoding'] !== undefined || (raw.headers['content-length'] !== undefined && raw.headers['content-length'] !== '0');
+    const headers = forwardedHeaders(raw, req.ip);
+    let body: Buffer | null = null;
+    if (hasBody && isJsonMedia(raw.headers['content-type'])) {
+      const declared = raw.headers['content-length'];
+      const read = declared !== undefined && Number(declared) > this.options.bodyLimit ? null : await readBody(raw, this.options.bodyLimit);
+      if (read === null) return this.tooLarge(reply);
+      body = read;
+      delete headers['transfer-encoding'];
+      for (const name of Object.keys(headers)) if (name.toLowerCase() === 'content-length') delete headers[name];
+      headers['content-length'] = String(body.length);
+    }
+    const target = new URL(upstream.origin);
+    return new Promise((resolve, reject) => {
+      let attempt = 0;
+      let current: ReturnType<typeof httpRequest> | undefined;
+      const send = (): void => {
+        attempt++;
+        let settled = false;
+        let connectTimer: NodeJS.Timeout | undefined;
+        let answerTimer: NodeJS.Timeout | undefined;
+        const clear = () => {
+          clearTimeout(connectTimer);
+          clearTimeout(answerTimer);
+        };
+        const out = httpRequest({ protocol: target.protocol, hostname: target.hostname, port: target.port, method: raw.method, path: raw.url, headers, agent: this.agent });
+        current = out;
+        // A streamed body is passed on as it arrives; Node checks it against the Content-Length sent
+        // on (ClientRequest.strictContentLength, Node 18.12; not in this @types/node).
+        (out as typeof out & { strictContentLength: boolean }).strictContentLength = true;
+        const fail = (err: Error) => {
+          if (settled) return;
+          settled = true;
+          clear();
+          out.destroy();
+          // A kept-alive connection the app closed as it was reused: once more on a new one, when
+          // the whole request is still at hand (no body, or one read here).
+          const replayable = !hasBody || body !== null;
+          if (replayable && attempt === 1 && out.reusedSocket && !this.closed && ['ECONNRESET', 'EPIPE'].includes((err as NodeJS.ErrnoException).code ?? '')) return send();
+          reject(err);
+        };
+        out.on('socket', (socket) => {
+          if (!(socket as { connecting?: boolean }).connecting) return;
+          connectTimer = setTimeout(() => fail(new UpstreamUnavailable('connect timeout')), this.options.connectTimeoutMs ?? 2000);
+          socket.once('connect', () => clearTimeout(connectTimer));
+        });
+        // Once the whole request is sent, the app has `timeoutMs` to begin its answer.
+        out.on('finish', () => {
+          if (settled) return;
+          answerTimer = setTimeout(() => fail(new UpstreamUnavailable('answer timeout')), this.options.timeoutMs);
+        });
+        out.on('error', fail);
+        out.on('response', (res: IncomingMessage) => {
+          if (settled) {
+            res.resume();
+            return;
+          }
+          settled = true;
+          clear();
+          resolve(this.answer(reply, res, raw.method === 'HEAD'));
+        });
+        if (body !== null) out.end(body);
+        else if (hasBody) raw.pipe(out);
+        else out.end();
+      };
+      // The client went away: so does the request to the app.
+      reply.raw.once('close', () => {
+        if (reply.raw.writableFinished) return;
+        current?.destroy();
+        reject(new ClientGone());
+      });
+      send();
+    });
+  }
+
+  /** 413 as the app's own edge answers a JSON body over the limit (before authentication); the rest of the body is not read. */
+  private tooLarge(reply: FastifyReply): FastifyReply {
+    const { status, body } = toErrorResponse({ code: 'FST_ERR_CTP_BODY_TOO_LARGE' });
+    return reply.code(status).header('connection', 'close').header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(body));
+  }
+
+  /** The app's answer, as it wrote it, minus its hop-by-hop headers. */
+  private answer(reply: FastifyReply, res: IncomingMessage, head: boolean): FastifyReply {
+    const status = res.statusCode ?? 502;
+    reply.code(status);
+    const connectionTokens = new Set(String(res.headers.connection ?? '').toLowerCase().split(',').map((s) => s.trim()).filter(Boolean));
+    const raw = res.rawHeaders;
+    const seen = new Map<string, string[]>();
+    for (let i = 0; i < raw.length; i += 2) {
+      const name = raw[i].toLowerCase();
+      if (HOP_BY_HOP.has(name) || connectionTokens.has(name)) continue;
+      const list = seen.get(name);
+      if (list) list.push(raw[i + 1]);
+      else seen.set(name, [raw[i + 1]]);
+    }
+    for (const [name, values] of seen) reply.header(name, values.length === 1 ? values[0] : values);
+    if (head || status === 204 || status === 304) {
+      res.resume();
+      return reply.send();
+    }
+    return reply.send(res);
+  }
+}
+
+/** The request's end-to-end headers as they came (repeated ones kept), and the client address for the app. */
+function forwardedHeaders(raw: IncomingMessage, clientIp: string): OutgoingHttpHeaders {
+  const connectionTokens = new Set(String(raw.headers.connection ?? '').toLowerCase().split(',').map((s) => s.trim()).filter(Boolean));
+  const out: Record<string, string | string[]> = {};
+  const names = new Map<string, string>();
+  const rh = raw.rawHeaders;
+  for (let i = 0; i < rh.length; i += 2) {
+    const lower = rh[i].toLowerCase();
+    if (HOP_BY_HOP.has(lower) || NOT_FORWARDED.has(lower) || connectionTokens.has(lower)) continue;
+    const name = names.get(lower) ?? rh[i];
+    names.set(lower, name);
+    const prev = out[name];
+    out[name] = prev === undefined ? rh[i + 1] : [...(Array.isArray(prev) ? prev : [prev]), rh[i + 1]];
+  }
+  // A chunked body is passed on chunked (Node chunks a body sent without Content-Length).
+  out['x-forwarded-for'] = clientIp;
+  return out;
+}
+
+/** The media type Fastify hands to the JSON parser (`application/json`, any parameters). */
+function isJsonMedia(contentType: string | undefined): boolean {
+  if (contentType === undefined) return false;
+  const semi = contentType.indexOf(';');
+  return (semi === -1 ? contentType : contentType.slice(0, semi)).trim().toLowerCase() === 'application/json';
+}
+
+/**
+ * The request body, whole, or null once it passes `limit` bytes (what is left is not read).
+ * Rejects when the client goes away first.
+ */
+function readBody(raw: IncomingMessage, limit: number): Promise<Buffer | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = (value: Buffer | null | Error) => {
+      raw.off('data', onData);
+      raw.off('end', onEnd);
+      raw.off('close', onClose);
+      if (value instanceof Error) reject(value);
+      else resolve(value);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        raw.pause();
+        done(null);
+      } else chunks.push(chunk);
+    };
+    const onEnd = () => done(Buffer.concat(chunks, size));
+    const onClose = () => done(new ClientGone());
+    raw.on('data', onData);
+    raw.on('end', onEnd);
+    raw.on('close', onClose);
+  });
+}
