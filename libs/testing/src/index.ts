@@ -9,6 +9,7 @@ import type { OidcIssuer } from './oidc-issuer';
 
 export { OidcIssuer } from './oidc-issuer';
 export { TcpForwarder } from './tcp-forwarder';
+export { DistributedTopology } from './topology';
 
 export function tempDataDir(prefix = 'svc-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
