@@ -111,14 +111,21 @@ export interface AppendConversationMessageReply {
 }
 
 /**
- * Patterns.caseThread: the case-ledger's synchronous step, so that a case's open answer implies
- * its thread exists and a resolve answer implies the thread is closed to patients. Idempotent.
- * Reply: AppendConversationMessageReply of the thread's last message (sequence 0 when empty).
+ * Patterns.caseThread: a command on a case's thread, answered once the conversation read model has
+ * it. Idempotent. The case-ledger sends `begin_close_case_thread` (and, when its resolve is not
+ * recorded, `cancel_close_case_thread`) from the resolve's HTTP request, which waits for the hold
+ * before it records the resolution; it never sends one from a bus handler, and the conversation's
+ * handler of this command asks the case-ledger nothing. `start_case_thread` and `close_case_thread`
+ * are no part of a flow (threads start on `clinical_case.opened` and close on
+ * `clinical_case.resolved`); they stay for operations. docs/decisions.md, "Case threads without
+ * synchronous cycles". Reply: AppendConversationMessageReply of the thread's last message
+ * (sequence 0 when empty).
  */
 export interface CaseThreadCommand {
   /**
-   * `begin_close_case_thread`: a resolve is about to be recorded; patient messages wait until
-   * `close_case_thread` (the resolve was recorded) or `cancel_close_case_thread` (it was refused).
+   * `begin_close_case_thread`: a resolve is about to be recorded; patient messages wait until the
+   * thread is closed (`clinical_case.resolved` reached it) or `cancel_close_case_thread` (the
+   * resolve was not recorded), or the hold's lease runs out (then the case's state settles it).
    */
   control: 'start_case_thread' | 'close_case_thread' | 'begin_close_case_thread' | 'cancel_close_case_thread';
   /** `cancel_close_case_thread`: the hold's lease as `begin_close_case_thread` answered it (`holdUntil`); another hold is left alone. */
@@ -131,7 +138,11 @@ export interface CaseThreadCommand {
   patientId: string | null;
 }
 
-/** Patterns.caseStatus: asked once every command given earlier for the case has been decided. */
+/**
+ * Patterns.caseStatus: asked by the conversation app from an HTTP request's path only (a patient
+ * message meeting a hold whose lease ran out; a case thread it has not started yet). Answered after
+ * every command given earlier for the case has been decided, never waiting for the conversation app.
+ */
 export interface CaseStatusQuery {
   environmentId: string;
   caseId: string;
@@ -139,6 +150,11 @@ export interface CaseStatusQuery {
 export interface CaseStatusReply {
   /** False also for a case that does not exist in the environment. */
   resolved: boolean;
+  /**
+   * A resolve of the case is under way (its thread hold was asked for and its outcome is not
+   * recorded yet): neither resolved nor open for good; ask again shortly.
+   */
+  resolving?: boolean;
   /** What the case's thread is started with, when the case exists in that environment (else null). */
   thread?: { organizationId: string; patientId: string } | null;
 }

@@ -5,7 +5,11 @@
 export const Patterns = {
   /** Command to the case-ledger: open a clinical case. Reply: { caseId, reference, priority }. */
   openClinicalCase: 'case-ledger.command.open-clinical-case',
-  /** Query to the case-ledger: whether a case is resolved (a thread whose begun close was never finished). Reply: CaseStatusReply. */
+  /**
+   * Query to the case-ledger, from the conversation app's HTTP paths only: whether a case exists and
+   * is resolved or being resolved (a thread hold whose lease ran out; a case thread not started yet).
+   * Reply: CaseStatusReply.
+   */
   caseStatus: 'case-ledger.query.case-status',
   /** Query to the patient-pathway: the service's patientId for an external patient ID (widget sign-in). */
   findPatient: 'patient-pathway.query.find-patient',
@@ -17,7 +21,7 @@ export const Patterns = {
   reserveCredit: 'webhook-dispatcher.command.reserve-credit',
   /** Command to the conversation service: append a message to a conversation (case threads, work items). */
   appendConversationMessage: 'conversation.command.append-message',
-  /** Command to the conversation service: start or close a case's thread (answered once its read model has it). */
+  /** Command to the conversation service: hold, release, start or close a case's thread (answered once its read model has it; see CaseThreadCommand). */
   caseThread: 'conversation.command.case-thread',
 } as const;
 

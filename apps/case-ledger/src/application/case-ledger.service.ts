@@ -46,6 +46,12 @@ export const providerRequestId = (messageId: string) => uuidv5(`provider:${messa
  */
 const THREAD_CLOSE_WAIT_MS = 3_000;
 
+/** A resolve of this process between its hold on the case thread and its recorded outcome. */
+interface ResolveInFlight {
+  done: Promise<void>;
+  finish(): void;
+}
+
 /** Resolves when the case's thread is noted closed (or is cancelled). */
 interface CloseSignal {
   closed: Promise<void>;
@@ -162,7 +168,12 @@ export class CaseLedgerService {
     return { caseId, reference: r.state.reference!, priority: r.state.priority!, duplicate: r.newEvents.length === 0 };
   }
 
-  private async caseThread(control: CaseThreadCommand['control'], tenant: Tenant, caseId: string, patientId: string | null, lease?: string | null): Promise<AppendConversationMessageReply> {
+  /**
+   * The resolve's hold on the case thread and its release (request/reply, only from the resolve's
+   * HTTP request: it waits for the hold before it records the resolution; the conversation's
+   * handler asks the case-ledger nothing). Never sent from a bus handler of this app.
+   */
+  private async caseThread(control: Extract<CaseThreadCommand['control'], 'begin_close_case_thread' | 'cancel_close_case_thread'>, tenant: Tenant, caseId: string, patientId: string | null, lease?: string | null): Promise<AppendConversationMessageReply> {
     const cmd: CaseThreadCommand = { control, organizationId: tenant.organizationId, environmentId: tenant.environmentId, conversationId: caseId, kind: 'case', patientId, ...(lease ? { lease } : {}) };
     return lastValueFrom(this.bus.send<AppendConversationMessageReply>(Patterns.caseThread, cmd).pipe(timeout(10_000)));
   }
@@ -289,67 +300,112 @@ export class CaseLedgerService {
         resolutionNote: input.resolutionNote ?? null,
       };
     const ctx = this.ctx(tenant, actor);
-    const r = input.status === 'resolved' ? await this.resolve(tenant, caseId, command, ctx) : await this.handleCase(caseId, command, ctx);
+    const { result: r, closing } = input.status === 'resolved' ? await this.resolve(tenant, caseId, command, ctx) : { result: await this.handleUpdate(caseId, command, ctx), closing: null };
     const duplicate = r.newEvents.length === 0;
     if (duplicate) await this.caughtUp();
     else await this.applied(r.position);
     if (r.state.status === 'resolved' && r.state.updates.get(input.updateId)!.result.status === 'resolved') {
       // The resolve answers only once the thread refuses patient messages for good (an identical
       // retry waits again): the conversation app closes it and reports it (onConversationEvent).
-      if (!(await this.threadClosed(caseId, r.state, null))) {
+      if (!(await this.threadClosed(caseId, r.state, closing))) {
         this.log.warn({ caseId }, 'case resolve: thread not reported closed in time');
         throw new ApiError(503, 'UNAVAILABLE', 'The case is resolved but its thread could not be closed yet; retry with the same updateId', undefined, { 'retry-after': '1' });
       }
-    }
+    } else closing?.cancel();
     return { ...r.state.updates.get(input.updateId)!.result, duplicate };
   }
 
-  /**
-   * A `resolved` update, in the case stream's turn (no other command of the case between its steps):
-   * when it resolves the case (decided first on the stream as it stands: the decider is pure), the
-   * thread first holds patient messages (a begun close), then the resolution is recorded, so no
-   * patient message is taken between the resolution and the thread's final close (update() makes it
-   * final once the read model has the resolution). A resolve that is refused, or a retry, never
-   * holds the thread. Holding the thread fails: 503, nothing recorded. Relies on one case-ledger
-   * process writing the case streams (deploy runs one replica).
-   */
-  private resolve(tenant: Tenant, caseId: string, command: CaseCommand, ctx: CommandContext): Promise<HandleResult<CaseEvent, CaseState>> {
-    return this.cases.exclusive(caseStream(caseId), async (turn) => {
-      const { state } = await turn.load();
-      let resolves = false;
-      try {
-        resolves = caseDecider.decide(command, state, this.clock.now()).some((e) => e.type === 'clinical_case.resolved');
-      } catch {
-        // Refused: the handler below decides again and answers the refusal.
-      }
-      if (!resolves) return turn.handle(command, ctx);
-      let hold: string | null = null;
-      try {
-        hold = (await this.caseThread('begin_close_case_thread', tenant, caseId, state.patientId)).holdUntil ?? null;
-      } catch (err) {
-        this.log.warn({ caseId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'case resolve: thread hold failed');
-        throw new ApiError(503, 'UNAVAILABLE', 'The case thread could not be held for the resolution; nothing was recorded; retry with the same updateId', undefined, { 'retry-after': '1' });
-      }
-      try {
-        return await turn.handle(command, ctx);
-      } catch (err) {
-        // Not recorded (a writer this process does not see, a store failure): lift the hold, unless
-        // the case is resolved after all (the relayed resolution closes the thread). If that fails,
-        // the hold's lease runs out and the next patient message settles it (caseStatus()). The
-        // refusal is answered either way.
-        try {
-          // The cancel names this resolve's hold: delivered late (a bus retry), it lifts no other.
-          if ((await turn.load()).state.status !== 'resolved') await this.caseThread('cancel_close_case_thread', tenant, caseId, state.patientId, hold);
-        } catch (e) {
-          this.log.warn({ caseId, error: (e as { code?: string })?.code ?? (e as Error)?.name }, 'case resolve not recorded: lifting the thread hold failed');
-        }
-        throw err;
-      }
-    });
-  }
-
+  /** Resolves in flight in this process, by case id (docs/decisions.md, "Case threads without synchronous cycles"). */
+  private readonly resolvesInFlight = new Map<string, ResolveInFlight>();
   /** Waiting for a case's thread to be noted closed, by case id. */
   private readonly closeWaiters = new Map<string, Set<() => void>>();
+
+  /**
+   * Any update but a resolving one: decided after a resolve of the case in flight here has its
+   * outcome (updates of a case are decided in the order they came, a resolve's steps included).
+   */
+  private async handleUpdate(caseId: string, command: CaseCommand, ctx: CommandContext): Promise<HandleResult<CaseEvent, CaseState>> {
+    for (;;) {
+      const r = await this.cases.exclusive(caseStream(caseId), (turn) => (this.resolvesInFlight.has(caseId) ? Promise.resolve(null) : turn.handle(command, ctx)));
+      if (r) return r;
+      await this.resolvesInFlight.get(caseId)?.done;
+    }
+  }
+
+  /**
+   * A `resolved` update. Decided first in the case stream's turn, on the stream as it stands (the
+   * decider is pure): a resolve that is refused, or a retry, is answered at once and never holds the
+   * thread. One that resolves the case is in flight from that turn on (other updates of the case
+   * wait for its outcome; caseStatus() answers `resolving`), and outside any turn the thread is held
+   * (`begin_close_case_thread`, request/reply: this HTTP request waits for the hold before it records
+   * anything), then the resolution is recorded, so no patient message is taken after it. The close
+   * itself is the conversation app's reaction to the relayed clinical_case.resolved; update()
+   * answers once its fact is noted. Holding the thread fails: 503, nothing recorded. The in-flight
+   * record lives in this process: one case-ledger process writes the case streams (deploy runs one
+   * replica).
+   */
+  private async resolve(tenant: Tenant, caseId: string, command: CaseCommand, ctx: CommandContext): Promise<{ result: HandleResult<CaseEvent, CaseState>; closing: CloseSignal | null }> {
+    for (;;) {
+      const earlier = this.resolvesInFlight.get(caseId);
+      if (earlier) {
+        await earlier.done;
+        continue;
+      }
+      const first = await this.cases.exclusive(caseStream(caseId), async (turn) => {
+        if (this.resolvesInFlight.has(caseId)) return null;
+        const { state } = await turn.load();
+        let resolves = false;
+        try {
+          resolves = caseDecider.decide(command, state, this.clock.now()).some((e) => e.type === 'clinical_case.resolved');
+        } catch {
+          // Refused: the handler decides again and answers the refusal.
+        }
+        if (!resolves) return { result: await turn.handle(command, ctx), flight: null, patientId: null };
+        let finish!: () => void;
+        const flight: ResolveInFlight = { done: new Promise<void>((r) => (finish = r)), finish: () => finish() };
+        this.resolvesInFlight.set(caseId, flight);
+        return { result: null, flight, patientId: state.patientId };
+      });
+      if (!first) continue;
+      if (!first.flight) return { result: first.result!, closing: null };
+      try {
+        return await this.holdAndRecord(tenant, caseId, command, ctx, first.patientId);
+      } finally {
+        if (this.resolvesInFlight.get(caseId) === first.flight) this.resolvesInFlight.delete(caseId);
+        first.flight.finish();
+      }
+    }
+  }
+
+  private async holdAndRecord(tenant: Tenant, caseId: string, command: CaseCommand, ctx: CommandContext, patientId: string | null) {
+    let hold: string | null = null;
+    try {
+      hold = (await this.caseThread('begin_close_case_thread', tenant, caseId, patientId)).holdUntil ?? null;
+    } catch (err) {
+      this.log.warn({ caseId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'case resolve: thread hold failed');
+      throw new ApiError(503, 'UNAVAILABLE', 'The case thread could not be held for the resolution; nothing was recorded; retry with the same updateId', undefined, { 'retry-after': '1' });
+    }
+    // Listening before the resolution exists: the close's fact cannot come before it.
+    const closing = this.closeSignal(caseId);
+    try {
+      return { result: await this.handleCase(caseId, command, ctx), closing };
+    } catch (err) {
+      closing.cancel();
+      // Not recorded (a writer this process does not see, a store failure): lift the hold, unless
+      // the case is resolved after all (the relayed resolution closes the thread). If that fails,
+      // the hold's lease runs out and the next patient message settles it (caseStatus()). The
+      // refusal is answered either way. The cancel names this resolve's hold: delivered late (a bus
+      // retry), it lifts no other.
+      try {
+        if ((await this.cases.load(caseStream(caseId))).state.status !== 'resolved') {
+          await this.caseThread('cancel_close_case_thread', tenant, caseId, patientId, hold);
+        }
+      } catch (e) {
+        this.log.warn({ caseId, error: (e as { code?: string })?.code ?? (e as Error)?.name }, 'case resolve not recorded: lifting the thread hold failed');
+      }
+      throw err;
+    }
+  }
 
   private closeSignal(caseId: string): CloseSignal {
     let waiters = this.closeWaiters.get(caseId);
@@ -392,7 +448,8 @@ export class CaseLedgerService {
   /**
    * Topics.conversationEvents: the conversation app's fact that a case's thread is closed, recorded
    * in the case stream (CaseThreadClosedNoted, idempotent there) and handed to the resolves waiting
-   * for it. Asks the conversation app nothing. A thread that is not a case here is passed over.
+   * for it. Asks the conversation app nothing and waits for nothing but the case's turn (whose
+   * commands never wait for the conversation app). A thread that is not a case here is passed over.
    */
   async onConversationEvent(m: IntegrationMessage<Partial<CaseThreadClosedFact>>): Promise<void> {
     if (m?.type !== CaseThreadFacts.closed) return;
@@ -414,15 +471,17 @@ export class CaseLedgerService {
 
   /**
    * Patterns.caseStatus (asked by the conversation app from its HTTP paths): whether the case
-   * exists in the environment (and what its thread starts with) and whether it is resolved,
-   * answered in the case stream's turn (after every command given earlier for it, a resolve in
-   * progress included).
+   * exists in the environment (and what its thread starts with), is resolved, or is being resolved
+   * by a resolve in flight here. Answered in the case stream's turn (after every command given
+   * earlier for it), whose commands never wait for the conversation app: this never waits for it.
    */
   caseStatus(environmentId: string, caseId: string): Promise<CaseStatusReply> {
     return this.cases.exclusive(caseStream(caseId), async (turn) => {
       const { state } = await turn.load();
       if (!state.caseId || state.environmentId !== environmentId || !state.patientId || !state.organizationId) return { resolved: false, thread: null };
-      return { resolved: state.status === 'resolved', thread: { organizationId: state.organizationId, patientId: state.patientId } };
+      const thread = { organizationId: state.organizationId, patientId: state.patientId };
+      if (state.status === 'resolved') return { resolved: true, thread };
+      return { resolved: false, resolving: this.resolvesInFlight.has(caseId), thread };
     });
   }
 

@@ -226,11 +226,13 @@ export class ConversationService {
   }
 
   /**
-   * A close of the case thread was begun and never made final or called off (the resolve that
-   * began it did not finish: a crash). The case-ledger answers whether the case is resolved once
-   * every command given earlier for the case has been decided; the thread is closed for good or
-   * opened again accordingly (the reopen only while the lease is still the expired one: a resolve
-   * begun meanwhile keeps its hold).
+   * A close of the case thread was begun and its lease ran out without it being made final or
+   * called off (the resolve that began it did not finish: a crash, or the relayed resolution has not
+   * reached this app). Only from an HTTP request's path: the case-ledger answers whether the case is
+   * resolved (or still being resolved) once every command given earlier for the case has been
+   * decided, without asking this app anything; the thread is closed for good or opened again
+   * accordingly (the reopen only while the lease is still the expired one: a resolve begun meanwhile
+   * keeps its hold).
    */
   private async settleUnfinishedClose(tenant: Tenant, caseId: string, lease: string, giveUpAt: number): Promise<void> {
     let status: CaseStatusReply;
@@ -239,6 +241,12 @@ export class ConversationService {
       status = await lastValueFrom(this.bus.send<CaseStatusReply>(Patterns.caseStatus, query).pipe(timeout(Math.max(500, giveUpAt - Date.now()))));
     } catch {
       throw caseBeingResolved();
+    }
+    if (status.resolving) {
+      // A resolve of the case is under way (this hold may be its own, slow): neither reopen nor
+      // close; the message waits and asks again (its own bound still applies).
+      await sleep(Math.max(0, Math.min(250, giveUpAt - Date.now())));
+      return;
     }
     const command: ConversationCommand = status.resolved
       ? { type: 'CloseCaseThread', environmentId: tenant.environmentId, start: null }
@@ -342,9 +350,11 @@ export class ConversationService {
   }
 
   /**
-   * The case-ledger's synchronous step (Patterns.caseThread): start or close a case's thread
-   * and answer only once the conversation read model has it, so the case's open (or resolve)
-   * answer already implies the thread exists (or is closed to patients). Idempotent.
+   * Patterns.caseThread: a command on a case's thread, answered once the conversation read model
+   * has it. The case-ledger's resolve holds the thread with it before it records the resolution
+   * (and lifts the hold when it records nothing); start and close are there for operations (threads
+   * start on clinical_case.opened and close on clinical_case.resolved, onCaseEvent). Asks the
+   * case-ledger nothing. Idempotent.
    */
   async controlCaseThread(cmd: CaseThreadControl): Promise<AppendConversationMessageReply> {
     const ctx = { actor: 'system', organizationId: cmd.organizationId, environmentId: cmd.environmentId };
