@@ -34,6 +34,7 @@ describe('the six-process topology through one gateway address', () => {
 
   afterAll(async () => {
     await topology.stop();
+    await topology.cleanup();
   }, 60_000);
 
   it('started six processes and printed the gateway address', () => {

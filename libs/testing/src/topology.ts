@@ -1,5 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Api, freePort, tempDataDir } from './index';
 
@@ -91,6 +92,36 @@ export class DistributedTopology {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /**
+   * After stop(): drops what this topology kept (its database, its Redis keys, its data dir), so
+   * test runs do not pile databases up on the local server.
+   */
+  async cleanup(): Promise<void> {
+    const { Client } = await import('pg');
+    const url = new URL(this.env.DATABASE_URL ?? process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
+    url.pathname = '/postgres';
+    const pg = new Client({ connectionString: url.toString() });
+    await pg.connect();
+    try {
+      await pg.query(`DROP DATABASE IF EXISTS "${this.dbName}" WITH (FORCE)`);
+    } finally {
+      await pg.end();
+    }
+    const { default: Redis } = await import('ioredis');
+    const redis = new Redis(this.env.REDIS_URL ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+    try {
+      let cursor = '0';
+      do {
+        const [next, keys] = await redis.scan(cursor, 'MATCH', `${this.redisKeyPrefix}:*`, 'COUNT', 1000);
+        cursor = next;
+        if (keys.length) await redis.del(...keys);
+      } while (cursor !== '0');
+    } finally {
+      redis.disconnect();
+    }
+    rmSync(this.dataDir, { recursive: true, force: true });
   }
 
   async staffToken(sub: string): Promise<string> {
