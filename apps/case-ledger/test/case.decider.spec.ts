@@ -98,4 +98,14 @@ describe('case decider', () => {
     deciderSpec(caseDecider).given([...opened, ...sent, ...done]).when(notify, now).then([]);
     deciderSpec(caseDecider).given(opened).when(notify, now).thenThrows('NOT_FOUND');
   });
+
+  it("records the conversation's fact that the case thread is closed once; another environment's or an unknown case is NOT_FOUND", () => {
+    const note: CaseCommand = { type: 'NoteThreadClosed', environmentId: env };
+    const noted = caseDecider.decide(note, opened.reduce(caseDecider.evolve, caseDecider.initialState()), now);
+    expect(noted).toEqual([{ type: 'CaseThreadClosedNoted', caseId, notedAt: now.toISOString() }]);
+    expect([...opened, ...noted].reduce(caseDecider.evolve, caseDecider.initialState())).toMatchObject({ threadClosed: true, organizationId: 'o1' });
+    deciderSpec(caseDecider).given([...opened, ...noted]).when(note, now).then([]);
+    deciderSpec(caseDecider).given(opened).when({ type: 'NoteThreadClosed', environmentId: 'other' }, now).thenThrows('NOT_FOUND');
+    deciderSpec(caseDecider).given([]).when(note, now).thenThrows('NOT_FOUND');
+  });
 });
