@@ -73,14 +73,8 @@ export class KafkaBusClient extends ClientKafka {
       if (this.closed) throw new Error('bus client closed while connecting');
       return producer;
     } catch (err) {
-      const consumer = this._consumer;
-      const producer = this._producer;
-      this._consumer = null;
-      this._producer = null;
-      this.initialized = null;
       this.setState('down');
-      await consumer?.disconnect().catch(() => undefined);
-      await producer?.disconnect().catch(() => undefined);
+      await this.reset();
       throw err;
     }
   }
@@ -140,9 +134,26 @@ export class KafkaBusClient extends ClientKafka {
       this.setState('joined');
     });
     consumer.on(consumer.events.REBALANCING, () => this.setState('rebalancing'));
-    consumer.on(consumer.events.CRASH, () => this.setState('down'));
+    consumer.on(consumer.events.CRASH, (event: { payload: { restart: boolean } }) => {
+      this.setState('down');
+      // kafkajs restarts a consumer after a retriable crash (a join follows); after any other, it
+      // stays down: start again from scratch at the next send.
+      if (!event.payload.restart) void this.reset();
+    });
     consumer.on(consumer.events.STOP, () => this.setState('down'));
     consumer.on(consumer.events.DISCONNECT, () => this.setState('down'));
+  }
+
+  /** Drops the connection (consumer and producer) so that the next connect starts afresh. */
+  private async reset(): Promise<void> {
+    const consumer = this._consumer;
+    const producer = this._producer;
+    this._consumer = null;
+    this._producer = null;
+    this.initialized = null;
+    this.connecting = null;
+    await consumer?.disconnect().catch(() => undefined);
+    await producer?.disconnect().catch(() => undefined);
   }
 
   private setState(state: ReplyState): void {
