@@ -163,7 +163,7 @@ describe('the six-process topology through one gateway address', () => {
     expect(anonymous.body.code).toBe('INVALID_API_CREDENTIAL');
   }, 60_000);
 
-  it('an app killed by its pid: its routes answer 503 at once, the others keep serving; started again, it serves them with every acknowledged write kept', async () => {
+  it('an app killed by its pid: its routes answer 503 at once, the others keep serving; started again, it serves them with every acknowledged write kept and follows the clock moved meanwhile', async () => {
     const api = topology.api;
     const staff = await topology.staffToken('owner-kill');
     const org = await api.post('/organizations', { name: 'Kill Clinic' }, staff);
@@ -178,6 +178,11 @@ describe('the six-process topology through one gateway address', () => {
     const opened = await api.post(`${env}/clinical-cases`, { patientId: patient.body.patientId, request: 'Please call the patient back (canary-staff-note)' }, staff);
     expect(opened.status).toBe(201);
     const caseId = opened.body.caseId as string;
+    // A second case that nobody processes: its confirmation deadline shows whether the restarted app reads the shared clock.
+    const waiting = await api.post(`${env}/clinical-cases`, { patientId: patient.body.patientId, request: 'Please check the dosage (canary-staff-note)' }, staff);
+    expect(waiting.status).toBe(201);
+    const waitingDue = await api.get(`/v1/clinical-cases/${waiting.body.caseId}/progress`, apiKey);
+    expect(waitingDue.body.confirmationOverdue).toBe(false);
     const updates = STATUSES.map(([sequence, status]) => ({ updateId: randomUUID(), sequence, status, externalReference: `ext-${sequence}` }));
     for (const u of updates.slice(0, 2)) {
       const r = await api.post(`/v1/clinical-cases/${caseId}/updates`, u, apiKey);
@@ -199,6 +204,12 @@ describe('the six-process topology through one gateway address', () => {
     // The other apps' routes are not affected.
     expect((await api.get(`${env}/protocols`, staff)).status).toBe(200);
     expect((await api.get(`/organizations/${org.body.id}`, staff)).status).toBe(200);
+    // The clock moves while case-ledger is down (its push fails fast; it reads the offset when it starts).
+    const now = Date.parse((await api.post('/dev/clock', { advanceSeconds: 0 })).body.now);
+    const t1 = performance.now();
+    const moved = await api.post('/dev/clock', { advanceSeconds: Math.ceil((Date.parse(waitingDue.body.confirmationDueAt) - now) / 1000) + 60 });
+    expect(moved.status).toBe(200);
+    expect(performance.now() - t1).toBeLessThan(5000);
 
     // The command starts it again on its port; the gateway reaches it there.
     await topology.waitFor(/distributed: case-ledger\s+pid (\d+)\s+ready again/, 90_000, mark);
@@ -207,6 +218,8 @@ describe('the six-process topology through one gateway address', () => {
     expect(retried.status).toBe(200);
     const progress = await api.get(`/v1/clinical-cases/${caseId}/progress`, apiKey);
     expect([progress.status, progress.body.sequence, progress.body.nextSequence]).toEqual([200, 3, 4]);
+    // Started after the clock moved, it follows the shared clock.
+    expect((await api.get(`/v1/clinical-cases/${waiting.body.caseId}/progress`, apiKey)).body.confirmationOverdue).toBe(true);
     // The acknowledged ones were kept: sending them again is recognised, not applied twice.
     for (const u of updates.slice(0, 2)) {
       const again = await api.post(`/v1/clinical-cases/${caseId}/updates`, u, apiKey);
