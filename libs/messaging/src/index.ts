@@ -1,6 +1,8 @@
 /**
- * @svc/messaging: bus names, the in-process transport, Kafka wiring, the integration-event relay
- * and consumer-side dedupe.
+ * @svc/messaging: bus names, the in-process transport, Kafka wiring (topics and their settings,
+ * ensureTopics; KafkaBusServer: earliest offset for new groups, partitions consumed at once,
+ * bounded retries, dead letters and their replay; KafkaBusClient: requests only once the reply
+ * consumer joined), the integration-event relay and consumer-side dedupe.
  *
  * Wiring a service (same code on both buses; `BUS=inproc|kafka`, `KAFKA_BROKERS=h1:9092,h2:9092`):
  *   const ms = await NestFactory.createMicroservice(CaseLedgerModule, busServerStrategy('case-ledger'));
