@@ -20,7 +20,7 @@ import { hostname } from 'node:os';
 import { CLOCK, DevClock } from '@svc/clock';
 import { READ_STORE, ReadStore } from '@svc/read-store';
 import { DEV_CLOCK_PUSH_PATH } from './dev-clock-sync';
-import { GATEWAY_CATCH_ALL, GatewayProxy, proxiedRoute } from './gateway-proxy';
+import { GATEWAY_CATCH_ALL, GatewayProxy, proxiedRoute, requestIdFrom, trustedPeer } from './gateway-proxy';
 import { announceUpstream } from './upstreams';
 
 export const BODY_LIMIT = 1024 * 1024;
@@ -353,9 +353,12 @@ export class AnyContextFilter implements ExceptionFilter {
  * no headers).
  */
 export async function createHttpApp(rootModule: unknown, config: ServiceConfig): Promise<NestFastifyApplication> {
+  const trusted = trustedPeer(config.trustProxy);
   const adapter = new FastifyAdapter({
     bodyLimit: BODY_LIMIT,
-    genReqId: () => randomUUID(),
+    // A request the gateway forwarded (distributed mode) keeps the gateway's id in the log, when
+    // it comes from a proxy this app trusts (SVC_TRUST_PROXY); else a new one.
+    genReqId: (req: IncomingMessage) => requestIdFrom(req, trusted) ?? randomUUID(),
     // No Nest middleware is used (guards, pipes and filters do that work), so @fastify/middie,
     // which would otherwise run on every request, is not registered.
     skipMiddie: true,

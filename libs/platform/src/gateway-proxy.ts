@@ -1,6 +1,7 @@
 import { Agent, IncomingMessage, OutgoingHttpHeaders, request as httpRequest } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { getLogger, toErrorResponse } from '@svc/http';
+import ipaddr from 'ipaddr.js';
+import { getLogger, isUuid, toErrorResponse } from '@svc/http';
 import type { ReadStore } from '@svc/read-store';
 import { RouteMatch, RouteTable, UpstreamAnnouncement, readUpstreams } from './upstreams';
 
@@ -41,8 +42,14 @@ export interface GatewayProxyOptions {
 
 /** Headers of one hop (RFC 9110 section 7.6.1), never forwarded either way. */
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'proxy-authenticate', 'proxy-authorization']);
-/** Request headers the gateway answers or replaces: Expect (its edge met it), the forwarding headers (set anew). */
-const NOT_FORWARDED = new Set(['expect', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto']);
+/** Request headers the gateway answers or replaces: Expect (its edge met it), the forwarding headers and the request id (set anew). */
+const NOT_FORWARDED = new Set(['expect', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-request-id']);
+
+/**
+ * The header that carries the gateway's request id to the app, which logs the request under the
+ * same id when it comes from a proxy it trusts (`requestIdFrom`).
+ */
+export const REQUEST_ID_HEADER = 'x-request-id';
 
 const PROXIED = Symbol('svc.proxied');
 
@@ -197,7 +204,7 @@ export class GatewayProxy {
   private async forward(req: FastifyRequest, reply: FastifyReply, upstream: UpstreamAnnouncement): Promise<unknown> {
     const raw = req.raw;
     const hasBody = raw.headers['transfer-encoding'] !== undefined || (raw.headers['content-length'] !== undefined && raw.headers['content-length'] !== '0');
-    const headers = forwardedHeaders(raw, req.ip);
+    const headers = forwardedHeaders(raw, req.ip, req.id);
     let body: Buffer | null = null;
     if (hasBody && isJsonMedia(raw.headers['content-type'])) {
       const declared = raw.headers['content-length'];
@@ -301,7 +308,7 @@ export class GatewayProxy {
 }
 
 /** The request's end-to-end headers as they came (repeated ones kept), and the client address for the app. */
-function forwardedHeaders(raw: IncomingMessage, clientIp: string): OutgoingHttpHeaders {
+function forwardedHeaders(raw: IncomingMessage, clientIp: string, requestId: string): OutgoingHttpHeaders {
   const connectionTokens = new Set(String(raw.headers.connection ?? '').toLowerCase().split(',').map((s) => s.trim()).filter(Boolean));
   const out: Record<string, string | string[]> = {};
   const names = new Map<string, string>();
@@ -316,6 +323,7 @@ function forwardedHeaders(raw: IncomingMessage, clientIp: string): OutgoingHttpH
   }
   // A chunked body is passed on chunked (Node chunks a body sent without Content-Length).
   out['x-forwarded-for'] = clientIp;
+  out[REQUEST_ID_HEADER] = requestId;
   return out;
 }
 
@@ -354,4 +362,44 @@ function readBody(raw: IncomingMessage, limit: number): Promise<Buffer | null> {
     raw.on('end', onEnd);
     raw.on('close', onClose);
   });
+}
+
+/** Address ranges SVC_TRUST_PROXY names, as ipaddr.js calls them. */
+const RANGE_NAMES: Record<string, string[]> = { loopback: ['loopback'], linklocal: ['linkLocal'], uniquelocal: ['private', 'uniqueLocal'] };
+
+/**
+ * Whether a peer address is one of the proxies SVC_TRUST_PROXY trusts (the same forms Fastify's
+ * `trustProxy` takes: a hop count trusts whatever is in front, else addresses, CIDRs and range
+ * names). Compiled once.
+ */
+export function trustedPeer(trust: false | number | string[]): (address: string | undefined) => boolean {
+  if (trust === false) return () => false;
+  if (typeof trust === 'number') return () => trust > 0;
+  const ranges = new Set<string>();
+  const cidrs: [ipaddr.IPv4 | ipaddr.IPv6, number][] = [];
+  for (const entry of trust) {
+    if (RANGE_NAMES[entry]) for (const r of RANGE_NAMES[entry]) ranges.add(r);
+    else if (entry.includes('/')) cidrs.push(ipaddr.parseCIDR(entry));
+    else {
+      const a = ipaddr.process(entry);
+      cidrs.push([a, a.kind() === 'ipv4' ? 32 : 128]);
+    }
+  }
+  return (address) => {
+    if (!address || !ipaddr.isValid(address)) return false;
+    const a = ipaddr.process(address);
+    if (ranges.has(a.range())) return true;
+    return cidrs.some(([net, bits]) => net.kind() === a.kind() && a.match(net, bits));
+  };
+}
+
+/**
+ * The request id a trusted proxy (the gateway) sent, so that the app logs the request under the
+ * gateway's id: a uuid in `X-Request-Id` from a peer `trusted` accepts; otherwise undefined (the
+ * app makes its own). A client cannot choose the id an app logs under.
+ */
+export function requestIdFrom(req: IncomingMessage, trusted: (address: string | undefined) => boolean): string | undefined {
+  const id = req.headers[REQUEST_ID_HEADER];
+  if (typeof id !== 'string' || id.length !== 36 || !isUuid(id)) return undefined;
+  return trusted(req.socket.remoteAddress) ? id.toLowerCase() : undefined;
 }

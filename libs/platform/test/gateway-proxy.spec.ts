@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { Controller, Get, Module } from '@nestjs/common';
 import { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { SqliteReadStore } from '@svc/read-store';
-import { GatewayProxy, announceUpstream, createHttpApp, loadConfig, routesOf } from '@svc/platform';
+import { GatewayProxy, announceUpstream, createHttpApp, loadConfig, requestIdFrom, routesOf, trustedPeer } from '@svc/platform';
 
 /**
  * The gateway's reverse proxy (distributed mode) between a real client and a real upstream server:
@@ -25,6 +25,12 @@ class OwnController {
 
 @Module({ controllers: [OwnController] })
 class GatewayTestModule {}
+
+// The service log: a run of the whole suite sends every log to one file (SVC_LOG_FILE); else this file's own.
+const logDir = mkdtempSync(join(tmpdir(), 'gateway-proxy-log-'));
+process.env.SVC_LOG_FILE ??= join(logDir, 'service.log');
+const logFile = process.env.SVC_LOG_FILE;
+afterAll(() => rmSync(logDir, { recursive: true, force: true }));
 
 interface Seen {
   method: string;
@@ -46,13 +52,9 @@ describe('GatewayProxy', () => {
   let base: string;
   let seen: Seen[] = [];
   let answer: (req: IncomingMessage, res: ServerResponse, body: Buffer) => void;
-  let logFile: string;
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'gateway-proxy-'));
-    // The service log (a run of the whole suite sends every log to one file; else one of this test's).
-    process.env.SVC_LOG_FILE ??= join(dir, 'service.log');
-    logFile = process.env.SVC_LOG_FILE;
     store = new SqliteReadStore(join(dir, 'read.sqlite'));
     upstream = createServer((req, res) => {
       const chunks: Buffer[] = [];
@@ -143,6 +145,20 @@ describe('GatewayProxy', () => {
     expect(s.headers.host).toBe(new URL(base).host);
     // The client's X-Forwarded-For is replaced by the address the gateway saw.
     expect(s.headers['x-forwarded-for']).toBe('127.0.0.1');
+  });
+
+  it("sends the gateway's request id, never the client's, and the gateway logs the request under it", async () => {
+    const planted = '00000000-0000-4000-8000-0000000000aa';
+    const res = await fetch(`${base}/api/v1/clinical-cases/c2/progress`, { headers: { 'x-request-id': planted } });
+    expect(res.status).toBe(200);
+    const id = seen[0].headers['x-request-id'] as string;
+    expect(id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(id).not.toBe(planted);
+    await waitFor(() => readFileSync(logFile, 'utf8').includes(id));
+    const line = readFileSync(logFile, 'utf8')
+      .split('\n')
+      .find((l) => l.includes(id) && l.includes('"msg":"request"'));
+    expect(JSON.parse(line!)).toMatchObject({ reqId: id, upstream: 'case-ledger', route: '/api/v1/clinical-cases/:caseId/progress' });
   });
 
   it('keeps hop-by-hop headers (and those the Connection header names) to its own hop, repeated headers kept', async () => {
@@ -336,3 +352,40 @@ function rawRequest(base: string, text: string): Promise<string> {
     socket.write(text);
   });
 }
+
+describe('request ids across the gateway', () => {
+  it('trustedPeer reads SVC_TRUST_PROXY as Fastify does: none, a hop count, addresses, CIDRs, range names', () => {
+    expect(trustedPeer(false)('127.0.0.1')).toBe(false);
+    expect(trustedPeer(1)('203.0.113.9')).toBe(true);
+    const loopback = trustedPeer(['loopback']);
+    expect([loopback('127.0.0.1'), loopback('::1'), loopback('::ffff:127.0.0.1'), loopback('10.0.0.2')]).toEqual([true, true, true, false]);
+    const local = trustedPeer(['uniquelocal']);
+    expect([local('10.1.2.3'), local('172.20.0.5'), local('192.168.1.1'), local('fd00::1'), local('8.8.8.8')]).toEqual([true, true, true, true, false]);
+    const listed = trustedPeer(['203.0.113.7', '198.51.100.0/24']);
+    expect([listed('203.0.113.7'), listed('203.0.113.8'), listed('198.51.100.42'), listed(undefined), listed('not an address')]).toEqual([true, false, true, false, false]);
+  });
+
+  it("an app logs a forwarded request under the gateway's id only when the gateway is a proxy it trusts", async () => {
+    const id = '6b1c2d3e-4f50-4a61-8b72-93a4b5c6d7e8';
+    const req = (remoteAddress: string, header?: string) => ({ headers: header === undefined ? {} : { 'x-request-id': header }, socket: { remoteAddress } }) as never;
+    expect(requestIdFrom(req('127.0.0.1', id), trustedPeer(['loopback']))).toBe(id);
+    expect(requestIdFrom(req('127.0.0.1', id.toUpperCase()), trustedPeer(['loopback']))).toBe(id);
+    expect(requestIdFrom(req('127.0.0.1', id), trustedPeer(false))).toBeUndefined();
+    expect(requestIdFrom(req('203.0.113.9', id), trustedPeer(['loopback']))).toBeUndefined();
+    expect(requestIdFrom(req('127.0.0.1', 'canary-not-a-uuid'), trustedPeer(['loopback']))).toBeUndefined();
+    expect(requestIdFrom(req('127.0.0.1'), trustedPeer(['loopback']))).toBeUndefined();
+
+    // Through a real app's edge: its request log line carries the id.
+    const dir = mkdtempSync(join(tmpdir(), 'request-id-'));
+    const app = await createHttpApp(GatewayTestModule, loadConfig({ NODE_ENV: 'test', SVC_DATA_DIR: dir, PORT: '0', HOST: '127.0.0.1', SVC_TRUST_PROXY: 'loopback' }, 'distributed'));
+    try {
+      await app.listen(0, '127.0.0.1');
+      const url = `http://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}/api/own`;
+      expect((await fetch(url, { headers: { 'x-request-id': id } })).status).toBe(200);
+      await waitFor(() => readFileSync(logFile, 'utf8').includes(`"reqId":"${id}"`));
+    } finally {
+      await app.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
