@@ -7,9 +7,12 @@ import { KurrentEventStore } from '@svc/eventstore';
 import { describeEventStoreConformance } from './conformance';
 
 /**
- * KurrentDB conformance through testcontainers. Detection is synchronous and fast (Jest registers
- * suites synchronously): find a Docker endpoint (DOCKER_HOST or a known socket) and ping it with
- * a 1.5 s budget. Without one, the suite says so in one line and is skipped.
+ * KurrentDB conformance, against the server `KURRENTDB_URL` names (a KurrentDB connection string,
+ * e.g. `kurrentdb://127.0.0.1:2113?tls=false`), else through testcontainers where a Docker engine
+ * answers. Detection is synchronous and fast (Jest registers suites synchronously): find a Docker
+ * endpoint (DOCKER_HOST or a known socket) and ping it with a 1.5 s budget. With neither, the
+ * suite says so in one line and is skipped: KurrentDB is the one server that cannot run on the
+ * project's machines.
  */
 function dockerEngineReachable(): boolean {
   const candidates: string[] = [];
@@ -38,15 +41,17 @@ function dockerEngineReachable(): boolean {
 }
 
 const IMAGE = process.env.KURRENTDB_IMAGE ?? 'docker.kurrent.io/kurrent-latest/kurrentdb:latest';
-const dockerAvailable = dockerEngineReachable();
+const givenUrl = process.env.KURRENTDB_URL?.trim() || null;
+const dockerAvailable = givenUrl === null && dockerEngineReachable();
 // Straight to stdout: Jest does not show the console output of a suite whose tests all skip.
-if (!dockerAvailable) process.stdout.write('KurrentDB conformance suite skipped: no Docker engine reachable\n');
+if (!givenUrl && !dockerAvailable) process.stdout.write('KurrentDB conformance suite skipped: KURRENTDB_URL is not set and no Docker engine is reachable\n');
 
-(dockerAvailable ? describe : describe.skip)('KurrentDB adapter (testcontainers)', () => {
+(givenUrl || dockerAvailable ? describe : describe.skip)(`KurrentDB adapter (${givenUrl ? 'KURRENTDB_URL' : 'testcontainers'})`, () => {
   let container: StartedTestContainer | undefined;
-  let connectionString = '';
+  let connectionString = givenUrl ?? '';
 
   beforeAll(async () => {
+    if (givenUrl) return;
     const { GenericContainer, Wait } = await import('testcontainers');
     const envPrefix = IMAGE.includes('eventstore/eventstore') ? 'EVENTSTORE' : 'KURRENTDB';
     container = await new GenericContainer(IMAGE)
