@@ -13,11 +13,14 @@ import { RouteMatch, RouteTable, UpstreamAnnouncement, readUpstreams } from './u
  * what a client meets is what standalone answers:
  *
  * - The request goes on as it came: method, path and query byte for byte, every end-to-end
- *   header (Host included), and the body streamed unread, its Content-Length kept and held to
- *   (or chunked as it came). The owning app reads it with the same edge as standalone: body
- *   limit, JSON rules, authentication first, rate limits, validation. Hop-by-hop headers are not
- *   forwarded; `X-Forwarded-For` is replaced by the client address the gateway saw (the apps
- *   trust it from the gateway only, SVC_TRUST_PROXY), so the per-address limit counts clients.
+ *   header (Host included) and the body's bytes. A JSON body is read here within the body limit
+ *   (over it: the app's own 413) and sent on whole with its length; any other body is streamed
+ *   as it arrives, its Content-Length held to (see `forward`). The owning app reads it with the
+ *   same edge as standalone: JSON rules, authentication first, rate limits, validation.
+ *   Hop-by-hop headers are not forwarded; `X-Forwarded-For` is replaced by the client address the
+ *   gateway saw and `X-Request-Id` by the gateway's request id (the apps take both from the
+ *   gateway only, SVC_TRUST_PROXY), so the per-address limit counts clients and one request's log
+ *   lines share their id.
  * - The answer comes back as the app wrote it (status, headers but hop-by-hop ones, body
  *   streamed); the gateway's security headers are the same values.
  * - An app that refuses the connection (down, restarting), does not connect within
