@@ -10,6 +10,8 @@ import type { OidcIssuer } from './oidc-issuer';
 export { OidcIssuer } from './oidc-issuer';
 export { TcpForwarder } from './tcp-forwarder';
 export { DistributedTopology } from './topology';
+export { e2eTarget, inProcess, onTopology, topologyBaseUrl } from './e2e-target';
+import { onTopology, topologyBaseUrl } from './e2e-target';
 
 export function tempDataDir(prefix = 'svc-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
@@ -150,6 +152,9 @@ export async function enrollPatient(api: Api, tenant: EnrolmentTenant, options: 
 /**
  * The standalone service started in-process on a free port (real HTTP), on a data dir of its
  * own. `restart()` closes it and starts it again on the same data dir.
+ * With `SVC_E2E_TARGET=distributed` (e2e-target.ts) it is the run's shared topology instead, at
+ * the gateway's base URL: `start()` and `stop()` start and stop nothing, and a TestApp with an
+ * environment or issuer of its own, `restart()` and `httpServer()` throw.
  */
 export class TestApp {
   private app: { close(): Promise<void>; getHttpServer(): HttpServer } | undefined;
@@ -164,6 +169,16 @@ export class TestApp {
   ) {}
 
   async start(): Promise<this> {
+    if (onTopology()) {
+      // The run's one topology (e2e-target.ts): nothing to start; a suite that needs a service
+      // set up its own way is not one the topology can serve.
+      if (Object.keys(this.env).length > 0 || this.oidc) {
+        throw new Error(`this TestApp needs a service of its own (${this.oidc ? 'STAFF_OIDC_ISSUER' : Object.keys(this.env).join(', ')}): it cannot run against the shared topology (SVC_E2E_TARGET=distributed)`);
+      }
+      this.baseUrl = topologyBaseUrl();
+      this.api = new Api(this.baseUrl);
+      return this;
+    }
     // Imported lazily so that unit tests that only use the helpers do not load Nest. The one import
     // of an app by a lib (eslint.config.mjs allows it): starting the standalone stack is this lib's job.
     const { startStandalone } = await import('@apps/standalone');
@@ -183,11 +198,13 @@ export class TestApp {
 
   /** The started app's HTTP server (its bound address, its connection cap). */
   httpServer(): HttpServer {
+    if (onTopology()) throw new Error('httpServer(): the shared topology is not in this process');
     if (!this.app) throw new Error('TestApp is not started');
     return this.app.getHttpServer();
   }
 
   async restart(): Promise<this> {
+    if (onTopology()) throw new Error('restart(): the shared topology is not restarted by a suite');
     await this.stop();
     return this.start();
   }

@@ -48,9 +48,14 @@ export class DistributedTopology {
     });
     this.child = child;
     this.exited = new Promise((r) => child.once('exit', (code) => r(code)));
+    // Only the lines not looked at yet are searched for pids (a long run's output is large).
+    let scanned = 0;
     const onOutput = (d: Buffer) => {
       this.output += d.toString();
-      for (const m of this.output.matchAll(/^distributed: (\S+)\s+pid (\d+)/gm)) this.pids.set(m[1], Number(m[2]));
+      const end = this.output.lastIndexOf('\n') + 1;
+      if (end <= scanned) return;
+      for (const m of this.output.slice(scanned, end).matchAll(/^distributed: (\S+)\s+pid (\d+)/gm)) this.pids.set(m[1], Number(m[2]));
+      scanned = end;
     };
     child.stdout!.on('data', onOutput);
     child.stderr!.on('data', onOutput);

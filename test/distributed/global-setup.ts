@@ -1,0 +1,31 @@
+import { DistributedTopology } from '../../libs/testing/src/topology';
+
+/**
+ * Jest global setup of the distributed target (jest.distributed.config.js): starts one topology
+ * for the whole run, `scripts/start-distributed.js --no-build` with a database, a Redis key
+ * prefix and a data dir of its own, on the broker of KAFKA_BROKERS (the test command's) or the
+ * local one, and hands its gateway address to the suites (SVC_E2E_BASE_URL, read by TestApp).
+ *
+ * A topology that does not start fails the run: the distributed target is never skipped.
+ * `SVC_E2E_BASE_URL` set by the caller: that running topology is used and nothing is started.
+ */
+export default async function globalSetup(): Promise<void> {
+  process.env.SVC_E2E_TARGET = 'distributed';
+  if (process.env.SVC_E2E_BASE_URL) {
+    process.stdout.write(`\ndistributed e2e: using the topology at ${process.env.SVC_E2E_BASE_URL}\n`);
+    return;
+  }
+  const brokers = process.env.KAFKA_BROKERS;
+  const topology = new DistributedTopology(brokers ? { KAFKA_BROKERS: brokers } : {});
+  (globalThis as { __svcTopology?: DistributedTopology }).__svcTopology = topology;
+  const t0 = performance.now();
+  try {
+    await topology.start(240_000);
+  } catch (err) {
+    await topology.stop().catch(() => undefined);
+    await topology.cleanup().catch(() => undefined);
+    throw new Error(`the distributed target did not start: ${(err as Error).message}`);
+  }
+  process.env.SVC_E2E_BASE_URL = topology.baseUrl;
+  process.stdout.write(`\ndistributed e2e: six processes ready at ${topology.baseUrl} in ${((performance.now() - t0) / 1000).toFixed(1)} s (database ${topology.dbName}, Redis prefix ${topology.redisKeyPrefix})\n`);
+}
