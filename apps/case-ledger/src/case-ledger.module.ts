@@ -8,8 +8,8 @@ import { KEYRING, Keyring } from '@svc/security';
 import { CaseLedgerService } from './application/case-ledger.service';
 import { CaseBusController } from './adapters/bus/case-bus.controller';
 import { ClinicalCasesController, StaffClinicalCasesController, WidgetCasesController, registerCaseLeanRoutes } from './adapters/http/cases.controller';
-import { NOTIFY_PARTITION, NOTIFY_TIMERS, NotifyTimerDoc, caseProjection } from './adapters/projections/case.projection';
-import { patientCasesProjection } from './adapters/projections/patient-cases.projection';
+import { NOTIFY_PARTITION, NOTIFY_TIMERS, NotifyTimerDoc, caseProjection } from './read-model/case.projection';
+import { patientCasesProjection } from './read-model/patient-cases.projection';
 import { CASE_STREAM_PREFIX } from './domain/case';
 
 /** The case-ledger bounded context: clinical cases, their updates, provider messages, case events. */

@@ -23,8 +23,8 @@ import {
 import { CONFIG, MAILER, Mailer, PROJECTIONS, ServiceConfig } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
 import { KEYRING, Keyring } from '@svc/security';
-import { CASES, CASE_PROJECTION, CaseDoc, NotifyTimerDoc } from '../adapters/projections/case.projection';
-import { PATIENT_CASES, PATIENT_CASES_PROJECTION, PatientCaseDoc, patientCasesPartition } from '../adapters/projections/patient-cases.projection';
+import { CASES, CASE_PROJECTION, CaseDoc, NotifyTimerDoc } from '../read-model/case.projection';
+import { PATIENT_CASES, PATIENT_CASES_PROJECTION, PatientCaseDoc, patientCasesPartition } from '../read-model/patient-cases.projection';
 import { CaseCommand, CaseEvent, CaseState, ResolutionOutcome, UpdateResult, UpdateStatus, caseDecider, caseStream, referenceFrom } from '../domain/case';
 import { emergencyKinds } from '@svc/clinical';
 import { bodyHash } from '@svc/security';

@@ -1,6 +1,6 @@
 import { RecordedEvent } from '@svc/eventstore';
 import { Projection, ProjectionTx } from '@svc/read-store';
-import { CASE_STREAM_PREFIX } from '../../domain/case';
+import { CASE_STREAM_PREFIX } from '../domain/case';
 
 /**
  * The cases of each patient, for the widget's case list (`GET /widget/v1/cases`): one entry per

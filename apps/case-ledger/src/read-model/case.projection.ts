@@ -2,7 +2,7 @@ import { RecordedEvent } from '@svc/eventstore';
 import { Projection, ProjectionTx, TimerDoc, cancelTimer, scheduleTimer } from '@svc/read-store';
 import { Keyring } from '@svc/security';
 import type { CasePriority, CaseSource } from '@svc/messaging';
-import { CASE_STREAM_PREFIX, CaseEvent, CaseStatus, ResolutionOutcome } from '../../domain/case';
+import { CASE_STREAM_PREFIX, CaseEvent, CaseStatus, ResolutionOutcome } from '../domain/case';
 
 /**
  * `-v2` (sixth session): matched rules are stored encrypted (`encMatchedRules`); the new name
