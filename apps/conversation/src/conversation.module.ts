@@ -6,7 +6,7 @@ import { KEYRING, Keyring } from '@svc/security';
 import { ConversationService } from './application/conversation.service';
 import { ConversationBusController } from './adapters/bus/conversation-bus.controller';
 import { ConversationsController, WidgetCaseMessagesController } from './adapters/http/conversations.controller';
-import { conversationProjection } from './adapters/projections/conversation.projection';
+import { conversationProjection } from './read-model/conversation.projection';
 import { CONVERSATION_STREAM_PREFIX, ConversationEvent } from './domain/conversation';
 
 /** The conversation bounded context: one ordered thread per clinical case or work item. */

@@ -21,7 +21,7 @@ import {
 import { PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
 import { KEYRING, Keyring, bodyHash } from '@svc/security';
-import { CONVERSATION_PROJECTION, MESSAGES, MessageDoc, THREADS, ThreadDoc } from '../adapters/projections/conversation.projection';
+import { CONVERSATION_PROJECTION, MESSAGES, MessageDoc, THREADS, ThreadDoc } from '../read-model/conversation.projection';
 import {
   Attachment,
   CASE_THREAD_CLOSE_EXPIRED,

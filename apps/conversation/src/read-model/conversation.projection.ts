@@ -1,7 +1,7 @@
 import { RecordedEvent } from '@svc/eventstore';
 import { Projection, ProjectionTx } from '@svc/read-store';
 import { Keyring } from '@svc/security';
-import { Attachment, CONVERSATION_STREAM_PREFIX, ConversationEvent, ConversationKind, DeliveryStatus, Sender } from '../../domain/conversation';
+import { Attachment, CONVERSATION_STREAM_PREFIX, ConversationEvent, ConversationKind, DeliveryStatus, Sender } from '../domain/conversation';
 
 export const CONVERSATION_PROJECTION = 'conversation-messages';
 export const THREADS = 'conversation-threads';
