@@ -139,7 +139,8 @@ async function execute(job: Job, gen: Gen): Promise<Result | PacedResult> {
   // Every case's progress request is built once, before the run, as autocannon builds the bare
   // route's single request: per request the client then only writes a prepared buffer, so both
   // runs cost the load generator the same (on two cores its CPU is taken from the server's).
-  // --dynamic-progress builds each request in setupRequest instead (the first sessions' figures).
+  // --dynamic-progress builds each request in setupRequest instead, which costs the generator more
+  // per request than the bare route's prepared one.
   if (job.target === 'progress')
     opts.requests = job.dynamicProgress
       ? [{ method: 'GET', setupRequest: (req: Record<string, unknown>) => ({ ...req, path: gen.progressPath() }) }]

@@ -285,7 +285,7 @@ async function main() {
   const receivers: Receiver[] = [];
   for (const p of placements) receivers.push(p === 'in' ? await inProcessReceiver() : await childReceiver());
 
-  // Baseline 1, per receiver, before the app starts (as before): the HTTP path alone.
+  // Baseline 1, per receiver, before the app starts: the HTTP path alone.
   const baselines: number[] = [];
   for (const r of receivers) baselines.push(await signedPostLoop(r, cases, concurrency));
 
