@@ -370,9 +370,32 @@ async function withLock(form, fn) {
  * Starts the form (or reuses what runs) and resolves when it answers:
  * `{ brokers, started }` where `started` tells whether this call started any node.
  */
+/**
+ * A form that is not running, on its default ports, where another process (another checkout's
+ * broker, say) holds one of them: the first run of free ports after them, so that a test run is
+ * not stopped by a stranger. Ports asked for (`--port`, `KAFKA_PORT`) are never moved.
+ */
+async function onFreePorts(form, count, asked) {
+  if (asked !== undefined || process.env.KAFKA_PORT) return form;
+  const free = async (f) => {
+    for (const n of f.nodes) if (!(await portFree(n.port)) || !(await portFree(n.controllerPort))) return false;
+    return true;
+  };
+  if (await free(form)) return form;
+  for (let step = 1; step <= 40; step++) {
+    const moved = layout(count, form.base + step * 10);
+    if (await free(moved)) {
+      log(`ports ${form.base}+ on 127.0.0.1 are taken by another process: using ${moved.base}+`);
+      return moved;
+    }
+  }
+  return form;
+}
+
 async function up({ count = 1, port, fresh = false, holder } = {}) {
-  const form = layout(count, port);
+  let form = layout(count, port);
   return withLock(form, async () => {
+    if (form.nodes.every((n) => nodePid(n) === null)) form = await onFreePorts(form, count, port);
     const down = form.nodes.filter((n) => nodePid(n) === null);
     if (down.length < form.nodes.length && form.recorded && form.base !== form.recorded) {
       throw new Error(`${form.name} runs on 127.0.0.1:${form.recorded}, not ${form.base}; stop it first to move it (npm run kafka:down)`);
