@@ -8,7 +8,7 @@ import { PathwayQueriesController } from './adapters/bus/pathway-queries.control
 import { PatientEventsController } from './adapters/http/patient-events.controller';
 import { PathwayStaffController } from './adapters/http/staff.controller';
 import { WidgetCheckInsController } from './adapters/http/widget-check-ins.controller';
-import { CaseOpenDoc, CheckInTimerDoc, DispatchDoc, PathwayCollections, TIMER_PARTITION, pathwayProjection } from './adapters/projections/pathway.projection';
+import { CaseOpenDoc, CheckInTimerDoc, DispatchDoc, PathwayCollections, TIMER_PARTITION, pathwayProjection } from './read-model/pathway.projection';
 import { CHECK_IN_STREAM_PREFIX } from './domain/streams';
 
 /**

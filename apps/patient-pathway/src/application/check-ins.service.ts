@@ -8,7 +8,7 @@ import { getLogger } from '@svc/http';
 import { AnyClientProxy, BUS_CLIENT, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns, creditRefused } from '@svc/messaging';
 import { CONFIG, MAILER, Mailer, ServiceConfig } from '@svc/platform';
 import { KEYRING, Keyring, safeEqual, sha256Hex } from '@svc/security';
-import { CaseOpenDoc, CheckInTimerDoc, DispatchDoc } from '../adapters/projections/pathway.projection';
+import { CaseOpenDoc, CheckInTimerDoc, DispatchDoc } from '../read-model/pathway.projection';
 import { CheckInState, EMERGENCY_GUIDANCE, checkInDecider, nextQuestion, tokenRefused } from '../domain/check-in';
 import { PatientEvent, PatientState } from '../domain/patient';
 import { Question } from '../domain/protocol';

@@ -6,7 +6,7 @@ import { ApiError } from '@svc/http';
 import { PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
 import { KEYRING, Keyring, bodyHash } from '@svc/security';
-import { PATHWAY_PROJECTION, PathwayCollections, ProtocolDoc } from '../adapters/projections/pathway.projection';
+import { PATHWAY_PROJECTION, PathwayCollections, ProtocolDoc } from '../read-model/pathway.projection';
 import { ClaimCommand, ClaimEvent, ClaimState, Claimed, claimDecider } from '../domain/claim';
 import { LifecycleType, PatientCommand, PatientState, Profile, ProtocolResolution, patientDecider } from '../domain/patient';
 import { ProtocolDefinition, ProtocolView, protocolDecider, protocolProblems } from '../domain/protocol';

@@ -1,10 +1,10 @@
 import { RecordedEvent } from '@svc/eventstore';
 import { Projection, ProjectionTx, cancelTimer, scheduleTimer } from '@svc/read-store';
-import { CheckInEvent } from '../../domain/check-in';
-import { ClaimEvent } from '../../domain/claim';
-import { PatientEvent } from '../../domain/patient';
-import { ProtocolEvent, ProtocolView } from '../../domain/protocol';
-import { STREAM_PREFIX } from '../../domain/streams';
+import { CheckInEvent } from '../domain/check-in';
+import { ClaimEvent } from '../domain/claim';
+import { PatientEvent } from '../domain/patient';
+import { ProtocolEvent, ProtocolView } from '../domain/protocol';
+import { STREAM_PREFIX } from '../domain/streams';
 
 export const PATHWAY_PROJECTION = 'patient-pathway';
 
