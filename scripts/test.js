@@ -10,6 +10,11 @@
  * KAFKA_REQUIRED=1, so a Kafka suite without a broker fails instead of skipping. A broker started
  * here is stopped after Jest, once no other test run holds it; one started by `npm run kafka:up`
  * stays up.
+ *
+ * A full run (no arguments) runs Jest a second time over the distributed target: the e2e suites of
+ * test/distributed/suites.js against one six-process topology through the gateway
+ * (jest.distributed.config.js; on the same broker). Its counts go into the same last line, after
+ * lines naming the suites run against the topology and those excluded.
  */
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -87,6 +92,22 @@ const jest = spawnSync(
   [path.join(root, 'node_modules', 'jest', 'bin', 'jest.js'), '--json', `--outputFile=${results}`, ...process.argv.slice(2)],
   { cwd: root, stdio: 'inherit', env: { ...process.env, ...kafkaEnv, SVC_LOG_LEVEL: logLevel, SVC_LOG_FILE: logFile } },
 );
+// The distributed target (full runs): the suites of test/distributed/suites.js again, against one
+// six-process topology through the gateway (jest.distributed.config.js). A topology that cannot
+// start fails the run; it is never skipped.
+const fullRun = process.argv.length <= 2;
+const distributedResults = path.join(root, '.test-results-distributed.json');
+let distributedSeconds = 0;
+if (fullRun) {
+  fs.rmSync(distributedResults, { force: true });
+  const t0 = Date.now();
+  spawnSync(
+    process.execPath,
+    [path.join(root, 'node_modules', 'jest', 'bin', 'jest.js'), '-c', path.join(root, 'jest.distributed.config.js'), '--json', `--outputFile=${distributedResults}`],
+    { cwd: root, stdio: 'inherit', env: { ...process.env, ...kafkaEnv, SVC_LOG_LEVEL: logLevel, SVC_LOG_FILE: logFile, SVC_E2E_TARGET: 'distributed' } },
+  );
+  distributedSeconds = Math.round((Date.now() - t0) / 1000);
+}
 if (kafkaHeld) {
   spawnSync(process.execPath, [path.join(root, 'scripts', 'kafka.js'), 'release', '--holder', String(process.pid)], { cwd: root, stdio: 'inherit' });
 }
@@ -98,6 +119,23 @@ if (fs.existsSync(results)) {
   failed += r.numFailedTests + (r.numRuntimeErrorTestSuites || 0);
 } else {
   failed += 1;
+}
+if (fullRun) {
+  const { distributed, excluded } = require('../test/distributed/suites');
+  const name = (f) => path.basename(f).replace(/\.e2e-spec\.ts$/, '');
+  if (fs.existsSync(distributedResults)) {
+    const r = JSON.parse(fs.readFileSync(distributedResults, 'utf8'));
+    passed += r.numPassedTests;
+    failed += r.numFailedTests + (r.numRuntimeErrorTestSuites || 0);
+    // Jest reports a global setup that threw (the topology did not start) as no test run at all.
+    if (!r.success && r.numFailedTests === 0 && !r.numRuntimeErrorTestSuites) failed += 1;
+    console.log(`distributed target: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${r.numPendingTests} standalone-only skipped, in ${distributedSeconds} s`);
+  } else {
+    failed += 1;
+    console.log('distributed target FAILED: the topology did not start or Jest gave no results (see above)');
+  }
+  console.log(`distributed target: ${distributed.length} suites against the six-process topology (${distributed.map(name).join(', ')})`);
+  console.log(`distributed target: ${Object.keys(excluded).length} excluded, reasons in test/distributed/suites.js (${Object.keys(excluded).map(name).join(', ')})`);
 }
 // The log check counts as one test: planted patient data, emails, keys, secrets, tokens.
 {
@@ -121,7 +159,7 @@ if (fs.existsSync(results)) {
 }
 // The type check of the whole tree, tests included (the build compiles the sources only, and Jest
 // strips types without checking them): one test, on full runs.
-if (process.argv.length <= 2) {
+if (fullRun) {
   const tsc = spawnSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '--noEmit', '-p', path.join(root, 'tsconfig.json')], { cwd: root, encoding: 'utf8' });
   if (tsc.status === 0) {
     passed += 1;
@@ -132,7 +170,7 @@ if (process.argv.length <= 2) {
   }
 }
 // The import rules (eslint.config.mjs; docs/decisions.md, "Layers and import rules"): one test, on full runs.
-if (process.argv.length <= 2) {
+if (fullRun) {
   const lint = spawnSync('npm', ['run', '--silent', 'lint'], { cwd: root, encoding: 'utf8' });
   if (lint.status === 0) {
     passed += 1;

@@ -10,16 +10,66 @@
 
 const distributed = [
   'test/e2e/case-lean-routes.e2e-spec.ts',
+  'test/e2e/edge-order.e2e-spec.ts',
+  'test/e2e/org-roles.e2e-spec.ts',
   'test/e2e/organizations-list.e2e-spec.ts',
+  'test/e2e/patient-cadence.e2e-spec.ts',
+  'test/e2e/receiver-package.e2e-spec.ts',
+  'test/e2e/signature-real-time.e2e-spec.ts',
+  'test/e2e/text-safety.e2e-spec.ts',
   'test/e2e/uuid-params.e2e-spec.ts',
+  'test/e2e/webhooks-account-before-baa.e2e-spec.ts',
   'test/e2e/widget-case-threads.e2e-spec.ts',
   'test/e2e/widget-session-cancelled.e2e-spec.ts',
   'test/e2e/widget-sessions.e2e-spec.ts',
+  'test/e2e/workflow-cases.e2e-spec.ts',
+  'test/e2e/workflow-engine.e2e-spec.ts',
   'test/e2e/workflow-pinning.e2e-spec.ts',
-  'test/e2e/conversation.e2e-spec.ts',
+  'test/e2e/workflow-switch-off-inflight.e2e-spec.ts',
+  // Their blocks that need settings of their own are describeInProcess (skipped on the topology).
+  'test/e2e/cors.e2e-spec.ts',
+  'test/e2e/workflow-agent.e2e-spec.ts',
 ];
 
-/** Suites that run against standalone only, each with why. */
-const excluded = {};
+/** Suites that run against standalone only, each with why (what the suite reaches inside). */
+const INPROC_BUS = 'its set-up watches topics or sends commands on the in-process broker (case-helpers brokerOf/watchTopic/busRequest); on the topology that is Kafka, which the helpers do not reach yet';
+const excluded = {
+  // Processes and stores of their own: what they test is the process itself.
+  'test/e2e/apps-boot.e2e-spec.ts': 'starts each built app alone from its environment (the processes are the subject)',
+  'test/e2e/audit-cli.e2e-spec.ts': 'runs the audit CLI on the SQLite files of the data dir and on a PostgreSQL schema of its own',
+  'test/e2e/case-restart.e2e-spec.ts': 'kills and restarts the standalone process on one data dir',
+  'test/e2e/deployment-safety.e2e-spec.ts': 'checks file modes in the data dir and starts processes with their own settings (HOST, production mode)',
+  'test/e2e/distributed-topology.e2e-spec.ts': 'starts a topology of its own (kills an app by pid, stops all six): runs in the standalone pass already',
+  'test/e2e/gateway-restart.e2e-spec.ts': 'kills and restarts a built process',
+  'test/e2e/patient-pathway-restart.e2e-spec.ts': 'kills and restarts the standalone process on one data dir',
+  'test/e2e/postgres-event-store.e2e-spec.ts': 'starts standalone on an event-store schema of its own and restarts it',
+  'test/e2e/quickstart.e2e-spec.ts': 'starts the built standalone process as npm start does (the README flow; the topology flow is distributed-topology.e2e-spec.ts)',
+  'test/e2e/redis-mode.e2e-spec.ts': 'starts standalone on a Redis prefix of its own and restarts it',
+  'test/e2e/webhooks-restart.e2e-spec.ts': 'kills and restarts the built standalone process',
+  // Settings the shared topology does not have.
+  'test/e2e/gateway-access.e2e-spec.ts': 'restarts the app in place and starts services in production mode with an OIDC issuer',
+  'test/e2e/operations.e2e-spec.ts': 'reads the event store inside the process and starts standalone on its own PostgreSQL schema and Redis prefix to stop them under it',
+  'test/e2e/rate-limits.e2e-spec.ts': 'every part starts a service with low limits of its own (SVC_RATE_LIMIT_*, SVC_TRUST_PROXY)',
+  'test/e2e/slow-request.e2e-spec.ts': 'needs its own SVC_REQUEST_TIMEOUT_MS',
+  'test/e2e/smtp-mail.e2e-spec.ts': 'needs MAIL=smtp with its own SMTP server, and production mode with an OIDC issuer',
+  'test/e2e/widget-identity-replay.e2e-spec.ts': 'restarts the app in place (the replay cache across a restart)',
+  // Reach inside the process.
+  'test/e2e/case-ledger.e2e-spec.ts': INPROC_BUS,
+  'test/e2e/conversation.e2e-spec.ts': INPROC_BUS,
+  'test/e2e/case-resolve-race.e2e-spec.ts': 'reads the event store inside the process and uses the in-process broker',
+  'test/e2e/case-threads-no-cycle.e2e-spec.ts': 'holds the in-process broker to order messages between case-ledger and conversation',
+  'test/e2e/case-log-canary.e2e-spec.ts': 'uses the in-process broker and reads the service log file and data dir of its own app',
+  'test/e2e/case-notify.e2e-spec.ts': 'replaces the mailer inside the process',
+  'test/e2e/http-edge-audit.e2e-spec.ts': 'signs widget tokens with the master key of its app data dir; two raw-socket findings (a body broken off after 415, Transfer-Encoding: gzip, chunked) answer differently through the gateway proxy, to be looked at',
+  'test/e2e/list-paging.e2e-spec.ts': 'starts standalone on a Redis read store of its own and publishes on the in-process broker',
+  'test/e2e/patient-cancel-dispatch.e2e-spec.ts': 'reads the event store inside the process',
+  'test/e2e/patient-pathway-bus.e2e-spec.ts': 'drives the pathway through the in-process broker and replaces the mailer',
+  'test/e2e/patient-pathway.e2e-spec.ts': 'uses the in-process broker, signs widget tokens with its app data dir master key, and restarts the app in place',
+  'test/e2e/staff-case-patient.e2e-spec.ts': 'calls the bus handlers inside the process',
+  'test/e2e/webhook-changes-inflight.e2e-spec.ts': 'holds webhook attempts inside the process',
+  'test/e2e/webhooks-billing.e2e-spec.ts': 'publishes billing events on the in-process broker',
+  'test/e2e/webhooks.e2e-spec.ts': 'uses the in-process broker and event store, and restarts the app in place',
+  'test/e2e/workflow-audit.e2e-spec.ts': 'reads the event store inside the process',
+};
 
 module.exports = { distributed, excluded };

@@ -1,5 +1,5 @@
 import { connect } from 'node:net';
-import { TestApp } from '@svc/testing';
+import { TestApp, describeInProcess } from '@svc/testing';
 import { loadConfig } from '@svc/platform';
 
 /**
@@ -65,7 +65,7 @@ describe('CORS (e2e, real HTTP)', () => {
     });
   });
 
-  describe('configured: WIDGET_ALLOWED_ORIGINS and STAFF_APP_ORIGINS', () => {
+  describeInProcess('origins configured for this service alone')('configured: WIDGET_ALLOWED_ORIGINS and STAFF_APP_ORIGINS', () => {
     const app = new TestApp(undefined, { WIDGET_ALLOWED_ORIGINS: 'https://clinic.example, https://portal.clinic.example:8443', STAFF_APP_ORIGINS: 'https://staff.example' });
     beforeAll(() => app.start());
     afterAll(() => app.stop());

@@ -1,6 +1,6 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { TestApp } from '@svc/testing';
+import { TestApp, inProcess } from '@svc/testing';
 
 /**
  * GET /organizations over real HTTP: the caller's organizations (where its `sub` is a member, any
@@ -77,7 +77,7 @@ describe('GET /organizations (e2e)', () => {
     expect(ids(read.body)).toEqual([t.orgId]);
   });
 
-  it('is rebuilt from the event log (read models lost)', async () => {
+  inProcess('deletes the SQLite read-model file and restarts the app')('is rebuilt from the event log (read models lost)', async () => {
     const sub = `rebuild-${Math.random().toString(36).slice(2)}`;
     const staff = await app.staffToken({ sub });
     const org = await app.api.post('/organizations', { name: 'Rebuilt Clinic' }, staff);

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { IncomingMessage, Server, createServer } from 'node:http';
-import { OidcIssuer, TestApp } from '@svc/testing';
+import { OidcIssuer, TestApp, describeInProcess } from '@svc/testing';
 import { identityToken } from './case-helpers';
 
 /** Issue 6: a multi-message conversation (pending asks, ownership, confirm, hand-off) and production address checks. */
@@ -379,7 +379,7 @@ describe('concurrent replies to one turn (e2e)', () => {
   });
 });
 
-describe('destinations in production mode (e2e)', () => {
+describeInProcess('production mode with an OIDC issuer of its own')('destinations in production mode (e2e)', () => {
   // Production mode has no dev tools: staff sign in through a (test) OIDC issuer.
   const oidc = new OidcIssuer();
   const app = new TestApp(undefined, { NODE_ENV: 'production', SVC_MASTER_KEY: randomBytes(32).toString('base64'), WIDGET_BASE_URL: 'https://care.example.test/api' }, oidc);

@@ -38,3 +38,9 @@ export function inProcess(reason: string): (name: string, fn: jest.ProvidesCallb
   if (!onTopology()) return (name, fn, timeout) => it(name, fn, timeout);
   return (name, fn, timeout) => it.skip(`${name} [standalone only: ${reason}]`, fn, timeout);
 }
+
+/** `describe` for a block whose service is set up its own way (settings, issuer, restarts): skipped against the topology, with `reason`. */
+export function describeInProcess(reason: string): (name: string, fn: () => void) => void {
+  if (!onTopology()) return (name, fn) => describe(name, fn);
+  return (name, fn) => describe.skip(`${name} [standalone only: ${reason}]`, fn);
+}
