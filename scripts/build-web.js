@@ -7,7 +7,8 @@
  * - writes each page's HTML (web/<page>/page.html with its hashed script and stylesheet, each with
  *   its Subresource Integrity hash) into dist/web/pages,
  * - writes dist/web/manifest.json, which the service reads (libs/platform web-pages.ts).
- * `--if-needed` skips all of it when the manifest is newer than every file under web/ and this script.
+ * `--if-needed` skips all of it when the manifest is newer than every file under web/ (and the sources
+ * outside web/ that a page bundles, OUTSIDE below) and this script.
  */
 const { execFileSync } = require('node:child_process');
 const { createHash } = require('node:crypto');
@@ -41,9 +42,12 @@ function newest(dir) {
   return n;
 }
 
+// Sources outside web/ that the pages bundle: the console's builder checks drafts with the workflow engine's own validator.
+const OUTSIDE = [path.join(root, 'apps', 'workflow-engine', 'src', 'domain'), path.join(root, 'libs', 'decider', 'src')];
+
 if (process.argv.includes('--if-needed') && fs.existsSync(manifestFile)) {
   const built = fs.statSync(manifestFile).mtimeMs;
-  if (Math.max(newest(src), fs.statSync(__filename).mtimeMs, fs.statSync(path.join(root, 'scripts', 'webhook-receiver.js')).mtimeMs) < built) process.exit(0);
+  if (Math.max(newest(src), ...OUTSIDE.map(newest), fs.statSync(__filename).mtimeMs, fs.statSync(path.join(root, 'scripts', 'webhook-receiver.js')).mtimeMs) < built) process.exit(0);
 }
 
 execFileSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', path.join(src, 'tsconfig.json')], { cwd: root, stdio: 'inherit' });

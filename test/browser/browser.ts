@@ -90,12 +90,15 @@ export async function axe(page: Page, root?: string): Promise<{ id: string; impa
     .map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n) => n.target.join(' ')) }));
 }
 
-/** A screenshot into docs/ for the README, only when SVC_SCREENSHOTS=1 (a normal run writes nothing into the tree). */
-export async function screenshot(page: Page, name: string): Promise<void> {
+/**
+ * A screenshot into docs/ for the README, only when SVC_SCREENSHOTS=1 (a normal run writes nothing into the tree):
+ * the whole page, or with `fullPage: false` what the viewport shows.
+ */
+export async function screenshot(page: Page, name: string, options: { fullPage?: boolean } = {}): Promise<void> {
   if (process.env.SVC_SCREENSHOTS !== '1') return;
   const dir = resolve(__dirname, '..', '..', 'docs', 'screenshots');
   mkdirSync(dir, { recursive: true });
-  await page.screenshot({ path: join(dir, `${name}.png`), fullPage: true });
+  await page.screenshot({ path: join(dir, `${name}.png`), fullPage: options.fullPage ?? true });
 }
 
 /** Reads `read()` until `ok` holds of it (or `timeoutMs` passes); answers the last value read, for the test to assert. */

@@ -17,6 +17,7 @@ import { KeysView } from './views/keys';
 import { OrganizationView, CreateOrganization } from './views/organization';
 import { PatientsView, ProtocolsView } from './views/protocols';
 import { WebhooksView } from './views/webhooks';
+import { WorkflowsView } from './views/workflows';
 import './console.css';
 
 interface ConsoleConfig {
@@ -179,10 +180,11 @@ const VIEWS: { view: string; label: string }[] = [
   { view: 'protocols', label: 'Protocols' },
   { view: 'patients', label: 'Patients' },
   { view: 'destinations', label: 'Destinations' },
+  { view: 'workflows', label: 'Workflows' },
   { view: 'cases', label: 'Clinical cases' },
 ];
 /** The views of one environment (the one picked at the top). */
-const ENV_VIEWS = new Set(['webhooks', 'protocols', 'patients', 'destinations', 'cases']);
+const ENV_VIEWS = new Set(['webhooks', 'protocols', 'patients', 'destinations', 'workflows', 'cases']);
 
 function Shell({ token, signOut }: { token: string; signOut: (notice?: string) => void }) {
   const api = useMemo(() => new Api(token, () => signOut('Your sign-in has expired. Sign in again.')), [token]);
@@ -241,6 +243,7 @@ function Shell({ token, signOut }: { token: string; signOut: (notice?: string) =
   else if (route.view === 'protocols' && env) screen = <ProtocolsView key={env.id} api={api} org={org} env={env} />;
   else if (route.view === 'patients' && env) screen = <PatientsView key={env.id} api={api} org={org} env={env} />;
   else if (route.view === 'destinations' && env) screen = <DestinationsView key={env.id} api={api} org={org} env={env} route={route} go={go} />;
+  else if (route.view === 'workflows' && env) screen = <WorkflowsView key={env.id} api={api} org={org} env={env} route={route} go={go} />;
   else if (route.view === 'cases' && env) screen = <CasesView key={env.id} api={api} org={org} env={env} route={route} go={go} />;
   else
     screen = (
