@@ -35,6 +35,9 @@ describe('IntegrationEventRelay on the SQLite event store and read store', () =>
   let received: BrokerMessage<IntegrationMessage>[];
   const relays: IntegrationEventRelay[] = [];
   const warnings: string[] = [];
+  let consoleError: jest.SpiedFunction<typeof console.error>;
+  /** What the broker reported of failed subscribers (pattern, error message). */
+  let subscriberFailures: { pattern: string; message: string }[];
 
   function relay(options: Partial<ConstructorParameters<typeof IntegrationEventRelay>[0]> = {}): IntegrationEventRelay {
     const r = new IntegrationEventRelay({
@@ -52,10 +55,12 @@ describe('IntegrationEventRelay on the SQLite event store and read store', () =>
   }
 
   beforeEach(() => {
+    consoleError = jest.spyOn(console, 'error');
     dir = mkdtempSync(join(tmpdir(), 'relay-spec-'));
     store = new SqliteEventStore(join(dir, 'events.db'), { pollIntervalMs: 20 });
     readStore = new SqliteReadStore(join(dir, 'read.db'));
-    broker = new InProcessBroker();
+    subscriberFailures = [];
+    broker = new InProcessBroker({ onError: (error, pattern) => void subscriberFailures.push({ pattern, message: (error as Error).message }) });
     client = new InProcessClient(broker);
     received = [];
     broker.subscribe(TOPIC, (m) => void received.push(m as BrokerMessage<IntegrationMessage>));
@@ -66,6 +71,11 @@ describe('IntegrationEventRelay on the SQLite event store and read store', () =>
     await store.close();
     await readStore.close();
     rmSync(dir, { recursive: true, force: true });
+    // The failing subscribers below fail on purpose: their failures are the broker's report to the
+    // test, never an error on the console of the run.
+    const printed = consoleError.mock.calls.length;
+    consoleError.mockRestore();
+    expect(printed).toBe(0);
   });
 
   it('publishes appended events in order as IntegrationMessages keyed by stream id with metadata headers', async () => {
@@ -241,6 +251,7 @@ describe('IntegrationEventRelay on the SQLite event store and read store', () =>
     expect(calls).toEqual([1, 1, 2]);
     expect(maxRunning).toBe(1);
     expect(warnings.some((w) => /not confirmed within 20 ms/.test(w))).toBe(true);
+    expect(subscriberFailures).toEqual([{ pattern: TOPIC, message: 'slow and then failing' }]);
   });
 
   it('a consumer that fails gets the event again (never skipped past a failing subscriber)', async () => {
@@ -256,6 +267,8 @@ describe('IntegrationEventRelay on the SQLite event store and read store', () =>
     const { position } = await store.append('case-y', [event('clinical_case.opened', { i: 7 })], 'no_stream');
     await r.waitFor(position);
     expect(seen).toEqual([7]);
+    expect(subscriberFailures).toEqual([{ pattern: TOPIC, message: 'consumer down' }]);
+    expect(warnings.some((w) => /failed \(attempt 1\): SubscriberFailedError/.test(w))).toBe(true);
   });
 
   it('stopped while the bus is down: the checkpoint stays, the next run publishes the event', async () => {
