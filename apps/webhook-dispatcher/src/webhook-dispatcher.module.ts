@@ -11,10 +11,12 @@ import { DispatchService } from './application/dispatch.service';
 import { DispatcherLifecycle } from './application/dispatcher-lifecycle';
 import { EndpointsService } from './application/endpoints.service';
 import { RetryWorker } from './application/retry-worker';
+import { WEBHOOK_SENDER } from './application/webhook-sender.port';
 import { BillingController } from './adapters/http/billing.controller';
 import { WebhookEndpointsController } from './adapters/http/webhook-endpoints.controller';
 import { DispatcherEventsController } from './adapters/bus/events.controller';
-import { dispatcherProjection } from './adapters/projections/dispatcher.projection';
+import { WebhookSender } from './adapters/outbound/webhook-sender';
+import { dispatcherProjection } from './read-model/dispatcher.projection';
 import { SUBSCRIPTION_UPDATED } from './domain/account';
 import { WEBHOOK_DELIVERED } from './domain/delivery';
 import { USAGE_THRESHOLD_REACHED } from './domain/usage';
@@ -22,7 +24,18 @@ import { USAGE_THRESHOLD_REACHED } from './domain/usage';
 /** The webhook-dispatcher bounded context: endpoints, signed deliveries with retries, usage and billing. */
 @Module({
   controllers: [WebhookEndpointsController, BillingController, DispatcherEventsController],
-  providers: [DeliveryCommands, AttemptSlots, AttemptRunner, RetryWorker, DispatchService, EndpointsService, DispatcherLifecycle, BillingService],
+  providers: [
+    DeliveryCommands,
+    AttemptSlots,
+    AttemptRunner,
+    RetryWorker,
+    DispatchService,
+    EndpointsService,
+    DispatcherLifecycle,
+    BillingService,
+    // Attempts go out on a thread of their own (the compiled build), else on the event loop; closed by AttemptRunner.close.
+    { provide: WEBHOOK_SENDER, useFactory: () => new WebhookSender() },
+  ],
 })
 export class WebhookDispatcherModule implements OnModuleInit {
   constructor(

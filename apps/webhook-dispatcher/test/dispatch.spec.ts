@@ -5,7 +5,7 @@ import { DevClock, SystemWallClock } from '../../../libs/clock/src';
 import { InMemoryEventStore } from '../../../libs/eventstore/src/memory-event-store';
 import { IntegrationMessage } from '../../../libs/messaging/src';
 import { CommandHandler } from '../../../libs/eventstore/src/decider';
-import { EndpointDoc } from '../src/adapters/projections/dispatcher.projection';
+import { EndpointDoc } from '../src/read-model/dispatcher.projection';
 import { deliveryDecider, deliveryStream } from '../src/domain/delivery';
 import { AttemptRunner } from '../src/application/attempt-runner';
 import { AttemptSlots, MAX_DIRECT_ATTEMPTS } from '../src/application/attempt-slots';
@@ -13,6 +13,7 @@ import { DeliveryCommands } from '../src/application/delivery-commands';
 import { DispatchService, RELEASE_SLOT_WAIT_MS } from '../src/application/dispatch.service';
 import { DispatcherLifecycle } from '../src/application/dispatcher-lifecycle';
 import { RetryWorker } from '../src/application/retry-worker';
+import { WebhookSender } from '../src/adapters/outbound/webhook-sender';
 
 process.env.SVC_LOG_LEVEL ??= 'warn'; // the logger is made on first use, in the tests
 
@@ -32,7 +33,7 @@ function service(url: string, store = new InMemoryEventStore(), over: { list?: (
   const clock = new DevClock();
   const deliveries = new DeliveryCommands(store as never, clock);
   const slots = new AttemptSlots();
-  const attempts = new AttemptRunner(deliveries, clock, readStore as never, { decrypt: () => 'whsec_test' } as never, { production: false } as never, new SystemWallClock());
+  const attempts = new AttemptRunner(deliveries, clock, readStore as never, { decrypt: () => 'whsec_test' } as never, { production: false } as never, new SystemWallClock(), new WebhookSender());
   const worker = new RetryWorker(deliveries, clock, readStore as never, slots, attempts);
   const dispatch = new DispatchService(
     deliveries,

@@ -5,10 +5,9 @@ import { CONFIG, InFlight, ServiceConfig } from '@svc/platform';
 import { READ_STORE, ReadStore } from '@svc/read-store';
 import { KEYRING, Keyring } from '@svc/security';
 import { DeliveryEvent, DeliveryState } from '../domain/delivery';
-import { Collections, EndpointDoc } from '../adapters/projections/dispatcher.projection';
-import { SendResult } from '../adapters/outbound/send-webhook';
-import { WebhookSender } from '../adapters/outbound/webhook-sender';
+import { Collections, EndpointDoc } from '../read-model/dispatcher.projection';
 import { DeliveryCommands, SYSTEM } from './delivery-commands';
+import { SendResult, WEBHOOK_SENDER, WebhookSenderPort } from './webhook-sender.port';
 
 /** What an attempt needs of the delivery's creation event. */
 export type Created = Pick<Extract<DeliveryEvent, { type: 'WebhookDeliveryCreated' }>, 'eventId' | 'eventType' | 'payload'>;
@@ -35,8 +34,6 @@ interface AttemptInFlight {
 @Injectable()
 export class AttemptRunner {
   private readonly log = getLogger();
-  /** Attempts go out on a thread of their own (the compiled build), else on the event loop. */
-  private readonly sender = new WebhookSender();
   /** Attempts of this process under way, by endpoint id (see AttemptInFlight). */
   private readonly inFlight = new InFlight<AttemptInFlight>();
 
@@ -48,6 +45,8 @@ export class AttemptRunner {
     @Inject(CONFIG) private readonly config: ServiceConfig,
     /** Real time, for the signature timestamp of each attempt only. */
     @Inject(WALL_CLOCK) private readonly wallClock: WallClock,
+    /** Sends the attempts (the module binds `WebhookSender`: a thread of their own in the compiled build, else the event loop). */
+    @Inject(WEBHOOK_SENDER) private readonly sender: WebhookSenderPort,
   ) {}
 
   /**

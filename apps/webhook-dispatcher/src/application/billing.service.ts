@@ -7,7 +7,7 @@ import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
 import { sha256Hex } from '@svc/security';
 import { AccountCommand, AccountEvent, AccountState, BillingEventType, DEFAULT_MONTHLY_CREDITS, accountDecider, accountStream } from '../domain/account';
 import { CreditSource, UsageCommand, UsageEvent, UsageState, periodStartOf, usageDecider, usageStream } from '../domain/usage';
-import { AccountDoc, Collections, DISPATCHER_PROJECTION, UsageDoc } from '../adapters/projections/dispatcher.projection';
+import { AccountDoc, Collections, DISPATCHER_PROJECTION, UsageDoc } from '../read-model/dispatcher.projection';
 
 const SYSTEM = 'system:webhook-dispatcher';
 

@@ -5,7 +5,7 @@ import { PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
 import { isAccountEvent, isCaseEvent } from '../domain/catalog';
 import { deliveryStream } from '../domain/delivery';
-import { Collections, DISPATCHER_PROJECTION, EndpointDoc } from '../adapters/projections/dispatcher.projection';
+import { Collections, DISPATCHER_PROJECTION, EndpointDoc } from '../read-model/dispatcher.projection';
 import { AttemptRunner, Created, Leased } from './attempt-runner';
 import { AttemptSlots } from './attempt-slots';
 import { DeliveryCommands, SYSTEM } from './delivery-commands';

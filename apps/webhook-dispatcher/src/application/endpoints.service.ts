@@ -8,7 +8,7 @@ import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
 import { KEYRING, Keyring, addressProblem, randomToken, urlProblemMessage, urlSyntaxProblem } from '@svc/security';
 import { DeliveryStatus, deliveryStream } from '../domain/delivery';
 import { EndpointCommand, EndpointEvent, EndpointState, endpointDecider, endpointStream } from '../domain/endpoint';
-import { Collections, DISPATCHER_PROJECTION, DeliveryDoc, EndpointDoc, deliveryStatusPartition } from '../adapters/projections/dispatcher.projection';
+import { Collections, DISPATCHER_PROJECTION, DeliveryDoc, EndpointDoc, deliveryStatusPartition } from '../read-model/dispatcher.projection';
 import { AttemptRunner } from './attempt-runner';
 import { DeliveryCommands } from './delivery-commands';
 import { RetryWorker } from './retry-worker';

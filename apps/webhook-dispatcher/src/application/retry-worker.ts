@@ -4,7 +4,7 @@ import { CLOCK, Clock } from '@svc/clock';
 import { getLogger } from '@svc/http';
 import { READ_STORE, ReadStore, TimerScheduler } from '@svc/read-store';
 import { DeliveryEvent, deliveryStream } from '../domain/delivery';
-import { Collections, DeliveryTimer, EndpointDoc, TIMER_PARTITION } from '../adapters/projections/dispatcher.projection';
+import { Collections, DeliveryTimer, EndpointDoc, TIMER_PARTITION } from '../read-model/dispatcher.projection';
 import { AttemptRunner } from './attempt-runner';
 import { AttemptSlots } from './attempt-slots';
 import { DeliveryCommands, SYSTEM } from './delivery-commands';

@@ -1,8 +1,8 @@
 import { Agent as HttpAgent, ClientRequest, request as httpRequest, IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { isIP } from 'node:net';
-import { Attempt } from '../../domain/delivery';
 import { Resolver, guardedLookup, isBlockedAddress, signWebhook } from '@svc/security';
+import type { SendInput, SendResult } from '../../application/webhook-sender.port';
 
 export const DELIVERY_TIMEOUT_MS = 15_000;
 
@@ -26,36 +26,6 @@ const agents = {
   production: { http: new HttpAgent({ ...agentOptions, lookup: productionLookup }), https: new HttpsAgent({ ...agentOptions, lookup: productionLookup }) },
   open: { http: new HttpAgent(agentOptions), https: new HttpsAgent(agentOptions) },
 };
-
-export interface SendInput {
-  url: string;
-  /** The serialized envelope: sent byte for byte as signed. */
-  payload: string;
-  secret: string;
-  eventId: string;
-  eventType: string;
-  /** Attempt time from the service clock (the attempt's record). */
-  at: Date;
-  /**
-   * Real time of the attempt (WALL_CLOCK), signed as `x-svc-timestamp`: receivers compare it with
-   * their own clocks, so it never follows the dev clock.
-   */
-  signedAt: Date;
-  production: boolean;
-  /** Tests only: the DNS answer the production guard checks (default: the system resolver). */
-  resolve?: Resolver;
-  /** Tests only: default DELIVERY_TIMEOUT_MS. */
-  timeoutMs?: number;
-}
-
-export interface SendResult {
-  attempt: Attempt;
-  /**
-   * Aborted before any byte of the request was handed to a connected socket (see `sendWebhook`'s
-   * `signal`): the receiver cannot have seen it, so it is no attempt at all.
-   */
-  notSent?: true;
-}
 
 class TimeoutError extends Error {
   override name = 'TimeoutError';

@@ -6,7 +6,8 @@
  * `sendWebhook`'s signal: only an attempt not yet on the wire ends; it answers `notSent`).
  */
 import { parentPort } from 'node:worker_threads';
-import { SendInput, sendWebhook } from './send-webhook';
+import type { SendInput } from '../../application/webhook-sender.port';
+import { sendWebhook } from './send-webhook';
 
 type Request = { id: number; input: Omit<SendInput, 'resolve'> } | { abort: number };
 

@@ -2,7 +2,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { getLogger } from '@svc/http';
-import { SendInput, SendResult, sendWebhook } from './send-webhook';
+import type { SendInput, SendResult, WebhookSenderPort } from '../../application/webhook-sender.port';
+import { sendWebhook } from './send-webhook';
 
 /** The compiled sender thread, next to this file in the build (absent when running from source). */
 export const SENDER_WORKER_FILE = join(__dirname, 'sender-worker.js');
@@ -19,7 +20,7 @@ export const SENDER_WORKER_FILE = join(__dirname, 'sender-worker.js');
  * rejected (not known to be sent): the caller leaves them to the lease's expiry, which sends
  * them again (at least once, as after a crash).
  */
-export class WebhookSender {
+export class WebhookSender implements WebhookSenderPort {
   private worker: Worker | null = null;
   private readonly pending = new Map<number, { resolve: (r: SendResult) => void; reject: (err: Error) => void }>();
   private nextId = 0;

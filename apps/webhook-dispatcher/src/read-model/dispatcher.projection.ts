@@ -1,11 +1,11 @@
 import { RecordedEvent } from '@svc/eventstore';
 import { Projection, ProjectionTx, cancelTimer, scheduleTimer } from '@svc/read-store';
 import { Keyring } from '@svc/security';
-import { AccountEvent, DEFAULT_MONTHLY_CREDITS, SUBSCRIPTION_UPDATED, SubscriptionStatus } from '../../domain/account';
-import { STREAM_PREFIX } from '../../domain/catalog';
-import { Attempt, DeliveryEvent, DeliveryStatus, WEBHOOK_DELIVERED } from '../../domain/delivery';
-import { EndpointEvent } from '../../domain/endpoint';
-import { USAGE_THRESHOLD_REACHED, UsageEvent } from '../../domain/usage';
+import { AccountEvent, DEFAULT_MONTHLY_CREDITS, SUBSCRIPTION_UPDATED, SubscriptionStatus } from '../domain/account';
+import { STREAM_PREFIX } from '../domain/catalog';
+import { Attempt, DeliveryEvent, DeliveryStatus, WEBHOOK_DELIVERED } from '../domain/delivery';
+import { EndpointEvent } from '../domain/endpoint';
+import { USAGE_THRESHOLD_REACHED, UsageEvent } from '../domain/usage';
 
 /**
  * Renamed to rebuild the read model from the streams once: `-v2`, the delivery log's score became
