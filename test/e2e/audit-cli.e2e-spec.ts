@@ -238,6 +238,8 @@ describe('svc audit CLI on the SQLite data dir of a standalone run', () => {
     expect(new Set(json.map((e) => e.streamId))).toEqual(new Set([flow.caseStream, flow.conversationStream]));
     expect(json.map((e) => e.position)).toEqual([...json.map((e) => e.position)].sort((a, b) => a - b));
     expect(json.find((e) => e.type === 'ConversationStarted')).toMatchObject({ what: 'conversation started', category: 'conversation', sealed: true });
+    // A case's conversation has the case's id: its history is the same timeline.
+    expect(ndjson((await svc(['history', 'conversation', flow.caseId, '--json'], env())).stdout).map((e) => e.position)).toEqual(json.map((e) => e.position));
 
     // The patient's stream names no case; its payloads do.
     const plain = ndjson((await svc(['history', 'patient', flow.patientId, '--json'], env())).stdout);

@@ -104,7 +104,7 @@ export async function verifyCommand(ctx: Context, stream: string | undefined, op
     ['Streams', 'Events', 'Chained', 'Unchained (before the chain)', 'Faults', 'Checked'],
     [
       [
-        String(reports.length),
+        reports.length.toLocaleString('en-US'),
         verifier.events.toLocaleString('en-US'),
         chained.toLocaleString('en-US'),
         unchained ? c.yellow(`${unchained.toLocaleString('en-US')} in ${unchainedStreams.length} streams`) : '0',
