@@ -4,17 +4,19 @@ import { BackgroundWork, PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner, TimerDoc } from '@svc/read-store';
 import { KEYRING, Keyring } from '@svc/security';
 import { DeliveriesService } from './application/deliveries.service';
+import { DESTINATION_CLIENT } from './application/destination-client.port';
 import { RunnerService } from './application/runner.service';
 import { SwitchOffGate } from './application/switch-off-gate';
 import { WorkflowsService } from './application/workflows.service';
 import { DestinationsController, WorkflowsController } from './adapters/http/workflows.controller';
+import { destinationClient } from './adapters/outbound/destination-client';
 import { WidgetMessagesController } from './adapters/http/widget.controller';
-import { DELIVERY_PARTITION, WorkflowCollections, workflowProjection } from './adapters/projections/workflow.projection';
+import { DELIVERY_PARTITION, WorkflowCollections, workflowProjection } from './read-model/workflow.projection';
 
 /** The workflow-engine bounded context: conversation workflows, destinations, runs, the patient agent. */
 @Module({
   controllers: [WorkflowsController, DestinationsController, WidgetMessagesController],
-  providers: [WorkflowsService, RunnerService, DeliveriesService, SwitchOffGate],
+  providers: [WorkflowsService, RunnerService, DeliveriesService, SwitchOffGate, { provide: DESTINATION_CLIENT, useValue: destinationClient }],
 })
 export class WorkflowEngineModule implements OnModuleInit {
   constructor(

@@ -1,7 +1,7 @@
 import { Observable, of, throwError } from 'rxjs';
 import { InMemoryEventStore } from '../../../libs/eventstore/src/memory-event-store';
 import { DeliveriesService } from '../src/application/deliveries.service';
-import { workflowProjection, WorkflowCollections } from '../src/adapters/projections/workflow.projection';
+import { workflowProjection, WorkflowCollections } from '../src/read-model/workflow.projection';
 
 /** B3: cases and hand-offs are recorded first, then delivered with the same request id until done or refused. */
 describe('DeliveriesService', () => {

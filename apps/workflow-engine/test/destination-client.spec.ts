@@ -1,5 +1,5 @@
 import { Server, createServer } from 'node:http';
-import { callDestination } from '../src/application/destination-client';
+import { callDestination } from '../src/adapters/outbound/destination-client';
 import { validHeader } from '../src/adapters/http/workflows.controller';
 
 /** B2: whatever Node refuses while building a request is a failed call, never a rejection (500). */

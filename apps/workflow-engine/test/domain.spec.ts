@@ -5,7 +5,7 @@ import { SIGN_IN_REPLY, advance, buildRequest, getPath, giveCallResult, giveInpu
 import { ordersToShow, parseOrdersResponse } from '../src/domain/orders';
 import { KEY_CLAIM_GRACE_MS, WorkflowEvent, workflowDecider, workflowKeyDecider } from '../src/domain/workflow';
 import { isBlockedAddress } from '@svc/security';
-import { signature, targetUrl } from '../src/application/destination-client';
+import { signature, targetUrl } from '../src/adapters/outbound/destination-client';
 import { orderStatusTemplate } from '../src/domain/templates';
 import { RunEvent, TURN_TAKEOVER_MS, runDecider } from '../src/domain/run';
 import { WidgetTurnEvent, widgetTurnDecider } from '../src/domain/widget-turn';

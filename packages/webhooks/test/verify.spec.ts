@@ -3,7 +3,7 @@ import { IncomingHttpHeaders, Server, createServer } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { WebhookVerificationError, isOrderLookupRequested, signDestinationCall, signWebhook, verifyDestinationCall, verifyWebhook } from '../src';
 import { sendWebhook } from '../../../apps/webhook-dispatcher/src/adapters/outbound/send-webhook';
-import { callDestination } from '../../../apps/workflow-engine/src/application/destination-client';
+import { callDestination } from '../../../apps/workflow-engine/src/adapters/outbound/destination-client';
 
 const SECRET = 'whsec_test_secret';
 const NOW = new Date('2026-03-01T12:00:00.000Z');

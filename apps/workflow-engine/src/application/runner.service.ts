@@ -18,8 +18,8 @@ import { Advance, CallRequest, CallResult, Patient, Reply, RunContext, RunState,
 import { runDecider, runStream } from '../domain/run';
 import { widgetTurnDecider, widgetTurnStream } from '../domain/widget-turn';
 import { WorkflowState, workflowStream } from '../domain/workflow';
-import { WorkflowCollections } from '../adapters/projections/workflow.projection';
-import { callDestination } from './destination-client';
+import { WorkflowCollections } from '../read-model/workflow.projection';
+import { DESTINATION_CLIENT, DestinationClientPort } from './destination-client.port';
 import { DeliveriesService, DeliveryResult } from './deliveries.service';
 import { CaseRequest } from '../domain/delivery';
 import { Actor, Scope, WorkflowsService } from './workflows.service';
@@ -72,6 +72,7 @@ export class RunnerService {
     private readonly gate: SwitchOffGate,
     /** Real time, for the signature timestamp of each Destination call only. */
     @Inject(WALL_CLOCK) private readonly wallClock: WallClock,
+    @Inject(DESTINATION_CLIENT) private readonly destinations: DestinationClientPort,
   ) {
     this.runs = new CommandHandler(store, runDecider, () => clock.now());
     this.turns = new CommandHandler(store, widgetTurnDecider, () => clock.now());
@@ -90,7 +91,7 @@ export class RunnerService {
     }
     // Signed with the real time of the call (receivers compare it with their own clocks), never the service clock.
     const nowS = Math.floor(this.wallClock.now().getTime() / 1000);
-    const out = await callDestination({ baseUrl: dest.baseUrl, path: req.path, method: req.method, body: req.body, headers: dest.headers, secret, nowS, timeoutMs: dest.timeoutMs, production: this.config.production });
+    const out = await this.destinations.call({ baseUrl: dest.baseUrl, path: req.path, method: req.method, body: req.body, headers: dest.headers, secret, nowS, timeoutMs: dest.timeoutMs, production: this.config.production });
     this.log.info({ destination: dest.id, method: req.method, outcome: out.kind === 'response' ? out.status : out.reason }, 'destination call');
     if (traces) {
       const redacted = Object.fromEntries(Object.keys(dest.headers).map((k) => [k, '[redacted]']));

@@ -9,7 +9,7 @@ import { KEYRING, Keyring } from '@svc/security';
 import { Definition, validateDefinition } from '../domain/definition';
 import { destinationDecider, destinationKeyStream, destinationStream } from '../domain/destination';
 import { Blocker, HolderCheck, VersionRecord, WorkflowCommand, WorkflowState, readiness, workflowDecider, workflowKeyDecider, workflowKeyStream, workflowStream } from '../domain/workflow';
-import { DestinationDoc, RunDoc, WORKFLOW_PROJECTION, WorkflowCollections } from '../adapters/projections/workflow.projection';
+import { DestinationDoc, RunDoc, WORKFLOW_PROJECTION, WorkflowCollections } from '../read-model/workflow.projection';
 import { SwitchOffGate } from './switch-off-gate';
 
 export interface Actor {

@@ -2,30 +2,10 @@ import { isIP } from 'node:net';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { guardedLookup, isBlockedAddress, signDestinationCall } from '@svc/security';
+import type { CallOutcome, DestinationClientPort, SignedCall } from '../../application/destination-client.port';
 
 /** Production calls resolve through the shared guard: every address of the answer is checked at connect time. */
 const productionLookup = guardedLookup();
-
-export interface SignedCall {
-  baseUrl: string;
-  /** The step's path (already substituted and URL-encoded), may carry a query. */
-  path: string;
-  method: string;
-  body: string | undefined;
-  headers: Record<string, string>;
-  secret: string;
-  /**
-   * The `x-svc-timestamp` to sign: the real Unix seconds of this call (WALL_CLOCK), not the service
-   * clock, because the Destination compares it with its own clock.
-   */
-  nowS: number;
-  timeoutMs: number;
-  production: boolean;
-}
-
-export type CallOutcome =
-  | { kind: 'response'; status: number; body: unknown; pathAndQuery: string }
-  | { kind: 'failed'; reason: 'timeout' | 'network' | 'refused_address' | 'invalid_response' | 'invalid_request'; pathAndQuery: string };
 
 /** A `.` or `..` path segment, plain or percent-encoded (the URL parser resolves `%2e%2e` too). */
 const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i;
@@ -75,6 +55,9 @@ export async function callDestination(c: SignedCall): Promise<CallOutcome> {
     return { kind: 'failed', reason: 'invalid_request', pathAndQuery };
   }
 }
+
+/** The application's DestinationClientPort, bound by the module. */
+export const destinationClient: DestinationClientPort = { call: callDestination };
 
 function attempt(c: SignedCall): Promise<CallOutcome> {
   const url = targetUrl(c.baseUrl, c.path);

@@ -1,10 +1,10 @@
 import { RecordedEvent } from '@svc/eventstore';
 import { Projection, ProjectionTx, cancelTimer, scheduleTimer } from '@svc/read-store';
-import { DELIVERY_STREAM_PREFIX, DeliveryEvent } from '../../domain/delivery';
+import { DELIVERY_STREAM_PREFIX, DeliveryEvent } from '../domain/delivery';
 import { Keyring } from '@svc/security';
-import { DestinationEvent } from '../../domain/destination';
-import { RunAggregate, RunEvent, runDecider } from '../../domain/run';
-import { WorkflowEvent, WorkflowState, workflowDecider } from '../../domain/workflow';
+import { DestinationEvent } from '../domain/destination';
+import { RunAggregate, RunEvent, runDecider } from '../domain/run';
+import { WorkflowEvent, WorkflowState, workflowDecider } from '../domain/workflow';
 
 /** `-v2`: runs are scored by the log position of their start (see `runs`), so an existing read model is rebuilt once. */
 export const WORKFLOW_PROJECTION = 'workflow-engine-workflows-v2';
