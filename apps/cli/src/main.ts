@@ -106,6 +106,11 @@ export function program(): Command {
 }
 
 export async function main(argv: string[]): Promise<void> {
+  // A reader that went away (`svc replay --all | head`) ends the program quietly.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+    throw err;
+  });
   try {
     await program().parseAsync(argv);
   } catch (err) {

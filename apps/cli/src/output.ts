@@ -16,7 +16,7 @@ export interface OutputOptions {
  * Where a command writes: tables and colours for a person at a terminal, NDJSON for a program
  * (`--json`). Colours only on a terminal and never with NO_COLOR; the progress bar goes to stderr,
  * so stdout stays clean for a pipe. Writes wait for the pipe to drain (a long replay into `less`
- * does not pile up in memory), and a closed pipe (`| head`) ends the program quietly.
+ * does not pile up in memory); a closed pipe (`| head`) ends the program quietly (`main`).
  */
 export class Output {
   readonly json: boolean;
@@ -28,10 +28,6 @@ export class Output {
     const colour = !options.json && Boolean(stdout.isTTY) && !process.env.NO_COLOR && process.env.TERM !== 'dumb';
     this.c = pc.createColors(colour);
     this.progressOn = options.progress ?? Boolean(stderr.isTTY);
-    stdout.on('error', (err: NodeJS.ErrnoException) => {
-      if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
-      throw err;
-    });
   }
 
   /** Terminal width, when stdout is one. */
