@@ -11,7 +11,7 @@
  * here is stopped after Jest, once no other test run holds it; one started by `npm run kafka:up`
  * stays up.
  *
- * A full run (no arguments) runs Jest a second time over the distributed target: the e2e suites of
+ * A full run (no arguments) runs Jest a second time over the distributed target: the e2e and browser suites of
  * test/distributed/suites.js against one six-process topology through the gateway
  * (jest.distributed.config.js; on the same broker). Its counts go into the same last line, after
  * lines naming the suites run against the topology and those excluded.
@@ -121,7 +121,7 @@ if (fs.existsSync(results)) {
   failed += 1;
 }
 if (fullRun) {
-  const { distributed, excluded } = require('../test/distributed/suites');
+  const { distributed, browser, excluded } = require('../test/distributed/suites');
   const name = (f) => path.basename(f).replace(/\.e2e-spec\.ts$/, '');
   if (fs.existsSync(distributedResults)) {
     const r = JSON.parse(fs.readFileSync(distributedResults, 'utf8'));
@@ -135,6 +135,7 @@ if (fullRun) {
     console.log('distributed target FAILED: the topology did not start or Jest gave no results (see above)');
   }
   console.log(`distributed target: ${distributed.length} suites against the six-process topology (${distributed.map(name).join(', ')})`);
+  console.log(`distributed target: ${browser.length} browser suites against it (${browser.map(name).join(', ')})`);
   console.log(`distributed target: ${Object.keys(excluded).length} excluded, reasons in test/distributed/suites.js (${Object.keys(excluded).map(name).join(', ')})`);
 }
 // The log check counts as one test: planted patient data, emails, keys, secrets, tokens.

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Server, createServer } from 'node:http';
 import type { Page } from 'playwright-core';
-import { TestApp, freePort } from '@svc/testing';
+import { TestApp, freePort, inProcess, onTopology } from '@svc/testing';
 import { identityToken, openCase } from '../e2e/case-helpers';
 import { OrderDestination } from '../e2e/order-destination';
 import { Browser, axe, buildPages, describeInBrowser, launch, poll, screenshot, watch } from './browser';
@@ -12,6 +12,10 @@ import { Browser, axe, buildPages, describeInBrowser, launch, poll, screenshot, 
  * calls a test Destination, meets the emergency guidance, and replies to a case thread that the
  * provider then reads through the API. The host page's own styles try to break it. CORS as the
  * widget API defines it: the allowed origin works, another one is refused by the browser.
+ *
+ * It runs against the six-process topology too (test/distributed/suites.js): the script, its
+ * assets and the demo page from the gateway, the widget API through the gateway's proxy. That
+ * topology allows any origin (the default), so the refusal is tested on standalone only.
  */
 jest.setTimeout(120_000);
 
@@ -60,8 +64,8 @@ describeInBrowser('patient widget (browser)', () => {
     buildPages();
     await host.start(await freePort());
     await stranger.start(await freePort());
-    // Only the caller's site may call the widget API from a browser.
-    app = await new TestApp(undefined, { WIDGET_ALLOWED_ORIGINS: host.origin }).start();
+    // Only the caller's site may call the widget API from a browser (on the shared topology: any origin).
+    app = await new TestApp(undefined, onTopology() ? {} : { WIDGET_ALLOWED_ORIGINS: host.origin }).start();
     await dest.start();
     browser = await launch();
   });
@@ -203,7 +207,7 @@ describeInBrowser('patient widget (browser)', () => {
     await context.close();
   });
 
-  it('is refused by the browser on an origin the widget API does not allow (CORS), and says the message was not sent', async () => {
+  inProcess('needs WIDGET_ALLOWED_ORIGINS of its own')('is refused by the browser on an origin the widget API does not allow (CORS), and says the message was not sent', async () => {
     const t = await app.tenant();
     const serviceOrigin = new URL(app.baseUrl).origin;
     stranger.page = hostPage(serviceOrigin, { environmentId: t.sandbox, language: 'en', open: true });

@@ -1,10 +1,11 @@
 /**
- * The e2e test matrix (docs/decisions.md, "Distributed topology"): every suite of test/e2e runs
- * against standalone (jest.config.js); those of `distributed` run against the six-process
- * topology through the gateway too (jest.distributed.config.js, `npm test`'s second pass). Each
- * suite left out is in `excluded` with the reason. Inside a suite that runs in both modes, a test
- * that reaches inside the process is declared with `inProcess(reason)` (libs/testing) and skipped
- * against the topology. test/distributed/suites.spec.ts holds this list to the files.
+ * The e2e test matrix (docs/decisions.md, "Distributed topology"): every suite of test/e2e and
+ * test/browser runs against standalone (jest.config.js); those of `distributed` (API suites) and
+ * `browser` (the pages for people in Chromium) run against the six-process topology through the
+ * gateway too (jest.distributed.config.js, `npm test`'s second pass). Each suite left out is in
+ * `excluded` with the reason. Inside a suite that runs in both modes, a test that reaches inside
+ * the process is declared with `inProcess(reason)` (libs/testing) and skipped against the
+ * topology. test/distributed/suites.spec.ts holds these lists to the files.
  */
 'use strict';
 
@@ -29,6 +30,17 @@ const distributed = [
   // Their blocks that need settings of their own are describeInProcess (skipped on the topology).
   'test/e2e/cors.e2e-spec.ts',
   'test/e2e/workflow-agent.e2e-spec.ts',
+];
+
+/**
+ * Browser suites (test/browser) against the topology: the pages served through the gateway
+ * (/console/, /widget.js, /assets/*, /widget-demo by the gateway itself; the check-in page's
+ * HTML answer by patient-pathway through the proxy), and the API calls the pages make.
+ */
+const browser = [
+  'test/browser/checkin-page.e2e-spec.ts',
+  'test/browser/widget.e2e-spec.ts',
+  'test/browser/console.e2e-spec.ts',
 ];
 
 /** Suites that run against standalone only, each with why (what the suite reaches inside). */
@@ -70,6 +82,9 @@ const excluded = {
   'test/e2e/webhooks-billing.e2e-spec.ts': 'publishes billing events on the in-process broker',
   'test/e2e/webhooks.e2e-spec.ts': 'uses the in-process broker and event store, and restarts the app in place',
   'test/e2e/workflow-audit.e2e-spec.ts': 'reads the event store inside the process',
+  // Browser suites.
+  'test/browser/console-oidc.e2e-spec.ts': 'signs staff in through an OpenID provider of its own (STAFF_OIDC_ISSUER set on its service)',
+  'test/browser/console-workflows.e2e-spec.ts': 'the workflow builder\'s suite, changing with the console\'s workflow pages (web/console): not yet checked against the topology',
 };
 
-module.exports = { distributed, excluded };
+module.exports = { distributed, browser, excluded };
