@@ -263,6 +263,9 @@ describe('svc audit CLI on the SQLite data dir of a standalone run', () => {
     expect(human.stdout).toMatch(/OK: \d+ events up to position \d+ match their hash chain/);
     expect(human.stdout).toMatch(/events\/s/);
     expect((await svc(['verify', flow.caseStream], env())).code).toBe(0);
+    const missing = await svc(['verify', `case-ledger-case-${randomUUID()}`], env());
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('no such stream');
   });
 
   describe('after the service stopped, with the log tampered with in SQLite', () => {

@@ -59,6 +59,8 @@ export async function verifyCommand(ctx: Context, stream: string | undefined, op
     }
   }
   const issues: ChainIssue[] = [...verifier.issues(), ...verifier.finish(true)];
+  // Nothing to verify is not a pass: the stream may be gone (a saved anchor says so, as a fault).
+  if (stream !== undefined && verifier.events === 0 && !issues.length) throw new CliError(`${stream}: no such stream up to position ${upTo} (${ctx.where})`);
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   const reports = verifier.reports();
   const chained = reports.reduce((n, r) => n + r.chained, 0);
@@ -96,10 +98,6 @@ export async function verifyCommand(ctx: Context, stream: string | undefined, op
   }
 
   const c = out.c;
-  if (stream !== undefined && reports.length === 0 && !issues.length) {
-    await out.line(`${stream}: no such stream up to position ${upTo} (${ctx.where})`);
-    return 0;
-  }
   const summary = out.table(
     ['Streams', 'Events', 'Chained', 'Unchained (before the chain)', 'Faults', 'Checked'],
     [
