@@ -7,7 +7,7 @@ module.exports = {
     '^.+\\.ts$': ['@swc/jest', { jsc: { parser: { syntax: 'typescript', decorators: true }, transform: { legacyDecorator: true, decoratorMetadata: true }, target: 'es2022' }, module: { type: 'commonjs' } }],
   },
   moduleNameMapper: {
-    '^@svc/(eventstore|messaging|read-store|security|http|clock|testing|platform|clinical|decider)$': '<rootDir>/libs/$1/src',
+    '^@svc/(eventstore|messaging|read-store|security|http|clock|testing|platform|clinical|decider|access)$': '<rootDir>/libs/$1/src',
     '^@svc/webhooks-receiver$': '<rootDir>/packages/webhooks/src',
     '^@apps/(standalone|gateway|patient-pathway|case-ledger|conversation|workflow-engine|webhook-dispatcher)$': '<rootDir>/apps/$1/src',
   },

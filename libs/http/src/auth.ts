@@ -7,7 +7,8 @@ import { STAFF_TOKEN_VERIFIER, StaffPrincipal, StaffTokenVerifier, hashApiKey, l
 import { ApiError } from './errors';
 import { uuidParamProblem } from './path-params';
 import { RateLimiter } from './rate-limit';
-import { AccessCollections, EnvironmentKind, OrganizationDoc, OrganizationRole, TenantDirectory, membership } from './tenants';
+import { AccessCollections, OrganizationDoc, OrganizationRole, TenantDirectory, membership } from '@svc/access';
+import type { EnvironmentKind } from '@svc/decider';
 
 /** Who an API key speaks for. */
 export interface ApiTenant {

@@ -3,7 +3,9 @@ export * from './validation';
 export * from './filter';
 export * from './body-problem';
 export * from './logger';
-export * from './tenants';
+// The gateway's access model (@svc/access), re-exported for callers that take it from @svc/http.
+export * from '@svc/access';
+export type { EnvironmentKind } from '@svc/decider';
 export * from './auth';
 export * from './widget-session';
 export * from './date-time';

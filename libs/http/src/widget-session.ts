@@ -6,7 +6,7 @@ import { CLOCK, Clock } from '@svc/clock';
 import { AnyClientProxy, FindPatientQuery, FindPatientReply, Patterns } from '@svc/messaging';
 import { KEYRING, Keyring } from '@svc/security';
 import { ApiError } from './errors';
-import { OrganizationDoc, TenantDirectory, identityTokenVersion } from './tenants';
+import { OrganizationDoc, TenantDirectory, identityTokenVersion } from '@svc/access';
 
 /** A patient's (or anonymous visitor's) widget session (decisions section 7). */
 export interface WidgetSessionContext {

@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { TenantDirectory, getLogger } from '@svc/http';
+import { TenantDirectory } from '@svc/access';
+import { getLogger } from '@svc/http';
 import { IntegrationMessage } from '@svc/messaging';
 import { PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';

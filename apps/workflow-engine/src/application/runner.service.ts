@@ -3,7 +3,8 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { ClientProxy } from '@nestjs/microservices';
 import { CLOCK, Clock, WALL_CLOCK, WallClock } from '@svc/clock';
 import { CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
-import { ApiError, CurrentWidgetLink, TenantDirectory, WidgetSessionContext, currentPatientLink, getLogger } from '@svc/http';
+import { TenantDirectory } from '@svc/access';
+import { ApiError, CurrentWidgetLink, WidgetSessionContext, currentPatientLink, getLogger } from '@svc/http';
 import {
   BUS_CLIENT,
   Patterns,

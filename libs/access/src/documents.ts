@@ -1,17 +1,18 @@
-import { Inject, Injectable } from '@nestjs/common';
 import type { EnvironmentKind } from '@svc/decider';
-import { READ_STORE, ReadStore } from '@svc/read-store';
-import { KEYRING, Keyring } from '@svc/security';
 
 /**
- * The gateway's access read model, shared by every app's guards (in distributed mode it is
- * read from the same Redis). Collection names and document shapes are owned by the gateway's
- * access projection (apps/gateway/src/adapters/projections/access.projection.ts).
+ * The gateway's access read model: collection names and document shapes. The gateway's access
+ * projection (apps/gateway/src/read-model/access.projection.ts) writes these documents; every
+ * app's guards read them (`TenantDirectory`; in distributed mode from the same read store).
  */
 export const AccessCollections = {
+  /** `OrganizationDoc` by organization id. */
   organizations: 'access.organizations',
+  /** `EnvironmentDoc` by environment id. */
   environments: 'access.environments',
+  /** `ApiKeyDoc` by the key's hash, for the API-key guard; a revoked key's entry is deleted. */
   apiKeysByHash: 'access.api-keys-by-hash',
+  /** `ApiKeyRecord` by key id, partition = the environment id, score = creation time: the key list. */
   apiKeys: 'access.api-keys',
   /**
    * The organizations of each staff subject: partition = the member's `sub`, key
@@ -31,9 +32,6 @@ export interface MembershipDoc {
 
 /** The key of a membership in `AccessCollections.organizationsByMember` (an organization id has a fixed shape, so the pair is unambiguous). */
 export const membershipKey = (organizationId: string, sub: string): string => `${organizationId}:${sub}`;
-
-/** Defined once, in the dependency-free core. */
-export type { EnvironmentKind };
 
 export type OrganizationRole = 'owner' | 'admin' | 'member';
 
@@ -95,29 +93,7 @@ export interface ApiKeyDoc {
   revokedAt: string | null;
 }
 
-@Injectable()
-export class TenantDirectory {
-  constructor(
-    @Inject(READ_STORE) private readonly readStore: ReadStore,
-    @Inject(KEYRING) private readonly keyring: Keyring,
-  ) {}
-
-  organization(id: string): Promise<OrganizationDoc | null> {
-    return this.readStore.get<OrganizationDoc>(AccessCollections.organizations, id);
-  }
-
-  environment(id: string): Promise<EnvironmentDoc | null> {
-    return this.readStore.get<EnvironmentDoc>(AccessCollections.environments, id);
-  }
-
-  apiKeyByHash(hash: string): Promise<ApiKeyDoc | null> {
-    return this.readStore.get<ApiKeyDoc>(AccessCollections.apiKeysByHash, hash);
-  }
-
-  /** A secret of an environment, decrypted (for signing Destination calls or verifying identity tokens). */
-  async secret(environmentId: string, kind: 'widget_signing' | 'identity_token'): Promise<string | null> {
-    const env = await this.environment(environmentId);
-    if (!env) return null;
-    return this.keyring.decrypt(environmentId, env.secrets[kind]);
-  }
+/** An entry of `AccessCollections.apiKeys`: the key's document and its hash. */
+export interface ApiKeyRecord extends ApiKeyDoc {
+  keyHash: string;
 }
