@@ -11,7 +11,7 @@ import { EnvironmentAccessController, OrganizationsController } from './adapters
 import { PingController } from './adapters/http/ping.controller';
 import { ReferenceController } from './adapters/http/reference.controller';
 import { WidgetSessionsController } from './adapters/http/widget-sessions.controller';
-import { accessProjection } from './adapters/projections/access.projection';
+import { accessProjection } from './read-model/access.projection';
 
 /** The gateway's bounded context: organizations, members, BAA, API keys, secrets, dev tools. */
 @Module({})

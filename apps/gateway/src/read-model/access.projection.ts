@@ -1,10 +1,10 @@
 import { RecordedEvent } from '@svc/eventstore';
-import { ACCESS_PROJECTION, AccessCollections, ApiKeyDoc, EnvironmentDoc, MembershipDoc, OrganizationDoc, identityTokenVersion, membership, membershipKey } from '@svc/http';
+import { ACCESS_PROJECTION, AccessCollections, ApiKeyDoc, ApiKeyRecord, EnvironmentDoc, MembershipDoc, OrganizationDoc, identityTokenVersion, membership, membershipKey } from '@svc/access';
 import { Projection, ProjectionTx } from '@svc/read-store';
 import { Keyring } from '@svc/security';
-import { ApiKeyEvent } from '../../domain/api-key';
-import { EnvironmentEvent } from '../../domain/environment';
-import { OrganizationEvent } from '../../domain/organization';
+import { ApiKeyEvent } from '../domain/api-key';
+import { EnvironmentEvent } from '../domain/environment';
+import { OrganizationEvent } from '../domain/organization';
 
 type GatewayEvent = OrganizationEvent | ApiKeyEvent | EnvironmentEvent;
 
@@ -112,11 +112,12 @@ export function accessProjection(keyring: Keyring): Projection {
             revokedAt: null,
           };
           tx.put(AccessCollections.apiKeysByHash, event.keyHash, doc);
-          tx.put(AccessCollections.apiKeys, event.keyId, { ...doc, keyHash: event.keyHash }, { partition: event.environmentId, score: Date.parse(event.createdAt) });
+          const record: ApiKeyRecord = { ...doc, keyHash: event.keyHash };
+          tx.put(AccessCollections.apiKeys, event.keyId, record, { partition: event.environmentId, score: Date.parse(event.createdAt) });
           return;
         }
         case 'ApiKeyRevoked': {
-          const doc = await tx.get<ApiKeyDoc & { keyHash: string }>(AccessCollections.apiKeys, event.keyId);
+          const doc = await tx.get<ApiKeyRecord>(AccessCollections.apiKeys, event.keyId);
           if (!doc) return;
           const { keyHash, ...rest } = doc;
           tx.delete(AccessCollections.apiKeysByHash, keyHash);
