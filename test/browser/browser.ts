@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { chromium, type BrowserContext, type BrowserContextOptions, type Page } from 'playwright-core';
+import { onTopology } from '@svc/testing';
 
 /**
  * Browser tests: Debian's Chromium (/usr/bin/chromium) driven by playwright-core, headless, with an
@@ -21,8 +22,13 @@ export function describeInBrowser(name: string, fn: () => void): void {
   describe.skip(name, fn);
 }
 
-/** Builds the pages (dist/web) when web/ changed since the last build: the suites test what the service serves. */
+/**
+ * Builds the pages (dist/web) when web/ changed since the last build: the suites test what the service serves.
+ * Against the topology (SVC_E2E_TARGET=distributed) its global setup built them before the six processes
+ * started: a build now would replace dist/web under processes that read it once, each on its first page.
+ */
 export function buildPages(): void {
+  if (onTopology()) return;
   const root = resolve(__dirname, '..', '..');
   execFileSync(process.execPath, [join(root, 'scripts', 'build-web.js'), '--if-needed'], { cwd: root, stdio: 'inherit' });
 }

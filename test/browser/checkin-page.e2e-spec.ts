@@ -9,6 +9,10 @@ import { Browser, axe, buildPages, describeInBrowser, launch, poll, screenshot, 
  * patient opens the outbox email's link and goes through the check-in to a case opened (English);
  * another stops at an emergency answer (Spanish). axe-core runs on every step; the page makes no
  * request outside the service's origin and sends no Referer; its token leaves the address bar.
+ *
+ * It runs against the six-process topology too (test/distributed/suites.js): there the link leads
+ * to the gateway, which forwards the page's address to patient-pathway (the HTML or JSON answer by
+ * the Accept header) and serves the page's assets itself.
  */
 jest.setTimeout(120_000);
 
@@ -49,6 +53,8 @@ describeInBrowser('check-in page (browser)', () => {
   it('takes a patient from the email link through the questions to a case opened (English), with back and forward', async () => {
     const { t, url, checkInId, token } = await checkInLink('post-op');
     const origin = new URL(url).origin;
+    // The link leads to the service's public address (on the topology the gateway, never an app's internal port).
+    expect(new URL(url).port).toBe(new URL(app.baseUrl).port);
 
     // API clients keep the JSON answer of the link (decisions 6 and 14).
     const json = await fetch(url, { headers: { accept: '*/*' } });

@@ -106,6 +106,19 @@ describeInBrowser('patient widget (browser)', () => {
     const secret = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff)).body.secret as string;
     const serviceOrigin = new URL(app.baseUrl).origin;
     host.page = hostPage(serviceOrigin, { environmentId: t.sandbox, identityToken: await identityToken(app, secret, OWNER), language: 'en' });
+    // The script, readable by pages of any origin, revalidated by its ETag.
+    const script = await fetch(`${serviceOrigin}/widget.js`);
+    expect(script.status).toBe(200);
+    expect(script.headers.get('content-type')).toBe('application/javascript; charset=utf-8');
+    expect(script.headers.get('cache-control')).toBe('public, no-cache');
+    expect(script.headers.get('cross-origin-resource-policy')).toBe('cross-origin');
+    expect(script.headers.get('access-control-allow-origin')).toBe('*');
+    expect((await fetch(`${serviceOrigin}/widget.js`, { headers: { 'if-none-match': script.headers.get('etag')! } })).status).toBe(304);
+    // The preflight from the caller's site is answered before authentication (any origin on the shared topology).
+    const preflight = await fetch(`${app.baseUrl}/widget/v1/messages`, { method: 'OPTIONS', headers: { origin: host.origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type, idempotency-key' } });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get('access-control-allow-origin')).toBe(onTopology() ? '*' : host.origin);
+    expect(preflight.headers.get('access-control-allow-headers')).toBe('authorization, content-type, idempotency-key');
 
     const context = await browser.context({ locale: 'en-US' });
     const page = await context.newPage();

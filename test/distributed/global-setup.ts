@@ -1,3 +1,5 @@
+import { execFileSync } from 'node:child_process';
+import { join, resolve } from 'node:path';
 import { DistributedTopology } from '../../libs/testing/src/topology';
 
 /**
@@ -5,6 +7,8 @@ import { DistributedTopology } from '../../libs/testing/src/topology';
  * for the whole run, `scripts/start-distributed.js --no-build` with a database, a Redis key
  * prefix and a data dir of its own, on the broker of KAFKA_BROKERS (the test command's) or the
  * local one, and hands its gateway address to the suites (SVC_E2E_BASE_URL, read by TestApp).
+ * The pages for people are built first when web/ changed (the browser suites do not build them
+ * under a running topology: test/browser/browser.ts).
  *
  * A topology that does not start fails the run: the distributed target is never skipped.
  * `SVC_E2E_BASE_URL` set by the caller: that running topology is used and nothing is started.
@@ -15,6 +19,10 @@ export default async function globalSetup(): Promise<void> {
     process.stdout.write(`\ndistributed e2e: using the topology at ${process.env.SVC_E2E_BASE_URL}\n`);
     return;
   }
+  // The pages for people (dist/web) as web/ is now, before any process reads them: the gateway and
+  // patient-pathway each read dist/web once, and a page of one names the assets the other serves.
+  const root = resolve(__dirname, '..', '..');
+  execFileSync(process.execPath, [join(root, 'scripts', 'build-web.js'), '--if-needed'], { cwd: root, stdio: 'inherit' });
   const brokers = process.env.KAFKA_BROKERS;
   const topology = new DistributedTopology(brokers ? { KAFKA_BROKERS: brokers } : {});
   (globalThis as { __svcTopology?: DistributedTopology }).__svcTopology = topology;
