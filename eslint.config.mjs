@@ -30,6 +30,22 @@ const DOMAIN_ONLY = rule(
 /** A relative path that climbs out of the domain folder from a file `depth` folders below it. */
 const outOfDomain = (depth) =>
   rule(`^(?:\\.\\./){${depth + 1}}(?!domain(?:/|$))`, 'Domain code imports only domain code (not application/, adapters/ or anything else of the app).');
+// Inside an app, one direction: adapters/ and the module use application/ and read-model/;
+// application/ never imports adapters/ (an outbound client is a port declared in application/,
+// bound by the module); read-model/ (projections and their document shapes) imports only the
+// app's domain code and libs.
+const NO_ADAPTERS_IN_APPLICATION = rule(
+  '^\\.{1,2}/(?:.*/)?adapters(?:/|$)',
+  'application/ never imports adapters/: declare a port in application/ and bind the adapter in the module; read models live in read-model/.',
+);
+const NO_CLIENTS_IN_APPLICATION = rule(
+  '^(?:node:)?(?:http|https|http2|net|tls|dgram)$|^(?:nodemailer|undici)$',
+  'An outbound client (HTTP, sockets, SMTP) lives under adapters/outbound/; application/ calls it through a port it declares.',
+);
+const READ_MODEL_ONLY = rule('^(?!\\.{1,2}/|@svc/)', 'A read model imports only domain code of its app and libs (@svc/*): no framework, driver or other package.');
+/** A relative path that climbs out of read-model/ from a file `depth` folders below it, into anything but domain/. */
+const outOfReadModel = (depth) =>
+  rule(`^(?:\\.\\./){${depth + 1}}(?!domain(?:/|$))`, 'A read model imports only domain code of its app and libs (not application/, adapters/ or the module).');
 const CORE_ONLY = rule('^(?!\\.{1,2}/)', 'The core (libs/decider) imports nothing: every domain module loads it.');
 const CLINICAL_ONLY = rule('^(?!\\.{1,2}/|snowball-stemmers$)', 'libs/clinical is used by domain code: it imports only itself and snowball-stemmers.');
 const NODE_CRYPTO_HASHING = { name: 'node:crypto', allowImportNames: ['createHash'], message: 'Domain code uses node:crypto for hashing only (no randomness).' };
@@ -60,6 +76,7 @@ function importRules(restrictions, { paths = [], noDynamic = false } = {}) {
 
 const SOURCES = ['apps/*/src/**/*.ts', 'libs/*/src/**/*.ts', 'packages/*/src/**/*.ts'];
 const DOMAIN_DEPTHS = [0, 1, 2, 3];
+const READ_MODEL_DEPTHS = [0, 1, 2, 3];
 
 export default [
   { ignores: ['**/node_modules/**', '**/dist/**'] },
@@ -87,6 +104,11 @@ export default [
   ...DOMAIN_DEPTHS.map((depth) => ({
     files: [`apps/*/src/domain/${'*/'.repeat(depth)}*.ts`],
     rules: importRules([...ACROSS_PACKAGES, DOMAIN_ONLY, outOfDomain(depth)], { paths: [NODE_CRYPTO_HASHING], noDynamic: true }),
+  })),
+  { files: ['apps/*/src/application/**/*.ts'], rules: importRules([...ACROSS_PACKAGES, NO_OTHER_APPS, NO_ADAPTERS_IN_APPLICATION, NO_CLIENTS_IN_APPLICATION]) },
+  ...READ_MODEL_DEPTHS.map((depth) => ({
+    files: [`apps/*/src/read-model/${'*/'.repeat(depth)}*.ts`],
+    rules: importRules([...ACROSS_PACKAGES, NO_OTHER_APPS, READ_MODEL_ONLY, outOfReadModel(depth)]),
   })),
   { files: ['libs/decider/src/**/*.ts'], rules: importRules([CORE_ONLY], { noDynamic: true }) },
   { files: ['libs/clinical/src/**/*.ts'], rules: importRules([...ACROSS_PACKAGES, CLINICAL_ONLY], { noDynamic: true }) },
