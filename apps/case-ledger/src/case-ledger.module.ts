@@ -8,8 +8,8 @@ import { KEYRING, Keyring } from '@svc/security';
 import { CaseLedgerService } from './application/case-ledger.service';
 import { CaseBusController } from './adapters/bus/case-bus.controller';
 import { ClinicalCasesController, StaffClinicalCasesController, WidgetCasesController, registerCaseLeanRoutes } from './adapters/http/cases.controller';
-import { NOTIFY_PARTITION, NOTIFY_TIMERS, NotifyTimerDoc, caseProjection } from './read-model/case.projection';
-import { patientCasesProjection } from './read-model/patient-cases.projection';
+import { caseLedgerProjections } from './read-model';
+import { NOTIFY_PARTITION, NOTIFY_TIMERS, NotifyTimerDoc } from './read-model/case.projection';
 import { CASE_STREAM_PREFIX } from './domain/case';
 
 /** The case-ledger bounded context: clinical cases, their updates, provider messages, case events. */
@@ -32,8 +32,7 @@ export class CaseLedgerModule implements OnModuleInit {
     // Nest has registered the controllers' routes; Fastify takes routes until it starts listening.
     // (A context without HTTP, e.g. a bus-only microservice, has no adapter and no routes.)
     if (this.http.httpAdapter) registerCaseLeanRoutes(this.http.httpAdapter.getInstance(), API_PREFIX, this.apiKeys, this.cases);
-    this.projections.register(caseProjection(this.keyring));
-    this.projections.register(patientCasesProjection());
+    for (const projection of caseLedgerProjections(this.keyring)) this.projections.register(projection);
     this.background.relay({
       name: 'case-ledger-relay',
       topic: Topics.caseEvents,

@@ -6,7 +6,7 @@ import { KEYRING, Keyring } from '@svc/security';
 import { ConversationService } from './application/conversation.service';
 import { ConversationBusController } from './adapters/bus/conversation-bus.controller';
 import { ConversationsController, WidgetCaseMessagesController } from './adapters/http/conversations.controller';
-import { conversationProjection } from './read-model/conversation.projection';
+import { conversationProjections } from './read-model';
 import { CONVERSATION_STREAM_PREFIX, ConversationEvent } from './domain/conversation';
 
 /** The conversation bounded context: one ordered thread per clinical case or work item. */
@@ -23,7 +23,7 @@ export class ConversationModule implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
-    this.projections.register(conversationProjection(this.keyring));
+    for (const projection of conversationProjections(this.keyring)) this.projections.register(projection);
     // Patient messages of case threads go out on the case topic, beside the ledger's own case events.
     this.background.relay({
       name: 'conversation-case-relay',

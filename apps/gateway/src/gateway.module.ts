@@ -11,7 +11,7 @@ import { EnvironmentAccessController, OrganizationsController } from './adapters
 import { PingController } from './adapters/http/ping.controller';
 import { ReferenceController } from './adapters/http/reference.controller';
 import { WidgetSessionsController } from './adapters/http/widget-sessions.controller';
-import { accessProjection } from './read-model/access.projection';
+import { gatewayProjections } from './read-model';
 
 /** The gateway's bounded context: organizations, members, BAA, API keys, secrets, dev tools. */
 @Module({})
@@ -37,7 +37,7 @@ export class GatewayModule implements OnModuleInit {
     // The pages for people outside the API prefix: /widget.js, /assets/*, /console/*, /widget-demo with the dev
     // tools (libs/platform web-pages; Fastify takes routes until it listens).
     if (this.http.httpAdapter) registerWebRoutes(this.http.httpAdapter.getInstance(), { devTools: this.config.devTools, staffOidc: this.config.staffOidc });
-    this.projections.register(accessProjection(this.keyring));
+    for (const projection of gatewayProjections(this.keyring)) this.projections.register(projection);
     // Organization facts other contexts follow (environments, BAA signed), from the gateway's own streams.
     this.background.relay({
       name: 'gateway-relay',

@@ -8,7 +8,8 @@ import { PathwayQueriesController } from './adapters/bus/pathway-queries.control
 import { PatientEventsController } from './adapters/http/patient-events.controller';
 import { PathwayStaffController } from './adapters/http/staff.controller';
 import { WidgetCheckInsController } from './adapters/http/widget-check-ins.controller';
-import { CaseOpenDoc, CheckInTimerDoc, DispatchDoc, PathwayCollections, TIMER_PARTITION, pathwayProjection } from './read-model/pathway.projection';
+import { patientPathwayProjections } from './read-model';
+import { CaseOpenDoc, CheckInTimerDoc, DispatchDoc, PathwayCollections, TIMER_PARTITION } from './read-model/pathway.projection';
 import { CHECK_IN_STREAM_PREFIX } from './domain/streams';
 
 /**
@@ -28,7 +29,7 @@ export class PatientPathwayModule implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
-    this.projections.register(pathwayProjection());
+    for (const projection of patientPathwayProjections()) this.projections.register(projection);
     const base = { partition: TIMER_PARTITION };
     this.background.timers<CheckInTimerDoc>({ ...base, collection: PathwayCollections.checkInTimers, handler: (t) => this.checkIns.fireScheduled(t) });
     this.background.timers<DispatchDoc>({ ...base, collection: PathwayCollections.dispatch, pollMs: 500, handler: (t) => this.checkIns.dispatch(t) });

@@ -16,7 +16,7 @@ import { BillingController } from './adapters/http/billing.controller';
 import { WebhookEndpointsController } from './adapters/http/webhook-endpoints.controller';
 import { DispatcherEventsController } from './adapters/bus/events.controller';
 import { WebhookSender } from './adapters/outbound/webhook-sender';
-import { dispatcherProjection } from './read-model/dispatcher.projection';
+import { webhookDispatcherProjections } from './read-model';
 import { SUBSCRIPTION_UPDATED } from './domain/account';
 import { WEBHOOK_DELIVERED } from './domain/delivery';
 import { USAGE_THRESHOLD_REACHED } from './domain/usage';
@@ -45,7 +45,7 @@ export class WebhookDispatcherModule implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
-    this.projections.register(dispatcherProjection(this.keyring));
+    for (const projection of webhookDispatcherProjections(this.keyring)) this.projections.register(projection);
     // Outbox: webhook.delivered for the case-ledger, and our account events (which we consume
     // ourselves to turn them into deliveries, exactly like the case events).
     this.background.relay({

@@ -11,7 +11,8 @@ import { WorkflowsService } from './application/workflows.service';
 import { DestinationsController, WorkflowsController } from './adapters/http/workflows.controller';
 import { destinationClient } from './adapters/outbound/destination-client';
 import { WidgetMessagesController } from './adapters/http/widget.controller';
-import { DELIVERY_PARTITION, WorkflowCollections, workflowProjection } from './read-model/workflow.projection';
+import { workflowEngineProjections } from './read-model';
+import { DELIVERY_PARTITION, WorkflowCollections } from './read-model/workflow.projection';
 
 /** The workflow-engine bounded context: conversation workflows, destinations, runs, the patient agent. */
 @Module({
@@ -27,7 +28,7 @@ export class WorkflowEngineModule implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
-    this.projections.register(workflowProjection(this.keyring));
+    for (const projection of workflowEngineProjections(this.keyring)) this.projections.register(projection);
     // Retries cases and hand-offs recorded but not delivered yet.
     this.background.timers<TimerDoc>({
       collection: WorkflowCollections.deliveries,

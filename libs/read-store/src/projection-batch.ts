@@ -3,7 +3,7 @@ import { ProjectionTx, PutOptions, ReadEntry, ReadStore, ReadStoreLogger, WriteO
 const docId = (collection: string, key: string) => `${collection}\u0000${key}`;
 
 /** Orders keys the way SQLite (BINARY on UTF-8) and Redis (bytes) do: by code point. */
-function compareKeys(a: string, b: string): number {
+export function compareKeys(a: string, b: string): number {
   if (a === b) return 0;
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; ) {

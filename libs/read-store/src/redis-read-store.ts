@@ -1,6 +1,6 @@
 import Redis from 'ioredis';
 import { TokenBucketLimit, TokenTake, validateTokenBucketLimit } from './token-bucket';
-import { CommitOptions, CommitOutcome, PageOptions, ReadEntry, ReadPage, ReadStore, WriteOp, validateCollection, validateOps, validatePageOptions } from './types';
+import { CommitOptions, CommitOutcome, PageOptions, ReadEntry, ReadPage, ReadStore, RebuiltReadModel, WriteOp, validateCollection, validateOps, validatePageOptions } from './types';
 
 /**
  * Applies ops and (optionally) a checkpoint atomically. A Lua script runs as one unit on the
@@ -314,6 +314,43 @@ export class RedisReadStore implements ReadStore {
   async ping(): Promise<void> {
     if (this.closed) throw new Error('read store is closed');
     await this.redis.ping();
+  }
+
+  /**
+   * `ReadStore.replaceReadModels`: the keys of each model's collections found by SCAN, then one
+   * MULTI/EXEC (run by the server as one step) that deletes them, writes the rebuilt documents
+   * with their indexes and pointers, and sets the checkpoints. Keys another writer adds between
+   * the SCAN and the EXEC would survive: for a store no service uses.
+   */
+  async replaceReadModels(models: RebuiltReadModel[]): Promise<void> {
+    const glob = (s: string) => s.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
+    const old: string[] = [];
+    for (const m of models) {
+      for (const c of m.collections) {
+        validateCollection(c);
+        for (const kind of ['doc', 'ptr', 'idx']) {
+          const stream = this.redis.scanStream({ match: `${glob(this.keyPrefix)}:${kind}:${glob(c)}:*`, count: 1000 });
+          for await (const keys of stream as AsyncIterable<string[]>) old.push(...keys);
+        }
+      }
+    }
+    const tx = this.redis.multi();
+    for (let i = 0; i < old.length; i += 1000) tx.del(...old.slice(i, i + 1000));
+    for (const m of models) {
+      if (!Number.isSafeInteger(m.position) || m.position < 0) throw new RangeError('checkpoint position must be an integer >= 0');
+      for (const d of m.docs()) {
+        if (!m.collections.includes(d.collection)) throw new Error(`rebuilt document of ${m.projection} in collection ${d.collection}, which the model does not own`);
+        tx.set(this.docKey(d.collection, d.key), d.json);
+        if (d.partition !== null) {
+          tx.zadd(this.idxKey(d.collection, d.partition), d.score, d.key);
+          tx.set(this.ptrKey(d.collection, d.key), d.partition);
+        }
+      }
+      tx.hset(this.checkpointKey, m.projection, String(m.position));
+    }
+    const results = await tx.exec();
+    const failed = results?.find(([err]) => err);
+    if (!results || failed) throw failed?.[0] ?? new Error('read models not replaced: the transaction was aborted');
   }
 
   async close(): Promise<void> {

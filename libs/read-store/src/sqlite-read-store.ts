@@ -3,7 +3,15 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { WalCheckpointer, isFile } from '@svc/eventstore';
 import { TokenBucketLimit, TokenTake, takeToken, validateTokenBucketLimit } from './token-bucket';
-import { CommitOutcome, PageOptions, ReadEntry, ReadPage, ReadStore, WriteOp, validateOps, validatePageOptions } from './types';
+import { CommitOutcome, PageOptions, ReadEntry, ReadPage, ReadStore, RebuiltReadModel, WriteOp, validateOps, validatePageOptions } from './types';
+
+/** The read-store file is open elsewhere (a running service): it cannot be taken for exclusive use. */
+export class ReadStoreInUseError extends Error {
+  constructor(readonly path: string) {
+    super(`the read store ${path} is open in another process (a running service?)`);
+    this.name = 'ReadStoreInUseError';
+  }
+}
 
 interface DocRow {
   key: string;
@@ -58,10 +66,25 @@ export class SqliteReadStore implements ReadStore {
 
   constructor(
     readonly path: string,
-    options: { backgroundCheckpoint?: boolean } = {},
+    options: { backgroundCheckpoint?: boolean; exclusive?: boolean } = {},
   ) {
     if (isFile(path)) mkdirSync(dirname(path), { recursive: true });
-    this.db = new Database(path);
+    this.db = new Database(path, options.exclusive ? { timeout: 1000 } : undefined);
+    if (options.exclusive) {
+      // Taken before anything else is read, and kept until close (locking_mode EXCLUSIVE keeps
+      // the lock after each transaction): fails while any other connection has the file open (a
+      // running service holds its read store open all its life), and while it is held nothing
+      // else can open the file.
+      this.db.pragma('locking_mode = EXCLUSIVE');
+      try {
+        this.db.exec('BEGIN EXCLUSIVE');
+        this.db.exec('COMMIT');
+      } catch (err) {
+        this.db.close();
+        if ((err as { code?: string }).code === 'SQLITE_BUSY') throw new ReadStoreInUseError(path);
+        throw err;
+      }
+    }
     // 2 KiB pages for a new file (an existing one keeps its own): a projection's commit rewrites a
     // page or two per document it touches, and smaller pages make each WAL frame cheaper.
     this.db.pragma('page_size = 2048');
@@ -88,7 +111,7 @@ export class SqliteReadStore implements ReadStore {
         position   INTEGER NOT NULL
       ) WITHOUT ROWID;
     `);
-    if (options.backgroundCheckpoint !== false && isFile(path)) {
+    if (options.backgroundCheckpoint !== false && !options.exclusive && isFile(path)) {
       // SQLite's default threshold (1000 pages) stays as a backstop at 8x; the worker checkpoints every second.
       this.db.pragma('wal_autocheckpoint = 8000');
       this.checkpointer = new WalCheckpointer(path, () => {
@@ -314,6 +337,33 @@ export class SqliteReadStore implements ReadStore {
       });
     }
     return this.takeTx.immediate(bucket, limit, nowMs);
+  }
+
+  /**
+   * `ReadStore.replaceReadModels` in one IMMEDIATE transaction: readers on other connections see
+   * the old models or the new ones, never a mix.
+   */
+  async replaceReadModels(models: RebuiltReadModel[]): Promise<void> {
+    const delCollection = this.db.prepare('DELETE FROM docs WHERE collection = ?');
+    const insert = this.db.prepare('INSERT INTO docs (collection, key, partition, score, doc) VALUES (?, ?, ?, ?, ?)');
+    const replace = this.db.transaction(() => {
+      this.noteForeignCommit();
+      for (const m of models) {
+        if (!Number.isSafeInteger(m.position) || m.position < 0) throw new RangeError('checkpoint position must be an integer >= 0');
+        for (const c of m.collections) delCollection.run(c);
+        for (const d of m.docs()) {
+          if (!m.collections.includes(d.collection)) throw new Error(`rebuilt document of ${m.projection} in collection ${d.collection}, which the model does not own`);
+          insert.run(d.collection, d.key, d.partition, d.score, d.json);
+        }
+        this.stmts.setCheckpoint.run(m.projection, m.position);
+      }
+    });
+    try {
+      replace.immediate();
+    } finally {
+      // Every cached document of these collections is dropped (generation and documentGeneration).
+      this.foreign = ++this.counter;
+    }
   }
 
   /** A read on this store's connection (the file answers); fails once the store is closed. */

@@ -119,6 +119,32 @@ export interface ReadStore {
    * the read models: nothing lists, commits or checkpoints it. Both shipped adapters have it.
    */
   takeToken?(bucket: string, limit: TokenBucketLimit, nowMs: number): Promise<TokenTake>;
+  /**
+   * Optional: read models rebuilt whole from the log (ProjectionReplay) put in place of the stored
+   * ones in one atomic step: every document of each model's collections removed, the rebuilt
+   * documents written, each projection's checkpoint set to the model's position (also backwards).
+   * For a store that no running service uses (`svc rebuild` makes sure of it). Both shipped adapters have it.
+   */
+  replaceReadModels?(models: RebuiltReadModel[]): Promise<void>;
+}
+
+/** One document of a rebuilt read model, its JSON already serialized. */
+export interface RebuiltDoc {
+  collection: string;
+  key: string;
+  /** null: in no partition. */
+  partition: string | null;
+  score: number;
+  json: string;
+}
+
+/** A projection's read model built from the log up to `position` (ReadStore.replaceReadModels). */
+export interface RebuiltReadModel {
+  projection: string;
+  /** Every collection the model owns: their stored documents are all replaced. */
+  collections: readonly string[];
+  position: number;
+  docs(): Iterable<RebuiltDoc>;
 }
 
 /**
@@ -169,6 +195,12 @@ export interface Projection {
   name: string;
   /** Only events of streams starting with one of these are applied (all when absent). */
   streamPrefixes?: string[];
+  /**
+   * The collections this projection alone writes (no other projection, no `ReadStore.write`):
+   * a rebuild from the log (`svc rebuild`, ProjectionReplay) replaces them whole, and refuses a
+   * projection that writes outside them or declares none.
+   */
+  collections?: readonly string[];
   /** Must be deterministic given the event and what `tx` reads (it is re-run after a crash). */
   apply(event: RecordedEvent, tx: ProjectionTx): Promise<void> | void;
 }

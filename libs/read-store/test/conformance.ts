@@ -359,6 +359,43 @@ export function describeReadStoreConformance(name: string, factory: ReadStoreFac
       await expect(store.ping()).rejects.toThrow();
     });
 
+    it('replaceReadModels: the rebuilt collections replace the stored ones whole, other collections and checkpoints stay', async () => {
+      await store.commit('proj', 50, [
+        { op: 'put', collection: 'cases', key: 'stale', doc: { id: 'stale' }, partition: 'p', score: 9 },
+        { op: 'put', collection: 'cases', key: 'a', doc: { id: 'a', n: 0 }, partition: 'old', score: 1 },
+        { op: 'put', collection: 'timers', key: 't', doc: { id: 't' }, partition: 'due', score: 5 },
+      ]);
+      await store.commit('other', 7, [{ op: 'put', collection: 'notes', key: 'n', doc: { id: 'n' }, partition: 'p' }]);
+      await store.write([{ op: 'put', collection: 'ops', key: 'x', doc: { id: 'x' } }]);
+      expect(store.replaceReadModels).toBeDefined();
+      await store.replaceReadModels!([
+        {
+          projection: 'proj',
+          collections: ['cases', 'timers'],
+          position: 40,
+          docs: () => [
+            { collection: 'cases', key: 'a', partition: 'p', score: 2, json: JSON.stringify({ id: 'a', n: 1 }) },
+            { collection: 'cases', key: 'b', partition: 'p', score: 1, json: JSON.stringify({ id: 'b' }) },
+            { collection: 'cases', key: 'c', partition: null, score: 0, json: JSON.stringify({ id: 'c' }) },
+          ],
+        },
+      ]);
+      expect(await store.getCheckpoint('proj')).toBe(40);
+      expect(await store.get('cases', 'stale')).toBeNull();
+      expect(await store.get('cases', 'c')).toEqual({ id: 'c' });
+      expect(await store.list('cases', 'p')).toEqual([{ id: 'b' }, { id: 'a', n: 1 }]);
+      expect(await store.list('cases', 'old')).toEqual([]);
+      expect(await store.range('timers', 'due', 100, 10)).toEqual([]);
+      // Not the rebuilt projection's: untouched.
+      expect(await store.getCheckpoint('other')).toBe(7);
+      expect(await store.list('notes', 'p')).toEqual([{ id: 'n' }]);
+      expect(await store.get('ops', 'x')).toEqual({ id: 'x' });
+      // A projection continues from the rebuilt checkpoint.
+      await store.commit('proj', 41, [{ op: 'put', collection: 'cases', key: 'b', doc: { id: 'b', n: 2 }, partition: 'q', score: 1 }]);
+      expect(await store.list('cases', 'p')).toEqual([{ id: 'a', n: 1 }]);
+      expect(await store.list('cases', 'q')).toEqual([{ id: 'b', n: 2 }]);
+    });
+
     if (factory.reopen) {
       it('persists documents and checkpoints across reopen', async () => {
         await store.commit('proj', 42, [

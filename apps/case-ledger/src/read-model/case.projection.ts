@@ -57,6 +57,7 @@ export interface CaseDoc {
 export function caseProjection(keyring: Keyring): Projection {
   return {
     name: CASE_PROJECTION,
+    collections: [CASES, NOTIFY_TIMERS],
     streamPrefixes: [CASE_STREAM_PREFIX],
     async apply(recorded: RecordedEvent, tx: ProjectionTx) {
       const event = { type: recorded.type, ...(recorded.data as object) } as CaseEvent;

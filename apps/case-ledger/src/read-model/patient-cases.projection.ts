@@ -20,6 +20,7 @@ export const patientCasesPartition = (environmentId: string, patientId: string):
 export function patientCasesProjection(): Projection {
   return {
     name: PATIENT_CASES_PROJECTION,
+    collections: [PATIENT_CASES],
     streamPrefixes: [CASE_STREAM_PREFIX],
     async apply(recorded: RecordedEvent, tx: ProjectionTx) {
       if (recorded.type !== 'clinical_case.opened') return;

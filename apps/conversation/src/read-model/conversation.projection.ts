@@ -43,6 +43,7 @@ export interface MessageDoc {
 export function conversationProjection(keyring: Keyring): Projection {
   return {
     name: CONVERSATION_PROJECTION,
+    collections: [THREADS, MESSAGES],
     streamPrefixes: [CONVERSATION_STREAM_PREFIX],
     async apply(recorded: RecordedEvent, tx: ProjectionTx) {
       const event = { type: recorded.type, ...(recorded.data as object) } as ConversationEvent;

@@ -21,6 +21,7 @@ function indexMember(tx: ProjectionTx, organizationId: string, sub: string, posi
 export function accessProjection(keyring: Keyring): Projection {
   return {
     name: ACCESS_PROJECTION,
+    collections: Object.values(AccessCollections),
     streamPrefixes: ['gateway-'],
     async apply(recorded: RecordedEvent, tx: ProjectionTx) {
       const event = { type: recorded.type, ...(recorded.data as object) } as GatewayEvent;

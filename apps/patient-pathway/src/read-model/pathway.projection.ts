@@ -50,6 +50,7 @@ type PathwayEvent = ProtocolEvent | PatientEvent | CheckInEvent | ClaimEvent;
 export function pathwayProjection(): Projection {
   return {
     name: PATHWAY_PROJECTION,
+    collections: Object.values(PathwayCollections),
     streamPrefixes: [STREAM_PREFIX],
     async apply(recorded: RecordedEvent, tx: ProjectionTx) {
       const event = { type: recorded.type, ...(recorded.data as object) } as PathwayEvent;

@@ -95,6 +95,8 @@ function putDelivery(tx: ProjectionTx, doc: DeliveryDoc, previous: DeliveryStatu
 export function dispatcherProjection(keyring: Keyring): Projection {
   return {
     name: DISPATCHER_PROJECTION,
+    // Every collection but the BAA records, which the dispatch service writes itself.
+    collections: Object.values(Collections).filter((c) => c !== Collections.baa),
     streamPrefixes: [STREAM_PREFIX],
     async apply(recorded: RecordedEvent, tx: ProjectionTx) {
       const event = { type: recorded.type, ...(recorded.data as object) } as DispatcherEvent;

@@ -63,6 +63,7 @@ export interface RunDoc {
 export function workflowProjection(keyring: Keyring): Projection {
   return {
     name: WORKFLOW_PROJECTION,
+    collections: Object.values(WorkflowCollections),
     streamPrefixes: ['workflow-engine-workflow-', 'workflow-engine-destination-', 'workflow-engine-run-', DELIVERY_STREAM_PREFIX],
     async apply(recorded: RecordedEvent, tx: ProjectionTx) {
       const envId = recorded.metadata.environmentId ?? '';
