@@ -41,3 +41,4 @@ export * from './readiness';
 export * from './relay';
 export * from './dedupe';
 export * from './credits';
+export * from './rpc';

@@ -1,10 +1,9 @@
 import { Controller } from '@nestjs/common';
 import { EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { DomainError } from '@svc/eventstore';
-import { CaseStatusQuery, CaseStatusReply, IntegrationEventTypes, IntegrationMessage, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns, Topics } from '@svc/messaging';
+import { CaseStatusQuery, CaseStatusReply, IntegrationEventTypes, IntegrationMessage, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns, Topics, rpc } from '@svc/messaging';
 import { CaseLedgerService } from '../../application/case-ledger.service';
 import { isUuid } from '@svc/http';
-import { rpc } from './rpc';
 
 const SOURCES = ['check_in', 'patient_concern', 'staff_chat'];
 const PRIORITIES = ['emergency', 'urgent', 'routine'];

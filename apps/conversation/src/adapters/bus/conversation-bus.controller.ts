@@ -1,10 +1,9 @@
 import { Controller } from '@nestjs/common';
 import { EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { DomainError } from '@svc/eventstore';
-import { AppendConversationMessageCommand, AppendConversationMessageReply, IntegrationMessage, Patterns, Topics } from '@svc/messaging';
+import { AppendConversationMessageCommand, AppendConversationMessageReply, IntegrationMessage, Patterns, Topics, rpc } from '@svc/messaging';
 import { CaseThreadControl, ConversationService } from '../../application/conversation.service';
 import { isUuid } from '@svc/http';
-import { rpc } from './rpc';
 
 const SENDERS = ['patient', 'provider', 'agent', 'staff', 'system'];
 const CASE_THREAD_CONTROLS: string[] = ['start_case_thread', 'close_case_thread', 'begin_close_case_thread', 'cancel_close_case_thread'] satisfies CaseThreadControl['control'][];

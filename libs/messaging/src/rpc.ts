@@ -1,10 +1,10 @@
 import { RpcException } from '@nestjs/microservices';
-import { DomainError } from '@svc/eventstore';
+import { DomainError } from '@svc/decider';
 
 /**
  * Runs a bus handler and turns a DomainError into an RpcException carrying `{ status, code,
  * message, details? }`, so the refusal crosses the bus intact whichever exception filter the
- * hybrid app applies (in the standalone hybrid app a plain DomainError arrived as
+ * hybrid app applies (in the standalone hybrid app a plain DomainError would arrive as
  * `{ status: 'error' }`).
  */
 export async function rpc<T>(fn: () => Promise<T>): Promise<T> {
