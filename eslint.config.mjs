@@ -19,7 +19,9 @@ const ACROSS_PACKAGES = [
 const NO_APPS_IN_LIBS = rule('^@apps/', 'Libs never import apps.');
 // The one exception: libs/testing starts the standalone stack in-process (its job), through its alias.
 const NO_APPS_IN_TESTING_LIB = rule('^@apps/(?!standalone$)', 'Libs never import apps (libs/testing may import @apps/standalone only).');
-const NO_OTHER_APPS = rule('^@apps/', 'Apps never import each other; only apps/standalone, the composition root, imports apps.');
+// The composition roots import apps: apps/standalone (the six modules in one process) and apps/cli
+// (`svc rebuild` composes the apps' projections).
+const NO_OTHER_APPS = rule('^@apps/', 'Apps never import each other; only the composition roots (apps/standalone, apps/cli) import apps.');
 const PACKAGE_STANDS_ALONE = rule('^@(?:svc|apps)/', 'A published package (packages/) stands alone: it imports no lib or app of this repository.');
 // Domain code: only domain code of its own app, the dependency-free core, the clinical language lib
 // and pure packages. node:crypto for hashing only (no randomness).
@@ -95,7 +97,7 @@ export default [
   { files: ['libs/*/src/**/*.ts'], rules: importRules([...ACROSS_PACKAGES, NO_APPS_IN_LIBS]) },
   { files: ['packages/*/src/**/*.ts'], rules: importRules([...ACROSS_PACKAGES, PACKAGE_STANDS_ALONE]) },
   { files: ['libs/testing/src/**/*.ts'], rules: importRules([...ACROSS_PACKAGES, NO_APPS_IN_TESTING_LIB]) },
-  { files: ['apps/*/src/**/*.ts'], ignores: ['apps/standalone/**'], rules: importRules([...ACROSS_PACKAGES, NO_OTHER_APPS]) },
+  { files: ['apps/*/src/**/*.ts'], ignores: ['apps/standalone/**', 'apps/cli/**'], rules: importRules([...ACROSS_PACKAGES, NO_OTHER_APPS]) },
   {
     files: ['apps/*/src/domain/**/*.ts'],
     rules: importRules([...ACROSS_PACKAGES, DOMAIN_ONLY], { paths: [NODE_CRYPTO_HASHING], noDynamic: true }),

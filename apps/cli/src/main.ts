@@ -102,6 +102,38 @@ export function program(): Command {
       .addHelpText('after', '\nExamples:\n  svc verify --all\n  svc verify case-ledger-case-<caseId> --json\n  svc verify --all --anchor anchors.json --save-anchor anchors-new.json'),
   ).action(async (stream, opts) => run(async (ctx) => (await import('./commands/verify')).verifyCommand(ctx, stream, opts), opts));
 
+  globalOptions(
+    prog
+      .command('migrate-chain')
+      .description('Anchor the events written before the hash chain existed: per stream, one ChainAnchored event (stream audit-chain-anchor) with the hash of its unchained events as stored; verify checks them against it from then on. Changes no stored event; idempotent.')
+      .option('--dry-run', 'say what would be anchored, and append nothing')
+      .option('--actor <name>', 'who runs it, recorded in the anchors (or SVC_AUDIT_ACTOR; default: the OS user)')
+      .addHelpText('after', '\nWhat it proves: the anchored events are unchanged since the migration ran; nothing about before.\nExit code 1: a stream whose unchained events have a gap was not anchored (svc verify names it).\n\nExamples:\n  svc migrate-chain --dry-run\n  svc migrate-chain --actor alice'),
+  ).action(async (opts) => run(async (ctx) => (await import('./commands/migrate-chain')).migrateChainCommand(ctx, opts), opts));
+
+  globalOptions(
+    prog
+      .command('rebuild')
+      .description("Rebuild read models from the log, with the service stopped: each named projection (or --all) replayed from the first event to the head, then put in place of the stored one in one step. Needs the master key. Refused while a service has the read store open.")
+      .argument('[projection...]', 'projection names (svc rebuild --list)')
+      .option('--all', 'every projection')
+      .option('--list', 'list the projections with their streams and collections, and rebuild nothing')
+      .option('--force', "Redis read store: rebuild although other clients are connected to its database (they must not be a service using it)")
+      .addHelpText('after', '\nRead store: READ_STORE (sqlite, the default: <data dir>/read-models.sqlite | redis: REDIS_URL, REDIS_KEY_PREFIX).\n\nExamples:\n  svc rebuild --list\n  svc rebuild --all\n  svc rebuild case-ledger-cases-v2 --json'),
+  ).action(async (names: string[], opts) => {
+    const rebuild = await import('./commands/rebuild');
+    try {
+      // --list and a wrong selection need no store.
+      if (opts.list) return void (process.exitCode = await rebuild.listProjections(new Output({ json: Boolean(opts.json), progress: false })));
+      await rebuild.checkSelection(names, opts);
+    } catch (err) {
+      if (!(err instanceof CliError)) throw err;
+      process.stderr.write(`svc: ${err.message}\n`);
+      return void (process.exitCode = err.exitCode);
+    }
+    return run(async (ctx) => rebuild.rebuildCommand(ctx, names, opts), opts);
+  });
+
   return prog;
 }
 
