@@ -1,4 +1,5 @@
 import { sha256Hex } from '@svc/security';
+import type { MigrationAnchor } from './chain-migration';
 import {
   AppendResult,
   EventStore,
@@ -321,6 +322,8 @@ export interface StreamChainReport {
   events: number;
   /** Events written before the chain existed (a prefix of the stream). */
   unchained: number;
+  /** Of those, the ones the chain migration anchored and that still match its anchor. */
+  anchored: number;
   chained: number;
   lastRevision: number;
   lastHash: string | null;
@@ -341,6 +344,17 @@ export interface ChainVerifierOptions {
   chainStart?: number | 'first-chained' | null;
   /** Heads saved earlier: each stream must still reach its anchor's revision, with that hash there. */
   anchors?: Map<string, ChainAnchor>;
+  /**
+   * The chain migration's anchors (`readMigrationAnchors`, chain-migration.ts) by stream, in order of
+   * revision: the stream's unchained events up to each anchor's revision must hash to it.
+   */
+  migrationAnchors?: Map<string, MigrationAnchor[]>;
+}
+
+/** A stream's verification state: its report, and the chain over its unchained events when the migration anchored them. */
+interface StreamState extends StreamChainReport {
+  prefixHash: string | null;
+  nextAnchor: number;
 }
 
 /**
@@ -350,7 +364,7 @@ export interface ChainVerifierOptions {
  * as faults, while they form a stream's prefix and lie before the chained era.
  */
 export class ChainVerifier {
-  private readonly streams = new Map<string, StreamChainReport>();
+  private readonly streams = new Map<string, StreamState>();
   private chainStart: number | null;
   private readonly autoStart: boolean;
   events = 0;
@@ -371,7 +385,7 @@ export class ChainVerifier {
     this.events++;
     let s = this.streams.get(e.streamId);
     if (!s) {
-      s = { streamId: e.streamId, events: 0, unchained: 0, chained: 0, lastRevision: -1, lastHash: null, issue: null };
+      s = { streamId: e.streamId, events: 0, unchained: 0, anchored: 0, chained: 0, lastRevision: -1, lastHash: null, issue: null, prefixHash: null, nextAnchor: 0 };
       this.streams.set(e.streamId, s);
     }
     s.events++;
@@ -385,13 +399,28 @@ export class ChainVerifier {
       return fail(e.revision > s.lastRevision + 1 ? `revision ${s.lastRevision + 1} is missing: the next event found is revision ${e.revision}` : `revision ${e.revision} comes after revision ${s.lastRevision}`);
     }
     const m = (e.metadata ?? {}) as { prevHash?: unknown; hash?: unknown };
+    const migrated = this.options.migrationAnchors?.get(e.streamId);
     if (typeof m.hash !== 'string') {
       if (s.chained > 0) return fail('no chain fields (hash, prevHash) after chained events of the stream');
       if (this.chainStart !== null && e.position > this.chainStart) return fail(`no chain fields, in the chained part of the log (every event after position ${this.chainStart} is chained)`);
       s.unchained++;
       s.lastRevision = e.revision;
       s.lastHash = null;
+      if (migrated && s.nextAnchor < migrated.length) {
+        s.prefixHash = chainHash(s.prefixHash, chainContent(e));
+        const anchor = migrated[s.nextAnchor];
+        if (anchor.toRevision === e.revision) {
+          if (anchor.hash !== s.prefixHash) {
+            return fail(`the events written before the chain, revisions 0-${anchor.toRevision}, do not match what the chain migration anchored (${short(anchor.hash)}, ChainAnchored at position ${anchor.position}): one of them was changed since (computed ${short(s.prefixHash)})`);
+          }
+          s.anchored = e.revision + 1;
+          while (s.nextAnchor < migrated.length && migrated[s.nextAnchor].toRevision <= e.revision) s.nextAnchor++;
+        }
+      }
       return null;
+    }
+    if (migrated && s.nextAnchor < migrated.length) {
+      return fail(`carries chain fields, but the chain migration anchored revisions 0-${migrated[s.nextAnchor].toRevision} of the stream as written before the chain (ChainAnchored at position ${migrated[s.nextAnchor].position})`);
     }
     if (this.autoStart && this.chainStart === null) this.chainStart = e.position;
     const prevHash = m.prevHash === undefined ? undefined : m.prevHash;
@@ -415,6 +444,24 @@ export class ChainVerifier {
    */
   finish(expectAllAnchors: boolean): ChainIssue[] {
     const issues: ChainIssue[] = [];
+    for (const [streamId, list] of this.options.migrationAnchors ?? []) {
+      const s = this.streams.get(streamId);
+      if (!s && !expectAllAnchors) continue;
+      if (s?.issue) continue;
+      const pending = s ? list[s.nextAnchor] : list[0];
+      if (!pending) continue;
+      const issue: ChainIssue = {
+        streamId,
+        revision: s ? s.lastRevision + 1 : 0,
+        position: 0,
+        eventId: null,
+        reason: s
+          ? `the stream ends at revision ${s.lastRevision}, but the chain migration anchored its revisions 0-${pending.toRevision} (ChainAnchored at position ${pending.position}): events were removed`
+          : `the stream is gone, but the chain migration anchored its revisions 0-${pending.toRevision} (ChainAnchored at position ${pending.position})`,
+      };
+      if (s) s.issue = issue;
+      issues.push(issue);
+    }
     for (const [streamId, anchor] of this.options.anchors ?? []) {
       const s = this.streams.get(streamId);
       if (!s && !expectAllAnchors) continue;
@@ -435,7 +482,7 @@ export class ChainVerifier {
   }
 
   reports(): StreamChainReport[] {
-    return [...this.streams.values()];
+    return [...this.streams.values()].map(({ prefixHash: _h, nextAnchor: _n, ...report }) => report);
   }
 
   issues(): ChainIssue[] {

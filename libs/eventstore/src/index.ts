@@ -8,4 +8,6 @@ export * from './postgres-event-store';
 export { DEFAULT_EVENT_SCHEMA, EVENT_SCHEMA_VERSION, checkSchemaName, migrateEventSchema } from './postgres-schema';
 export * from './encrypting-event-store';
 export * from './hash-chain';
+export * from './chain-checkpoints';
+export * from './chain-migration';
 export * from './wal-checkpointer';
