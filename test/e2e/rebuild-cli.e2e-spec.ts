@@ -1,0 +1,160 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { TestApp, describeInProcess } from '@svc/testing';
+import { openCase, update } from './case-helpers';
+
+/**
+ * `svc rebuild` (docs/audit.md) as an operator runs it: the package's real bin as a child process
+ * against the SQLite data dir of a standalone run filled over HTTP. The read store is deleted with
+ * the service stopped, rebuilt from the log, and the restarted service answers as before. The
+ * build runs first when dist is older than the sources; the bin is then told not to build.
+ */
+const root = join(__dirname, '..', '..');
+const bin = join(root, 'bin', 'svc.js');
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function svc(args: string[], env: Record<string, string>): Promise<Run> {
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(SVC_|EVENT_STORE|DATABASE_URL|ESDB_|READ_STORE|REDIS_)/.test(k)));
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [bin, ...args], { cwd: root, env: { ...base, SVC_CLI_BUILD: '0', NO_COLOR: '1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+const ndjson = (text: string): any[] =>
+  text
+    .split('\n')
+    .filter((l) => l.trim())
+    .map((l) => JSON.parse(l));
+
+beforeAll(() => {
+  const build = spawnSync(process.execPath, [join(root, 'scripts', 'build.js'), '--if-needed'], { cwd: root, encoding: 'utf8' });
+  if (build.status !== 0) throw new Error(`build failed:\n${build.stdout}\n${build.stderr}`);
+}, 600_000);
+
+describeInProcess('stops and restarts its own service, and runs the CLI on its data dir')('svc rebuild: read models rebuilt from the log of a standalone run', () => {
+  const app = new TestApp();
+  const env = () => ({ SVC_DATA_DIR: app.dataDir });
+  const readStoreFiles = () => ['', '-wal', '-shm'].map((s) => join(app.dataDir, `read-models.sqlite${s}`));
+
+  afterAll(async () => {
+    await app.stop();
+    rmSync(app.dataDir, { recursive: true, force: true });
+  });
+
+  /** What the service answers about the data set (read models only). */
+  async function answers(t: Awaited<ReturnType<TestApp['tenant']>>, caseIds: string[]) {
+    const out: Record<string, unknown> = {};
+    for (const id of caseIds) {
+      const progress = await app.api.get(`/v1/clinical-cases/${id}/progress`, t.apiKey);
+      const messages = await app.api.get(`/v1/conversations/${id}/messages`, t.apiKey);
+      const staffView = await app.api.get(`${t.env}/clinical-cases/${id}`, t.staff);
+      out[id] = { progress: [progress.status, progress.body], messages: [messages.status, messages.body], staff: [staffView.status, staffView.body] };
+    }
+    const list = await app.api.get(`${t.env}/clinical-cases`, t.staff);
+    const keys = await app.api.get(`/organizations/${t.orgId}/environments/${t.sandbox}/api-keys`, t.staff);
+    const org = await app.api.get(`/organizations/${t.orgId}`, t.staff);
+    out.lists = { cases: [list.status, list.body], keys: [keys.status, keys.body], org: [org.status, org.body] };
+    return out;
+  }
+
+  it('--help, --list, and a wrong selection (exit code 2, before any store is opened)', async () => {
+    const help = await svc(['rebuild', '--help'], env());
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('Usage: svc rebuild');
+    expect(help.stdout).toContain('--all');
+
+    const list = await svc(['rebuild', '--list', '--json'], env());
+    expect({ code: list.code, stderr: list.stderr }).toEqual({ code: 0, stderr: '' });
+    const names = ndjson(list.stdout).map((p) => p.name);
+    expect(names).toEqual(expect.arrayContaining(['gateway-access-v2', 'case-ledger-cases-v2', 'case-ledger-patient-cases', 'conversation-messages', 'patient-pathway', 'workflow-engine-workflows-v2', 'webhook-dispatcher-v3']));
+    expect(ndjson(list.stdout).every((p) => p.collections.length > 0)).toBe(true);
+
+    const unknown = await svc(['rebuild', 'no-such-projection'], env());
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain('unknown projection no-such-projection');
+    expect(unknown.stderr).toContain('case-ledger-cases-v2');
+    const none = await svc(['rebuild'], env());
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain('--all');
+    expect((await svc(['rebuild', '--all', 'patient-pathway'], env())).code).toBe(2);
+  });
+
+  it('refused while the service runs; with it stopped, a deleted read store is rebuilt and the restarted service answers the same', async () => {
+    await app.start();
+    const t = await app.tenant();
+    const caseIds: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const c = await openCase(app, t, `Please review the medication plan ${i}`);
+      caseIds.push(c.caseId);
+      expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(1, 'processed'), t.apiKey)).status).toBe(200);
+      expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/messages`, { messageId: randomUUID(), message: `Take it with food ${i}`, externalReference: `ehr-${i}` }, t.apiKey)).status).toBe(200);
+    }
+    expect((await app.api.post(`/organizations/${t.orgId}/environments/${t.sandbox}/api-keys`, { name: 'second' }, t.staff)).status).toBe(201);
+    const before = await answers(t, caseIds);
+    expect((before[caseIds[0]] as any).progress[0]).toBe(200);
+    expect((before[caseIds[0]] as any).messages[1].messages ?? (before[caseIds[0]] as any).messages[1]).toBeTruthy();
+
+    // The running service keeps its read store open: refused, nothing changed, the service still answers.
+    const refused = await svc(['rebuild', '--all'], env());
+    expect({ code: refused.code, stderr: refused.stderr }).toEqual({ code: 2, stderr: expect.stringContaining('open in another process') });
+    expect(refused.stderr).toContain('open in another process');
+    expect(await answers(t, caseIds)).toEqual(before);
+
+    await app.stop();
+    for (const f of readStoreFiles()) rmSync(f, { force: true });
+
+    const run = await svc(['rebuild', '--all', '--json'], env());
+    expect({ code: run.code, stderr: run.code === 0 ? '' : run.stderr }).toEqual({ code: 0, stderr: '' });
+    const records = ndjson(run.stdout);
+    const summary = records.find((r) => r.kind === 'summary');
+    const progress = records.filter((r) => r.kind === 'progress');
+    expect(progress.length).toBeGreaterThan(0);
+    expect(progress[progress.length - 1]).toMatchObject({ position: summary.position, head: summary.position, etaSeconds: 0 });
+    expect(progress[0]).toEqual(expect.objectContaining({ eventsPerSecond: expect.any(Number), events: expect.any(Number) }));
+    expect(summary).toMatchObject({ projections: 7, eventsPerSecond: expect.any(Number) });
+    expect(summary.events).toBeGreaterThan(20);
+    const rebuilt = records.filter((r) => r.kind === 'rebuilt');
+    expect(rebuilt.map((r) => r.projection).sort()).toEqual(['case-ledger-cases-v2', 'case-ledger-patient-cases', 'conversation-messages', 'gateway-access-v2', 'patient-pathway', 'webhook-dispatcher-v3', 'workflow-engine-workflows-v2']);
+    expect(rebuilt.find((r) => r.projection === 'case-ledger-cases-v2').documents).toBeGreaterThanOrEqual(3);
+
+    // The checkpoint of every projection is the log's head: the service starts from there.
+    const db = new Database(readStoreFiles()[0], { readonly: true });
+    const checkpoints = db.prepare('SELECT projection, position FROM checkpoints').all() as { projection: string; position: number }[];
+    db.close();
+    expect(checkpoints.length).toBe(7);
+    expect(checkpoints.every((c) => c.position === summary.position)).toBe(true);
+
+    await app.start();
+    expect(await answers(t, caseIds)).toEqual(before);
+    // And it goes on from there: a new message is read back.
+    expect((await app.api.post(`/v1/clinical-cases/${caseIds[0]}/messages`, { messageId: randomUUID(), message: 'After the rebuild', externalReference: 'ehr-after' }, t.apiKey)).status).toBe(200);
+    const messagesAfter = await app.api.get(`/v1/conversations/${caseIds[0]}/messages`, t.apiKey);
+    expect(messagesAfter.status).toBe(200);
+    expect(JSON.stringify(messagesAfter.body)).toContain('After the rebuild');
+    const beforeOne = await answers(t, caseIds);
+    await app.stop();
+
+    // One projection alone, as a table with a summary line; the others keep their documents.
+    const one = await svc(['rebuild', 'case-ledger-patient-cases'], env());
+    expect(one.code).toBe(0);
+    expect(one.stdout).toContain('case-ledger-patient-cases');
+    expect(one.stdout).not.toContain('gateway-access-v2');
+    expect(one.stdout).toMatch(/rebuilt 1 read models from [\d,]+ events in [\d.]+ s \([\d,]+ events\/s\)/);
+    await app.start();
+    expect(await answers(t, caseIds)).toEqual(beforeOne);
+  }, 120_000);
+});
