@@ -1,9 +1,8 @@
 import { CanActivate, ExecutionContext, Inject, Injectable, createParamDecorator } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import { EncryptJWT, jwtDecrypt } from 'jose';
-import { catchError, lastValueFrom, of, timeout } from 'rxjs';
 import { CLOCK, Clock } from '@svc/clock';
-import { AnyClientProxy, FindPatientQuery, FindPatientReply, Patterns } from '@svc/messaging';
+import { AnyClientProxy, FindPatientQuery, FindPatientReply, Patterns, ask } from '@svc/messaging';
 import { KEYRING, Keyring } from '@svc/security';
 import { ApiError } from './errors';
 import { OrganizationDoc, TenantDirectory, identityTokenVersion } from '@svc/access';
@@ -154,12 +153,7 @@ export async function currentPatientLink(bus: AnyClientProxy, session: WidgetSes
   // token always names the external id too; one without it cannot be checked and links nobody.
   if (!session.externalPatientId) return { session: { ...session, patientId: null, email: null }, revoked: true };
   const query: FindPatientQuery = { environmentId: session.environmentId, externalPatientId: session.externalPatientId };
-  const reply = await lastValueFrom(
-    bus.send<FindPatientReply>(Patterns.findPatient, query).pipe(
-      timeout(timeoutMs),
-      catchError(() => of(null)),
-    ),
-  );
+  const reply = await ask<FindPatientReply, null>(bus, Patterns.findPatient, query, { timeoutMs, onError: () => null });
   if (reply === null) throw new ApiError(503, 'UNAVAILABLE', 'The patient directory is not reachable; retry shortly', undefined, { 'retry-after': '1' });
   if (reply.patientId === session.patientId) return { session, revoked: false };
   return { session: { ...session, patientId: null, externalPatientId: null, email: null }, revoked: true };

@@ -1,4 +1,4 @@
-import { lastValueFrom, timeout } from 'rxjs';
+import { ask } from './ask';
 import type { AnyClientProxy } from './bus';
 import type { ReserveCreditCommand, ReserveCreditReply } from './contracts';
 import { Patterns } from './names';
@@ -10,10 +10,6 @@ import { Patterns } from './names';
  * credit later under the same source id.
  */
 export async function creditRefused(bus: AnyClientProxy, command: ReserveCreditCommand, timeoutMs: number): Promise<boolean> {
-  try {
-    const r = await lastValueFrom(bus.send<ReserveCreditReply>(Patterns.reserveCredit, command).pipe(timeout(timeoutMs)));
-    return r?.reserved === false;
-  } catch {
-    return false;
-  }
+  const r = await ask<ReserveCreditReply, null>(bus, Patterns.reserveCredit, command, { timeoutMs, onError: () => null });
+  return r?.reserved === false;
 }

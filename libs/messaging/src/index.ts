@@ -11,7 +11,7 @@
  *   // hybrid HTTP app: app.connectMicroservice(busServerStrategy('gateway')); await app.startAllMicroservices();
  *
  *   { provide: BUS_CLIENT, useFactory: () => busClient('gateway', { replyPatterns: [Patterns.openClinicalCase] }) }
- *   await lastValueFrom(client.send(Patterns.openClinicalCase, dto));
+ *   await ask<OpenClinicalCaseReply>(client, Patterns.openClinicalCase, dto, { timeoutMs: 10_000 });
  *
  *   const relay = new IntegrationEventRelay({ name: 'case-ledger-relay', store, readStore, client,
  *     topic: Topics.caseEvents, streamPrefixes: ['case-'] });
@@ -42,3 +42,4 @@ export * from './relay';
 export * from './dedupe';
 export * from './credits';
 export * from './rpc';
+export * from './ask';

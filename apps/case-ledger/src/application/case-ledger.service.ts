@@ -1,6 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
-import { lastValueFrom, timeout } from 'rxjs';
 import { v5 as uuidv5 } from 'uuid';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandContext, CommandHandler, DomainError, EVENT_STORE, EventStore, HandleResult } from '@svc/eventstore';
@@ -19,6 +18,7 @@ import {
   OpenClinicalCaseReply,
   PatientContactReply,
   Patterns,
+  ask,
 } from '@svc/messaging';
 import { CONFIG, MAILER, Mailer, PROJECTIONS, ServiceConfig } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
@@ -175,7 +175,7 @@ export class CaseLedgerService {
    */
   private async caseThread(control: Extract<CaseThreadCommand['control'], 'begin_close_case_thread' | 'cancel_close_case_thread'>, tenant: Tenant, caseId: string, patientId: string | null, lease?: string | null): Promise<AppendConversationMessageReply> {
     const cmd: CaseThreadCommand = { control, organizationId: tenant.organizationId, environmentId: tenant.environmentId, conversationId: caseId, kind: 'case', patientId, ...(lease ? { lease } : {}) };
-    return lastValueFrom(this.bus.send<AppendConversationMessageReply>(Patterns.caseThread, cmd).pipe(timeout(10_000)));
+    return ask<AppendConversationMessageReply>(this.bus, Patterns.caseThread, cmd, { timeoutMs: 10_000 });
   }
 
   /** A clinical request from the team chat channel (source staff_chat). */
@@ -187,15 +187,13 @@ export class CaseLedgerService {
    * contexts carry a patientId those contexts already know and are not asked again.
    */
   async openFromStaff(tenant: Tenant, staffSub: string, input: { patientId: string; request: string }) {
-    let contact: PatientContactReply | null;
-    try {
-      contact = await lastValueFrom(
-        this.bus.send<PatientContactReply>(Patterns.patientContact, { environmentId: tenant.environmentId, patientId: input.patientId }).pipe(timeout(5000)),
-      );
-    } catch (err) {
-      this.log.warn({ environmentId: tenant.environmentId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'staff case: patient lookup failed');
-      throw new ApiError(503, 'UNAVAILABLE', 'The patient directory is not reachable; retry shortly', undefined, { 'retry-after': '1' });
-    }
+    const contact = await ask<PatientContactReply | null, never>(this.bus, Patterns.patientContact, { environmentId: tenant.environmentId, patientId: input.patientId }, {
+      timeoutMs: 5000,
+      onError: (err) => {
+        this.log.warn({ environmentId: tenant.environmentId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'staff case: patient lookup failed');
+        throw new ApiError(503, 'UNAVAILABLE', 'The patient directory is not reachable; retry shortly', undefined, { 'retry-after': '1' });
+      },
+    });
     if (typeof contact?.known !== 'boolean') {
       this.log.warn({ environmentId: tenant.environmentId }, 'staff case: patient lookup gave no answer');
       throw new ApiError(503, 'UNAVAILABLE', 'The patient directory is not reachable; retry shortly', undefined, { 'retry-after': '1' });
@@ -506,12 +504,13 @@ export class CaseLedgerService {
       message: input.message,
       externalMessageId: input.externalReference,
     };
-    try {
-      await lastValueFrom(this.bus.send<AppendConversationMessageReply>(Patterns.appendConversationMessage, append).pipe(timeout(10_000)));
-    } catch (err) {
-      this.log.warn({ caseId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'provider message: thread append failed');
-      throw new ApiError(503, 'UNAVAILABLE', 'The message could not be added to the case thread; retry with the same messageId', undefined, { 'retry-after': '1' });
-    }
+    await ask<AppendConversationMessageReply, never>(this.bus, Patterns.appendConversationMessage, append, {
+      timeoutMs: 10_000,
+      onError: (err) => {
+        this.log.warn({ caseId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'provider message: thread append failed');
+        throw new ApiError(503, 'UNAVAILABLE', 'The message could not be added to the case thread; retry with the same messageId', undefined, { 'retry-after': '1' });
+      },
+    });
     // The patient's email is a durable follow-up: ProviderMessageAccepted put a notification timer
     // (case projection) that notifyDue fires until PatientNotified removes it.
     return { caseId, messageId: input.messageId, duplicate: r.newEvents.length === 0, createdAt };
@@ -525,9 +524,7 @@ export class CaseLedgerService {
    */
   async notifyDue(timer: NotifyTimerDoc): Promise<void> {
     const tenant = { organizationId: timer.organizationId, environmentId: timer.environmentId };
-    const contact = await lastValueFrom(
-      this.bus.send<PatientContactReply>(Patterns.patientContact, { environmentId: timer.environmentId, patientId: timer.patientId }).pipe(timeout(5000)),
-    );
+    const contact = await ask<PatientContactReply>(this.bus, Patterns.patientContact, { environmentId: timer.environmentId, patientId: timer.patientId }, { timeoutMs: 5000 });
     if (contact?.email) {
       const base = (this.config.widgetBaseUrl ?? `http://localhost:${this.config.port}/api`).replace(/\/$/, '');
       const link = `${base}/cases/${timer.caseId}`;

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable } from '@nestjs/common';
-import { lastValueFrom, timeout } from 'rxjs';
 import { v5 as uuidv5 } from 'uuid';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
@@ -17,6 +16,7 @@ import {
   IntegrationEventTypes,
   IntegrationMessage,
   Patterns,
+  ask,
 } from '@svc/messaging';
 import { PROJECTIONS } from '@svc/platform';
 import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
@@ -100,14 +100,14 @@ export class ConversationService {
    * this id in the environment; 503 when the case-ledger does not answer.
    */
   private async startCaseThread(environmentId: string, caseId: string): Promise<ThreadDoc | null> {
-    let status: CaseStatusReply;
-    try {
-      const query: CaseStatusQuery = { environmentId, caseId };
-      status = await lastValueFrom(this.bus.send<CaseStatusReply>(Patterns.caseStatus, query).pipe(timeout(CASE_STATUS_TIMEOUT_MS)));
-    } catch (err) {
-      getLogger().warn({ conversationId: caseId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'conversation: case status unavailable');
-      throw new ApiError(503, 'UNAVAILABLE', 'The clinical case could not be looked up; retry shortly', undefined, { 'retry-after': '1' });
-    }
+    const query: CaseStatusQuery = { environmentId, caseId };
+    const status = await ask<CaseStatusReply, never>(this.bus, Patterns.caseStatus, query, {
+      timeoutMs: CASE_STATUS_TIMEOUT_MS,
+      onError: (err) => {
+        getLogger().warn({ conversationId: caseId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'conversation: case status unavailable');
+        throw new ApiError(503, 'UNAVAILABLE', 'The clinical case could not be looked up; retry shortly', undefined, { 'retry-after': '1' });
+      },
+    });
     if (!status?.thread) return null;
     const { organizationId, patientId } = status.thread;
     const command: ConversationCommand = status.resolved
@@ -235,13 +235,13 @@ export class ConversationService {
    * keeps its hold).
    */
   private async settleUnfinishedClose(tenant: Tenant, caseId: string, lease: string, giveUpAt: number): Promise<void> {
-    let status: CaseStatusReply;
-    try {
-      const query: CaseStatusQuery = { environmentId: tenant.environmentId, caseId };
-      status = await lastValueFrom(this.bus.send<CaseStatusReply>(Patterns.caseStatus, query).pipe(timeout(Math.max(500, giveUpAt - Date.now()))));
-    } catch {
-      throw caseBeingResolved();
-    }
+    const query: CaseStatusQuery = { environmentId: tenant.environmentId, caseId };
+    const status = await ask<CaseStatusReply, never>(this.bus, Patterns.caseStatus, query, {
+      timeoutMs: Math.max(500, giveUpAt - Date.now()),
+      onError: () => {
+        throw caseBeingResolved();
+      },
+    });
     if (status.resolving) {
       // A resolve of the case is under way (this hold may be its own, slow): neither reopen nor
       // close; the message waits and asks again (its own bound still applies).

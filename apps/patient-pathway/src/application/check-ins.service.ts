@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
-import { lastValueFrom, timeout } from 'rxjs';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, DomainError, EVENT_STORE, EventStore, toDomainEvent } from '@svc/eventstore';
 import { getLogger } from '@svc/http';
-import { AnyClientProxy, BUS_CLIENT, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns, creditRefused } from '@svc/messaging';
+import { AnyClientProxy, BUS_CLIENT, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns, ask, creditRefused } from '@svc/messaging';
 import { CONFIG, MAILER, Mailer, ServiceConfig } from '@svc/platform';
 import { KEYRING, Keyring, safeEqual, sha256Hex } from '@svc/security';
 import { CaseOpenDoc, CheckInTimerDoc, DispatchDoc } from '../read-model/pathway.projection';
@@ -281,7 +280,7 @@ export class CheckInsService {
       stoppedEarly: req.stoppedEarly,
       actor: `patient:${state.patientId}`,
     };
-    const reply = await lastValueFrom(this.bus.send<OpenClinicalCaseReply>(Patterns.openClinicalCase, command).pipe(timeout(CASE_TIMEOUT_MS)));
+    const reply = await ask<OpenClinicalCaseReply>(this.bus, Patterns.openClinicalCase, command, { timeoutMs: CASE_TIMEOUT_MS });
     const r = await this.checkIns.handle(checkInStream(checkInId), { type: 'LinkCase', caseId: reply.caseId, reference: reply.reference }, { actor: 'system', organizationId: state.organizationId, environmentId: state.environmentId });
     await this.pathway.applied(r.position);
     return reply.reference;

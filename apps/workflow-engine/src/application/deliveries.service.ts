@@ -1,10 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { ClientProxy } from '@nestjs/microservices';
-import { lastValueFrom, timeout } from 'rxjs';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, EVENT_STORE, EventStore } from '@svc/eventstore';
 import { getLogger } from '@svc/http';
-import { AppendConversationMessageCommand, AppendConversationMessageReply, BUS_CLIENT, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns } from '@svc/messaging';
+import { AppendConversationMessageCommand, AppendConversationMessageReply, BUS_CLIENT, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns, ask } from '@svc/messaging';
 import { CaseRequest, DeliveryState, HandOffRequest, deliveryDecider, deliveryStream } from '../domain/delivery';
 
 export type DeliveryResult = { status: 'delivered'; reference: string | null } | { status: 'pending' } | { status: 'failed' };
@@ -89,7 +88,7 @@ export class DeliveriesService {
         stoppedEarly: false,
         actor: `patient:${req.patientId}`,
       };
-      const r = await lastValueFrom(this.bus.send<OpenClinicalCaseReply>(Patterns.openClinicalCase, cmd).pipe(timeout(10_000)));
+      const r = await ask<OpenClinicalCaseReply>(this.bus, Patterns.openClinicalCase, cmd, { timeoutMs: 10_000 });
       if (req.summary) {
         // The case thread exists once the open has answered. If this append fails, the delivery stays
         // pending and the retry opens the same case again (same requestId) and appends again (same id).
@@ -103,7 +102,7 @@ export class DeliveriesService {
           sender: 'system',
           message: req.summary.message,
         };
-        await lastValueFrom(this.bus.send<AppendConversationMessageReply>(Patterns.appendConversationMessage, note).pipe(timeout(10_000)));
+        await ask<AppendConversationMessageReply>(this.bus, Patterns.appendConversationMessage, note, { timeoutMs: 10_000 });
       }
       return { caseId: r.caseId, reference: r.reference };
     }
@@ -117,7 +116,7 @@ export class DeliveriesService {
       sender: 'system',
       message: req.message,
     };
-    await lastValueFrom(this.bus.send<AppendConversationMessageReply>(Patterns.appendConversationMessage, cmd).pipe(timeout(10_000)));
+    await ask<AppendConversationMessageReply>(this.bus, Patterns.appendConversationMessage, cmd, { timeoutMs: 10_000 });
     return { caseId: null, reference: null };
   }
 }

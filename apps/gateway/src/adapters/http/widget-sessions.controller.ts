@@ -3,11 +3,10 @@ import { Body, Controller, Inject, Post } from '@nestjs/common';
 import { ClientProxy } from '@nestjs/microservices';
 import { IsString, IsUUID, MaxLength } from 'class-validator';
 import { jwtVerify } from 'jose';
-import { catchError, lastValueFrom, of, timeout } from 'rxjs';
 import { CLOCK, Clock } from '@svc/clock';
 import { TenantDirectory, identityTokenVersion } from '@svc/access';
 import { ApiError, IfPresent, LowercaseUuid, WidgetSessions } from '@svc/http';
-import { BUS_CLIENT, FindPatientQuery, FindPatientReply, Patterns } from '@svc/messaging';
+import { BUS_CLIENT, FindPatientQuery, FindPatientReply, Patterns, ask } from '@svc/messaging';
 import { IdentityTokenUses } from '../../application/identity-tokens.service';
 import { IDENTITY_TOKEN_CLOCK_TOLERANCE_S, MAX_IDENTITY_TOKEN_LIFETIME_S } from '../../domain/identity-token';
 
@@ -77,12 +76,7 @@ export class WidgetSessionsController {
     let patientId: string | null = null;
     if (externalPatientId !== null) {
       const query: FindPatientQuery = { environmentId: env.id, externalPatientId };
-      const reply = await lastValueFrom(
-        this.bus.send<FindPatientReply>(Patterns.findPatient, query).pipe(
-          timeout(5000),
-          catchError(() => of(null)),
-        ),
-      );
+      const reply = await ask<FindPatientReply, null>(this.bus, Patterns.findPatient, query, { timeoutMs: 5000, onError: () => null });
       // A signed-in patient must not silently become an unlinked session: if the pathway cannot
       // be asked, the caller retries.
       if (reply === null) throw new ApiError(503, 'UNAVAILABLE', 'The patient directory is not reachable; retry shortly', undefined, { 'retry-after': '1' });
