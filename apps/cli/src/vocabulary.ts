@@ -38,6 +38,8 @@ export const CATEGORIES: readonly Category[] = [
   { name: 'widget-turn', prefix: 'workflow-engine-widget-turn-', describes: 'one widget turn of the agent' },
   { name: 'workflow-request', prefix: 'workflow-engine-delivery-', describes: 'a case or hand-off the agent asked for' },
   { name: 'decrypting-reads', prefix: 'audit-decrypt-', describes: 'decrypting reads made with the audit CLI (one stream a month)' },
+  { name: 'checkpoints', prefix: 'audit-checkpoint', describes: 'the checkpoints of the global log (one stream)' },
+  { name: 'chain-anchors', prefix: 'audit-chain-anchor', describes: 'the anchors of events written before the hash chain (svc migrate-chain; one stream)' },
 ];
 
 /** The category of a stream id (longest matching prefix), or null. */
@@ -149,6 +151,8 @@ const PHRASES: Record<string, string> = {
   DeliveryFailed: "the agent's request failed",
   // The audit CLI itself
   DecryptingReadRecorded: 'decrypting read with the audit CLI',
+  ChainCheckpointRecorded: 'checkpoint of the global log',
+  ChainAnchored: 'events written before the hash chain anchored (chain migration)',
 };
 
 /** The phrase for an event type; an unknown type is spelled out from its name. */

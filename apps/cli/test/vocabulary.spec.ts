@@ -14,6 +14,7 @@ import { destinationKeyStream, destinationStream } from '../../workflow-engine/s
 import { runStream } from '../../workflow-engine/src/domain/run';
 import { widgetTurnStream } from '../../workflow-engine/src/domain/widget-turn';
 import { workflowKeyStream, workflowStream } from '../../workflow-engine/src/domain/workflow';
+import { CHAIN_ANCHOR_STREAM, CHECKPOINT_STREAM } from '@svc/eventstore';
 import { auditStream } from '../src/context';
 import { CATEGORIES, CONCERNS, categoryOf, categoryPrefix, details, phrase } from '../src/vocabulary';
 
@@ -46,6 +47,8 @@ describe('audit CLI vocabulary', () => {
     'widget-turn': widgetTurnStream(id),
     'workflow-request': workflowRequestStream(id),
     'decrypting-reads': auditStream(new Date('2026-05-04T00:00:00Z')),
+    checkpoints: CHECKPOINT_STREAM,
+    'chain-anchors': CHAIN_ANCHOR_STREAM,
   };
 
   it.each(Object.entries(built))('%s: the stream the domain names belongs to that category', (name, streamId) => {

@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { DEFAULT_DATABASE_URL, DEFAULT_EVENT_SCHEMA, checkSchemaName } from '@svc/eventstore';
+import { CHECKPOINT_DEFAULTS, CHECKPOINT_MAX_EVENTS, DEFAULT_DATABASE_URL, DEFAULT_EVENT_SCHEMA, checkSchemaName } from '@svc/eventstore';
 import { RATE_LIMIT_DEFAULTS, RateLimitSettings } from '@svc/http';
 import ipaddr from 'ipaddr.js';
 import { CorsPolicy, parseOrigins } from './cors';
@@ -54,6 +54,12 @@ export interface ServiceConfig {
   internalUrl: string | null;
   /** Gateway in distributed mode: longest wait for an app's answer to begin (SVC_UPSTREAM_TIMEOUT_MS); past it, 503 UNAVAILABLE. */
   upstreamTimeoutMs: number;
+  /**
+   * Checkpoints of the global log (docs/audit.md): one once `everyEvents` events came since the last
+   * (SVC_CHAIN_CHECKPOINT_EVENTS), or `intervalS` seconds of real time passed and any came
+   * (SVC_CHAIN_CHECKPOINT_INTERVAL_S).
+   */
+  chainCheckpoints: { everyEvents: number; intervalS: number };
 }
 
 function pick<T extends string>(value: string | undefined, allowed: readonly T[], fallback: T, name: string): T {
@@ -231,6 +237,10 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env, mode: 'standalo
     trustProxy: trustProxy(env.SVC_TRUST_PROXY),
     internalUrl: internalUrl(env.SVC_INTERNAL_URL),
     upstreamTimeoutMs: integer(env.SVC_UPSTREAM_TIMEOUT_MS, 'SVC_UPSTREAM_TIMEOUT_MS', 30_000, 100, 600_000),
+    chainCheckpoints: {
+      everyEvents: integer(env.SVC_CHAIN_CHECKPOINT_EVENTS, 'SVC_CHAIN_CHECKPOINT_EVENTS', CHECKPOINT_DEFAULTS.everyEvents, 1, CHECKPOINT_MAX_EVENTS),
+      intervalS: integer(env.SVC_CHAIN_CHECKPOINT_INTERVAL_S, 'SVC_CHAIN_CHECKPOINT_INTERVAL_S', CHECKPOINT_DEFAULTS.intervalMs / 1000, 1, 86_400),
+    },
   };
 }
 

@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Client } from 'pg';
 import {
+  ChainCheckpointer,
   DEFAULT_DATABASE_URL,
   DEFAULT_EVENT_SCHEMA,
   EncryptingEventStore,
@@ -83,6 +84,22 @@ export async function openRawEventStore(settings: EventStoreSettings, options: O
  */
 export function serviceEventStore(raw: EventStore, keyring: Keyring): EventStore {
   return new EncryptingEventStore(new HashChainingEventStore(raw), (envId) => keyring.encryptionKey(envId));
+}
+
+/**
+ * The background job that writes checkpoints of the global log (docs/audit.md, "Checkpoints") for
+ * one service process, over a chaining decorator of its own on the raw adapter (checkpoint events
+ * are chained, and their data is not encrypted: it holds positions and hashes only). Every process
+ * of a deployment runs one; the store's concurrency control lets exactly one write each checkpoint.
+ * `now` (the service's clock) dates the checkpoint events; the job is scheduled on real time.
+ */
+export function chainCheckpointer(
+  raw: EventStore,
+  settings: { everyEvents: number; intervalS: number },
+  now: () => Date,
+  logger?: { warn(message: string, meta: Record<string, unknown>): void },
+): ChainCheckpointer {
+  return new ChainCheckpointer(new HashChainingEventStore(raw), { everyEvents: settings.everyEvents, intervalMs: settings.intervalS * 1000, now, logger });
 }
 
 /**

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { DynamicModule, Global, Inject, Injectable, Module, OnApplicationBootstrap, OnApplicationShutdown, OnModuleDestroy } from '@nestjs/common';
 import { CLOCK, Clock, DevClock, SystemClock, SystemWallClock, WALL_CLOCK } from '@svc/clock';
-import { EVENT_STORE, EventStore } from '@svc/eventstore';
+import { ChainCheckpointer, EVENT_STORE, EventStore } from '@svc/eventstore';
 import { MFA_MAX_AGE_S, StaffGuard, ApiKeyGuard, TenantDirectory, WidgetSessionGuard, WidgetSessions, getLogger } from '@svc/http';
 import { MemoryTokenBuckets, RATE_LIMIT_SETTINGS, RateLimiter, ReadStoreTokenBuckets, TOKEN_BUCKETS, TokenBuckets } from '@svc/http';
 import { READ_STORE, ProjectionRunner, ReadStore, RedisReadStore, SqliteReadStore } from '@svc/read-store';
@@ -12,7 +12,7 @@ import { BUS_CLIENT, BUS_PING, BusPing, InProcessBroker, Patterns, busClient, bu
 import { BackgroundWork } from './background';
 import { DEV_CLOCK_SYNC, DevClockSync } from './dev-clock-sync';
 import { CONFIG, ServiceConfig } from './config';
-import { openRawEventStore, serviceEventStore } from './event-store';
+import { chainCheckpointer, openRawEventStore, serviceEventStore } from './event-store';
 import { MAILER, Mailer, OutboxMailer, SmtpMailer, smtpCertificateUnchecked } from './mailer';
 import { OperationsController } from './operations.controller';
 import { Readiness } from './readiness';
@@ -20,6 +20,10 @@ import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, ensurePrivateFile, tightenDataDir 
 
 export const PROJECTIONS = Symbol('PROJECTIONS');
 export const DEV_IDP = Symbol('DEV_IDP');
+/** The event store adapter without decorators (events as stored), beneath EVENT_STORE. */
+export const RAW_EVENT_STORE = Symbol('RAW_EVENT_STORE');
+/** This process's writer of the global log's checkpoints (docs/audit.md). */
+export const CHAIN_CHECKPOINTER = Symbol('CHAIN_CHECKPOINTER');
 /** The in-process broker of this app instance (standalone: shared by its six modules). */
 export const IN_PROCESS_BROKER = Symbol('IN_PROCESS_BROKER');
 
@@ -93,6 +97,7 @@ export class PlatformLifecycle implements OnApplicationBootstrap, OnModuleDestro
     @Inject(BUS_CLIENT) private readonly bus: { close(): unknown },
     @Inject(BUS_PING) private readonly busPing: BusPing,
     @Inject(DEV_CLOCK_SYNC) private readonly devClockSync: DevClockSync | null,
+    @Inject(CHAIN_CHECKPOINTER) private readonly checkpointer: ChainCheckpointer,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
@@ -101,9 +106,11 @@ export class PlatformLifecycle implements OnApplicationBootstrap, OnModuleDestro
     // existing log, or read models lost: a new read-store file, a Redis that kept nothing).
     await this.projections.caughtUp(await this.store.headPosition());
     // The relays and timers start later, once the bus handlers consume (connectBus).
+    this.checkpointer.start();
   }
 
   async onModuleDestroy(): Promise<void> {
+    await this.checkpointer.stop();
     await this.background.stop();
   }
 
@@ -142,13 +149,26 @@ export class PlatformModule {
         { provide: WALL_CLOCK, useValue: new SystemWallClock() },
         { provide: KEYRING, useValue: keyring },
         {
-          provide: EVENT_STORE,
+          provide: RAW_EVENT_STORE,
           useFactory: async (): Promise<EventStore> => {
             const logger = { warn: (message: string, meta: Record<string, unknown>) => getLogger().warn(meta, message) };
             // PostgreSQL connects, creates or migrates its schema, and listens before the app starts;
-            // closed with the app (PlatformLifecycle). Encryption at rest over the hash chain (docs/audit.md).
-            return serviceEventStore(await openRawEventStore(config, { logger }), keyring);
+            // closed with the app (PlatformLifecycle, through EVENT_STORE).
+            return openRawEventStore(config, { logger });
           },
+        },
+        {
+          provide: EVENT_STORE,
+          inject: [RAW_EVENT_STORE],
+          // Encryption at rest over the hash chain over the adapter (docs/audit.md).
+          useFactory: (raw: EventStore): EventStore => serviceEventStore(raw, keyring),
+        },
+        {
+          provide: CHAIN_CHECKPOINTER,
+          inject: [RAW_EVENT_STORE],
+          // Started once the read models caught up, stopped before the stores close (PlatformLifecycle).
+          useFactory: (raw: EventStore) =>
+            chainCheckpointer(raw, config.chainCheckpoints, () => clock.now(), { warn: (message: string, meta: Record<string, unknown>) => getLogger().warn(meta, message) }),
         },
         {
           provide: READ_STORE,

@@ -10,6 +10,13 @@ describe('loadConfig: settings that would otherwise be read wrongly', () => {
     expect(loadConfig({})).toMatchObject({ mfaMaxAgeS: 3600, port: 3000 });
   });
 
+  it('checkpoints of the global log: every 10,000 events or 60 s by default, each settable within bounds', () => {
+    expect(loadConfig({}).chainCheckpoints).toEqual({ everyEvents: 10_000, intervalS: 60 });
+    expect(loadConfig({ SVC_CHAIN_CHECKPOINT_EVENTS: '500', SVC_CHAIN_CHECKPOINT_INTERVAL_S: '5' }).chainCheckpoints).toEqual({ everyEvents: 500, intervalS: 5 });
+    for (const bad of ['0', '100001', '1.5', 'x']) expect(() => loadConfig({ SVC_CHAIN_CHECKPOINT_EVENTS: bad })).toThrow(/SVC_CHAIN_CHECKPOINT_EVENTS/);
+    for (const bad of ['0', '86401', '-1']) expect(() => loadConfig({ SVC_CHAIN_CHECKPOINT_INTERVAL_S: bad })).toThrow(/SVC_CHAIN_CHECKPOINT_INTERVAL_S/);
+  });
+
   it('needs STAFF_OIDC_ISSUER for the other STAFF_OIDC_* settings, and https for the issuer in production (loopback aside)', () => {
     expect(() => loadConfig({ STAFF_OIDC_JWKS_URL: 'https://login.example.com/jwks' })).toThrow(/STAFF_OIDC_ISSUER/);
     expect(() => loadConfig({ STAFF_OIDC_AUDIENCE: 'svc-staff' })).toThrow(/STAFF_OIDC_ISSUER/);
