@@ -93,7 +93,7 @@ export function program(): Command {
   globalOptions(
     prog
       .command('verify')
-      .description('Recompute the hash chain (no key needed) and name the first event that does not match; exit code 1 if any.')
+      .description('Recompute the hash chain (no key needed) and name the first event that does not match; with --all, also the checkpoints of the global log; exit code 1 if any.')
       .argument('[stream]', 'one stream id')
       .option('--all', 'every stream of the log')
       .option('--chain-start <position>', 'with --all: every event after this position must be chained (default: the first chained event)')
