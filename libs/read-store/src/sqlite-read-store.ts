@@ -94,6 +94,8 @@ export class SqliteReadStore implements ReadStore {
     // extra I/O), so an old document's bytes do not linger in the file after it changes.
     this.db.pragma('secure_delete = FAST');
     this.db.pragma('busy_timeout = 5000');
+    // A tool that has the file to itself (svc rebuild) writes whole read models: a large page cache.
+    if (options.exclusive) this.db.pragma('cache_size = -262144');
     // After a checkpoint, truncate a WAL that grew past 64 MiB.
     this.db.pragma('journal_size_limit = 67108864');
     this.db.exec(`
