@@ -74,7 +74,7 @@ async function checkpointedTo(env: Record<string, string>, position: number): Pr
 /** The position of the log's last event other than a checkpoint (checkpoints alone are covered by the next checkpoint that covers anything else). */
 async function head(env: Record<string, string>): Promise<number> {
   return ndjson((await svc(['replay', '--all', '--json'], env)).stdout)
-    .filter((e) => e.streamId !== 'audit-checkpoint')
+    .filter((e) => !e.streamId.startsWith('audit-checkpoint-'))
     .pop().position;
 }
 
@@ -107,8 +107,9 @@ describe('checkpoints on the SQLite store of a standalone run', () => {
     expect(summary.checkpoints.checkpoints).toBeGreaterThanOrEqual(2);
     expect(summary.checkpoints.firstBadCheckpoint).toBeNull();
     const cps = ndjson((await svc(['replay', '--category', 'checkpoints', '--json'], env())).stdout);
-    expect(cps.every((c) => c.streamId === 'audit-checkpoint' && c.type === 'ChainCheckpointRecorded' && c.sealed === false && c.actor === 'system')).toBe(true);
-    const data = (await svc(['replay', 'audit-checkpoint', '--json'], env())).stdout;
+    expect(cps.length).toBe(summary.checkpoints.checkpoints);
+    expect(cps.every((c) => c.streamId === 'audit-checkpoint-0' && c.type === 'ChainCheckpointRecorded' && c.sealed === false && c.actor === 'system')).toBe(true);
+    const data = (await svc(['replay', 'audit-checkpoint-0', '--json'], env())).stdout;
     expect(data).not.toContain('Please review');
     const human = await svc(['verify', '--all'], env());
     expect(human.code).toBe(0);
@@ -214,7 +215,7 @@ describe('checkpoints on the PostgreSQL store, two services on one schema', () =
   it('each checkpoint is written once: numbers follow one another, each range starts where the one before ended; verify passes', async () => {
     const summary = await checkpointedTo(env(), flowHead);
     expect(summary).toMatchObject({ ok: true, issues: 0 });
-    const rows = await sql<{ revision: number; data: string }>(`SELECT revision, data FROM "${schema}".events WHERE stream_id = 'audit-checkpoint' ORDER BY revision`);
+    const rows = await sql<{ revision: number; data: string }>(`SELECT revision, data FROM "${schema}".events WHERE stream_id = 'audit-checkpoint-0' ORDER BY revision`);
     const cps = rows.map((r) => ({ revision: r.revision, ...JSON.parse(r.data) }));
     expect(cps.length).toBeGreaterThanOrEqual(2);
     cps.forEach((c, i) => {

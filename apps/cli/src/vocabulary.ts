@@ -38,7 +38,7 @@ export const CATEGORIES: readonly Category[] = [
   { name: 'widget-turn', prefix: 'workflow-engine-widget-turn-', describes: 'one widget turn of the agent' },
   { name: 'workflow-request', prefix: 'workflow-engine-delivery-', describes: 'a case or hand-off the agent asked for' },
   { name: 'decrypting-reads', prefix: 'audit-decrypt-', describes: 'decrypting reads made with the audit CLI (one stream a month)' },
-  { name: 'checkpoints', prefix: 'audit-checkpoint', describes: 'the checkpoints of the global log (one stream)' },
+  { name: 'checkpoints', prefix: 'audit-checkpoint-', describes: 'the checkpoints of the global log (a stream per 1,000)' },
   { name: 'chain-anchors', prefix: 'audit-chain-anchor', describes: 'the anchors of events written before the hash chain (svc migrate-chain; one stream)' },
 ];
 

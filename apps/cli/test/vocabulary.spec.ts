@@ -14,7 +14,7 @@ import { destinationKeyStream, destinationStream } from '../../workflow-engine/s
 import { runStream } from '../../workflow-engine/src/domain/run';
 import { widgetTurnStream } from '../../workflow-engine/src/domain/widget-turn';
 import { workflowKeyStream, workflowStream } from '../../workflow-engine/src/domain/workflow';
-import { CHAIN_ANCHOR_STREAM, CHECKPOINT_STREAM } from '@svc/eventstore';
+import { CHAIN_ANCHOR_STREAM, checkpointStream } from '@svc/eventstore';
 import { auditStream } from '../src/context';
 import { CATEGORIES, CONCERNS, categoryOf, categoryPrefix, details, phrase } from '../src/vocabulary';
 
@@ -47,7 +47,7 @@ describe('audit CLI vocabulary', () => {
     'widget-turn': widgetTurnStream(id),
     'workflow-request': workflowRequestStream(id),
     'decrypting-reads': auditStream(new Date('2026-05-04T00:00:00Z')),
-    checkpoints: CHECKPOINT_STREAM,
+    checkpoints: checkpointStream(2500),
     'chain-anchors': CHAIN_ANCHOR_STREAM,
   };
 

@@ -7,10 +7,10 @@ import { Client } from 'pg';
 import {
   CHECKPOINT_BLOCK_EVENTS,
   CHECKPOINT_EVENT_TYPE,
-  CHECKPOINT_STREAM,
   ChainCheckpoint,
   ChainCheckpointer,
   ChainVerifier,
+  CheckpointReader,
   CheckpointVerifier,
   DEFAULT_DATABASE_URL,
   EventStore,
@@ -20,6 +20,8 @@ import {
   RecordedEvent,
   SqliteEventStore,
   checkpointHash,
+  checkpointStream,
+  isCheckpointStream,
 } from '@svc/eventstore';
 import { ev } from './conformance';
 
@@ -36,7 +38,7 @@ const clock = () => CLOCK_TIME;
 /** Every event up to the head through both verifiers, as `svc verify --all` does. */
 async function verifyAll(store: EventStore) {
   const upTo = await store.headPosition();
-  const checkpoints = new CheckpointVerifier((await store.readStream(CHECKPOINT_STREAM)).filter((e) => e.position <= upTo));
+  const checkpoints = new CheckpointVerifier(new CheckpointReader(store, upTo));
   const chain = new ChainVerifier();
   for (let from = 0; from < upTo; ) {
     const page = await store.readAll(from, 500);
@@ -44,15 +46,20 @@ async function verifyAll(store: EventStore) {
     for (const e of page) {
       if (e.position > upTo) break;
       chain.add(e);
+      if (checkpoints.needs(e.position)) await checkpoints.load();
       checkpoints.add(e);
     }
     from = page[page.length - 1].position;
   }
-  return { report: checkpoints.finish(), chainIssues: [...chain.issues(), ...chain.finish(true)] };
+  return { report: await checkpoints.finish(), chainIssues: [...chain.issues(), ...chain.finish(true)] };
 }
 
-async function checkpointsOf(store: EventStore): Promise<(ChainCheckpoint & { position: number; recordedAt: string })[]> {
-  return (await store.readStream(CHECKPOINT_STREAM)).map((e) => ({ ...(e.data as ChainCheckpoint), position: e.position, recordedAt: e.metadata.recordedAt }));
+/** Every checkpoint, from all checkpoint streams. */
+async function checkpointsOf(store: EventStore): Promise<(ChainCheckpoint & { position: number; streamId: string; revision: number; recordedAt: string })[]> {
+  const reader = new CheckpointReader(store, Infinity);
+  const all: RecordedEvent[] = [];
+  while (!reader.done) all.push(...(await reader.read()));
+  return all.map((e) => ({ ...(e.data as ChainCheckpoint), position: e.position, streamId: e.streamId, revision: e.revision, recordedAt: e.metadata.recordedAt }));
 }
 
 /** `count` events over `streams` streams, one append each, round robin. */
@@ -125,13 +132,42 @@ describe('ChainCheckpointer', () => {
 
   it('a checkpoint stream whose last entry is not a checkpoint: nothing more is written, said once', async () => {
     await fill(store, 5, 2);
-    await store.append(CHECKPOINT_STREAM, [ev('SomethingElse', {})], 'no_stream');
+    await store.append(checkpointStream(0), [ev('SomethingElse', {})], 'no_stream');
     const warnings: string[] = [];
     const writer = new ChainCheckpointer(store, { everyEvents: 2, logger: { warn: (m) => warnings.push(m) } });
     expect(await writer.runOnce(true)).toBe(0);
     expect(await writer.runOnce(true)).toBe(0);
     expect(warnings).toHaveLength(1);
     expect((await verifyAll(store)).report.issues[0].reason).toContain('an event of type SomethingElse');
+  });
+
+  it('1,000 checkpoints to a stream; a new writer finds the last one without reading them all, and goes on', async () => {
+    await fill(store, 2_100, 50);
+    const first = new ChainCheckpointer(store, { everyEvents: 1 });
+    expect(await first.runOnce()).toBe(2_100);
+    const cps = await checkpointsOf(store);
+    expect(cps.map((c) => c.checkpoint)).toEqual(cps.map((_, i) => i));
+    expect([cps[999].streamId, cps[999].revision, cps[1000].streamId, cps[1000].revision, cps[2099].streamId, cps[2099].revision]).toEqual(['audit-checkpoint-0', 999, 'audit-checkpoint-1', 0, 'audit-checkpoint-2', 99]);
+    expect(cps[1000].prevHash).toBe(cps[999].hash);
+    // Another process, started now: a handful of one-event reads find checkpoint 2099.
+    await fill(store, 1, 1, 'more');
+    const reads: [string, number | undefined][] = [];
+    const watched = new Proxy(store, {
+      get(target, prop, receiver) {
+        if (prop !== 'readStream') return Reflect.get(target, prop, receiver);
+        return (streamId: string, from?: number) => {
+          reads.push([streamId, from]);
+          return target.readStream(streamId, from);
+        };
+      },
+    });
+    expect(await new ChainCheckpointer(watched, { everyEvents: 10_000 }).runOnce(true)).toBe(1);
+    expect(reads.length).toBeLessThanOrEqual(6);
+    const [next] = (await store.readStream('audit-checkpoint-2', 100)) as RecordedEvent<ChainCheckpoint>[];
+    expect(next.data).toMatchObject({ checkpoint: 2100, afterPosition: cps[2099].toPosition, prevHash: cps[2099].hash });
+    const { report, chainIssues } = await verifyAll(store);
+    expect(chainIssues).toEqual([]);
+    expect(report).toMatchObject({ checkpoints: 2101, issues: [] });
   });
 });
 
@@ -168,7 +204,7 @@ describe('CheckpointVerifier on SQLite tampered with SQL', () => {
     expect(await new ChainCheckpointer(store, { everyEvents: 600 }).runOnce()).toBe(1);
     await fill(store, 100, 10, 'later');
     expect(await new ChainCheckpointer(store, { everyEvents: 99 }).runOnce()).toBe(1);
-    cps = (await store.readStream(CHECKPOINT_STREAM)).map((e) => e.data as ChainCheckpoint);
+    cps = await checkpointsOf(store);
     await store.close();
     expect(cps[0].blocks.map((b) => [b.toPosition, b.events])).toEqual([
       [CHECKPOINT_BLOCK_EVENTS, CHECKPOINT_BLOCK_EVENTS],
@@ -256,14 +292,14 @@ describe('CheckpointVerifier on SQLite tampered with SQL', () => {
   });
 
   it('a checkpoint changed, or removed: named', async () => {
-    const [first, second] = sql((db) => db.prepare('SELECT * FROM events WHERE stream_id = ? ORDER BY revision').all(CHECKPOINT_STREAM) as Record<string, unknown>[]);
+    const [first, second] = sql((db) => db.prepare('SELECT * FROM events WHERE stream_id = ? ORDER BY revision').all(checkpointStream(0)) as Record<string, unknown>[]);
     const data = JSON.parse(first.data as string);
     sql((db) => db.prepare('UPDATE events SET data = ? WHERE position = ?').run(JSON.stringify({ ...data, toPosition: 590 }), first.position));
     try {
       const { report, chainIssues } = await verify();
       expect(report.issues[0]).toMatchObject({ checkpoint: 0, checkpointPosition: first.position });
       expect(report.issues[0].reason).toContain('the checkpoint was changed');
-      expect(chainIssues[0]).toMatchObject({ streamId: CHECKPOINT_STREAM, revision: 0 });
+      expect(chainIssues[0]).toMatchObject({ streamId: checkpointStream(0), revision: 0 });
     } finally {
       sql((db) => db.prepare('UPDATE events SET data = ? WHERE position = ?').run(first.data, first.position));
     }
@@ -271,7 +307,7 @@ describe('CheckpointVerifier on SQLite tampered with SQL', () => {
     try {
       const { report } = await verify();
       expect(report.issues[0]).toMatchObject({ checkpoint: 1, checkpointPosition: second.position });
-      expect(report.issues[0].reason).toMatch(/stored at revision 1|starts after position 600/);
+      expect(report.issues[0].reason).toContain('checkpoint 0 is missing: the next one found is checkpoint 1');
     } finally {
       insert(first);
     }
@@ -305,7 +341,7 @@ describe('checkpoints of two stores on one PostgreSQL schema', () => {
           get(target, prop, receiver) {
             if (prop !== 'append') return Reflect.get(target, prop, receiver);
             return async (streamId: string, events: never[], expected: never) => {
-              if (streamId === CHECKPOINT_STREAM && expected === 'no_stream') {
+              if (isCheckpointStream(streamId) && expected === 'no_stream') {
                 if (++arrived === 2) release();
                 await barrier;
               }
@@ -341,7 +377,7 @@ describe('checkpoint leaves', () => {
     const chained = new HashChainingEventStore(raw);
     await chained.append('new-1', [ev('New', { a: 1 })], 'no_stream');
     expect(await new ChainCheckpointer(chained, {}).runOnce(true)).toBe(1);
-    const [cp] = (await raw.readStream(CHECKPOINT_STREAM)) as RecordedEvent<ChainCheckpoint>[];
+    const [cp] = (await raw.readStream(checkpointStream(0))) as RecordedEvent<ChainCheckpoint>[];
     expect(cp.type).toBe(CHECKPOINT_EVENT_TYPE);
     expect(cp.data.events).toBe(2);
     expect((await verifyAll(raw)).report.issues).toEqual([]);

@@ -44,7 +44,7 @@ function readAnchors(path: string): Map<string, ChainAnchor> {
 export async function verifyCommand(ctx: Context, stream: string | undefined, options: VerifyOptions): Promise<number> {
   const { out, store } = ctx;
   if ((stream === undefined) === !options.all) throw new CliError('verify: give a <stream> or --all');
-  const { ChainVerifier, CheckpointVerifier, CHECKPOINT_STREAM, readMigrationAnchors } = await import('@svc/eventstore');
+  const { ChainVerifier, CheckpointReader, CheckpointVerifier, readMigrationAnchors } = await import('@svc/eventstore');
   let anchors = options.anchor ? readAnchors(options.anchor) : undefined;
   if (anchors && stream !== undefined) anchors = new Map([...anchors].filter(([s]) => s === stream));
   const chainStart = options.chainStart !== undefined ? parsePosition(options.chainStart, '--chain-start') : stream !== undefined ? null : 'first-chained';
@@ -59,11 +59,12 @@ export async function verifyCommand(ctx: Context, stream: string | undefined, op
   if (stream !== undefined) {
     for (const e of await store.readStream(stream)) if (e.position <= upTo) verifier.add(e);
   } else {
-    checkpoints = new CheckpointVerifier((await store.readStream(CHECKPOINT_STREAM)).filter((e) => e.position <= upTo));
+    checkpoints = new CheckpointVerifier(new CheckpointReader(store, upTo));
     const progress = out.progress('verify', 0, upTo);
     try {
       for await (const e of scanLog(store, { upTo, progress })) {
         verifier.add(e);
+        if (checkpoints.needs(e.position)) await checkpoints.load();
         checkpoints.add(e);
       }
     } finally {
@@ -72,7 +73,7 @@ export async function verifyCommand(ctx: Context, stream: string | undefined, op
   }
   const issues: ChainIssue[] = [...verifier.issues(), ...verifier.finish(true)];
   for (const f of migration.faults) issues.push({ streamId: 'audit-chain-anchor', revision: -1, position: f.position, eventId: null, reason: f.reason });
-  const checkpointReport: CheckpointReport | null = checkpoints ? checkpoints.finish() : null;
+  const checkpointReport: CheckpointReport | null = checkpoints ? await checkpoints.finish() : null;
   const checkpointIssue: CheckpointIssue | null = checkpointReport?.issues[0] ?? null;
   const failed = issues.length > 0 || checkpointIssue !== null;
   // Nothing to verify is not a pass: the stream may be gone (a saved anchor says so, as a fault).
