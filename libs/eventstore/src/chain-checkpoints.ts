@@ -321,6 +321,8 @@ export class ChainCheckpointer {
         if (range.events >= this.everyEvents && range.others > 0) return true;
       }
       if (page.length < want) return false;
+      // Between pages, the process's other work goes first (an in-process store reads synchronously).
+      await new Promise((r) => setImmediate(r));
     }
   }
 
