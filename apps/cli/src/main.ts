@@ -2,8 +2,10 @@
  * `svc`: the auditor's command line (docs/audit.md). Reads the event store the service is
  * configured for, from the same variables: EVENT_STORE (sqlite | postgres | esdb), SVC_DATA_DIR,
  * DATABASE_URL, EVENT_STORE_SCHEMA, ESDB_CONNECTION_STRING; SVC_MASTER_KEY (or the data dir's
- * master.key) for --decrypt. Works against a running service (it only reads, apart from recording
- * its decrypting reads) and against a stopped one.
+ * master.key) for --decrypt. Reading commands (streams, replay, history, verify) work against a
+ * running service and a stopped one; they write only the record of a decrypting read. `migrate-chain`
+ * appends anchors for streams written before the hash chain; `rebuild` replaces read models and
+ * refuses while the service holds its read store.
  *
  * Exit codes: 0 done, 1 verification found an event that does not match, 2 usage or environment problem.
  */
