@@ -44,7 +44,7 @@ RUN mkdir -p /app/data && chown node:node /app/data
 
 USER node
 EXPOSE 3000
-# Any HTTP answer below 500 (an unknown route is a JSON 404) means the app is up.
+# GET /api/healthz answers 200 while the process runs (GET /api/readyz also checks its stores and bus).
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=5 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||3000)+'/api/').then(r=>process.exit(r.status<500?0:1),()=>process.exit(1))"]
+  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||3000)+'/api/healthz').then(r=>process.exit(r.status===200?0:1),()=>process.exit(1))"]
 CMD ["node", "--max-semi-space-size=64", "dist/apps/standalone/main.js"]
