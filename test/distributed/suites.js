@@ -49,6 +49,8 @@ const excluded = {
   // Processes and stores of their own: what they test is the process itself.
   'test/e2e/apps-boot.e2e-spec.ts': 'starts each built app alone from its environment (the processes are the subject)',
   'test/e2e/audit-cli.e2e-spec.ts': 'runs the audit CLI on the SQLite files of the data dir and on a PostgreSQL schema of its own',
+  'test/e2e/audit-checkpoints.e2e-spec.ts': 'starts services with checkpoint settings of their own, on a data dir and a PostgreSQL schema of its own, and tampers with their stored events in SQL',
+  'test/e2e/rebuild-cli.e2e-spec.ts': 'stops its own standalone service, deletes its read store and runs the rebuild CLI on its data dir',
   'test/e2e/case-restart.e2e-spec.ts': 'kills and restarts the standalone process on one data dir',
   'test/e2e/deployment-safety.e2e-spec.ts': 'checks file modes in the data dir and starts processes with their own settings (HOST, production mode)',
   'test/e2e/distributed-topology.e2e-spec.ts': 'starts a topology of its own (kills an app by pid, stops all six): runs in the standalone pass already',
