@@ -3,7 +3,7 @@ import { TestApp, describeInProcess } from '@svc/testing';
 import { loadConfig } from '@svc/platform';
 
 /**
- * CORS (docs/decisions.md, "Sixth session"): the patient widget is called from the caller's web
+ * CORS (docs/decisions.md, "Security and access", "CORS"): the patient widget is called from the caller's web
  * pages, the staff API from the staff app; API-key routes never answer a browser's cross-origin call.
  */
 describe('CORS (e2e, real HTTP)', () => {

@@ -4,8 +4,8 @@ import { TestApp } from '@svc/testing';
 import { openCase, rawHttp, update, widgetToken } from './case-helpers';
 
 /**
- * The HTTP edge audit of the seventh session (docs/decisions.md, "HTTP edge (seventh session,
- * from an audit)"), over raw sockets: pipelined requests keep their answers when a bad request
+ * The HTTP edge over raw sockets (docs/decisions.md, "Errors and the HTTP edge", "Raw HTTP:
+ * pipelining, half-close, methods, codings"): pipelined requests keep their answers when a bad request
  * follows, a client's FIN after its request does not lose the answer, a request without Host,
  * CONNECT and QUERY get the service's error answers, unknown content and transfer codings are
  * 415, and attachment items are the same on both routes that take them.

@@ -6,7 +6,7 @@ import { OrderDestination } from './order-destination';
 import { identityToken } from './case-helpers';
 
 /**
- * Switched off means off for calls in flight (docs/decisions.md, seventh session): no Destination
+ * Switched off means off for calls in flight (docs/decisions.md, "Workflows", "Switch-off"): no Destination
  * call reaches the Destination after the deactivate/archive 200, also for runs matched (or turns
  * answered) just before it; a run stopped this way ends `switched_off`.
  */

@@ -9,7 +9,7 @@ import { InFlight } from '@svc/platform';
 export const SWITCH_OFF_DRAIN_MS = 6_000;
 
 /**
- * "Switched off means off" for calls in flight (docs/decisions.md, seventh session). Every
+ * "Switched off means off" for calls in flight (docs/decisions.md, "Workflows", "Switch-off"). Every
  * Destination call of a live (non-test) run goes through `call`: it is registered first, then the
  * workflow's liveness is read from its stream, then the call is made. A switch-off appends its
  * event, then `drain`s the calls registered at that moment before it answers. So each call either

@@ -41,7 +41,7 @@ function checkUpdate(body: CaseUpdateDto): void {
 /**
  * The two hottest caller operations, GET progress and POST updates, as lean routes
  * (`registerLeanRoute`, libs/http): the same guard, body rules, DTO pipe and error answers as the
- * controller below, without Nest's per-request context (docs/decisions.md, "Eighth session").
+ * controller below, without Nest's per-request context (docs/decisions.md, "Performance", "Lean routes and coalesced progress answers").
  */
 export function registerCaseLeanRoutes(fastify: FastifyInstance, prefix: string, guard: ApiKeyGuard, cases: CaseLedgerService): void {
   const pipe = createValidationPipe();
