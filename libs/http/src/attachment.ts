@@ -5,9 +5,7 @@ import { LowercaseUuid } from './validation';
  * An attachment item (decisions 8): `{ id (uuid), fileName (≤200), contentType (≤160), sha256 (64
  * lowercase hex) }`, all four required. An empty `fileName` or `contentType` names no file and no
  * type, so both are at least one character. One class for every body that carries attachments
- * (an inbound conversation message, a widget message), so the two accept the same items; until
- * the HTTP edge audit of the seventh session the conversation allowed empty strings and the
- * widget did not.
+ * (an inbound conversation message, a widget message), so the two accept the same items.
  */
 export class AttachmentDto {
   @LowercaseUuid() @IsUUID() id!: string;

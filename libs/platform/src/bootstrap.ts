@@ -243,7 +243,7 @@ function answerConnect(req: IncomingMessage, socket: Socket): void {
 /**
  * Content-Encoding tokens that leave the body as it is: `identity`, and the charset `utf-8` that
  * some clients put there by mistake (no content coding: it says the body is UTF-8 text, which a
- * JSON body must be and is checked to be; kept passing, as the fifth session decided).
+ * JSON body must be and is checked to be, so it passes).
  */
 const PLAIN_CODINGS = new Set(['', 'identity', 'utf-8', 'utf8']);
 

@@ -5,8 +5,8 @@ import type { CasePriority, CaseSource } from '@svc/messaging';
 import { CASE_STREAM_PREFIX, CaseEvent, CaseStatus, ResolutionOutcome } from '../domain/case';
 
 /**
- * `-v2` (sixth session): matched rules are stored encrypted (`encMatchedRules`); the new name
- * rebuilds every case document from the log, so none keeps them in clear.
+ * `-v2`: matched rules are stored encrypted (`encMatchedRules`); the versioned name rebuilds every
+ * case document from the log, so none keeps them in clear.
  */
 export const CASE_PROJECTION = 'case-ledger-cases-v2';
 export const CASES = 'case-ledger-cases';

@@ -43,9 +43,9 @@ export class CheckInsService {
   }
 
   /**
-   * The single-use token of a check-in, derived with a key of its own (only its hash is stored).
-   * Until the sixth session it was the external-ID keyed hash of `check-in-token:<id>`, which an
-   * API key holder could have made appear in a stream name by enrolling that external ID.
+   * The single-use token of a check-in, derived with a key of its own (only its hash is stored):
+   * not the external-ID keyed hash, which an API key holder could make appear in a stream name by
+   * enrolling a chosen external ID.
    */
   token(environmentId: string, checkInId: string): string {
     return this.keyring.purposeHash('check-in-token', environmentId, checkInId);

@@ -8,9 +8,9 @@ import { EndpointEvent } from '../domain/endpoint';
 import { USAGE_THRESHOLD_REACHED, UsageEvent } from '../domain/usage';
 
 /**
- * Renamed to rebuild the read model from the streams once: `-v2`, the delivery log's score became
- * the negated creation time (newest first); `-v3` (sixth session), deliveries are also indexed by
- * status.
+ * The name carries the read model's layout version (`-v3`: the delivery log scored by negated
+ * creation time, newest first, and deliveries also indexed by status); a new name rebuilds the
+ * read model from the streams once.
  */
 export const DISPATCHER_PROJECTION = 'webhook-dispatcher-v3';
 

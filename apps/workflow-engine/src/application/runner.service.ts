@@ -326,7 +326,7 @@ export class RunnerService {
       } catch (err) {
         if (!(err instanceof ApiError && err.status === 503)) throw err;
         // The pathway did not answer: an emergency still gets its guidance, and the case the
-        // token's link asks for (a missed alert is the riskier failure; decisions, seventh session).
+        // token's link asks for (a missed alert is the riskier failure).
         this.log.warn({ environmentId: envId }, 'widget emergency: patient link not confirmed (pathway unreachable); using the session token');
         current = session;
       }
