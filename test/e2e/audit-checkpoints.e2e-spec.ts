@@ -1,4 +1,3 @@
-import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -8,6 +7,7 @@ import { Client } from 'pg';
 import { DEFAULT_DATABASE_URL, HashChainingEventStore, SqliteEventStore } from '@svc/eventstore';
 import { TestApp } from '@svc/testing';
 import { openCase, update } from './case-helpers';
+import { Run, buildIfNeeded, ndjson, root, svc } from './svc-cli';
 
 /**
  * Checkpoints of the global log and the chain migration (docs/audit.md), as an auditor sees them:
@@ -15,35 +15,9 @@ import { openCase, update } from './case-helpers';
  * HTTP and checkpointed in the background (SQLite data dir, PostgreSQL schema), then tampered with
  * SQL. The build runs first when dist is older than the sources; the bin is told not to build.
  */
-const root = join(__dirname, '..', '..');
-const bin = join(root, 'bin', 'svc.js');
 /** A checkpoint every 4 events or every second: a short flow leaves several. */
 const CHECKPOINTS = { SVC_CHAIN_CHECKPOINT_EVENTS: '4', SVC_CHAIN_CHECKPOINT_INTERVAL_S: '1' };
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function svc(args: string[], env: Record<string, string>): Promise<Run> {
-  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(SVC_|EVENT_STORE|DATABASE_URL|ESDB_)/.test(k)));
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], { cwd: root, env: { ...base, SVC_CLI_BUILD: '0', NO_COLOR: '1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
-const ndjson = (text: string): any[] =>
-  text
-    .split('\n')
-    .filter((l) => l.trim())
-    .map((l) => JSON.parse(l));
 
 async function verifyAll(env: Record<string, string>): Promise<{ code: number | null; summary: any; lines: any[]; run: Run }> {
   const run = await svc(['verify', '--all', '--json'], env);
@@ -79,8 +53,7 @@ async function head(env: Record<string, string>): Promise<number> {
 }
 
 beforeAll(() => {
-  const build = spawnSync(process.execPath, [join(root, 'scripts', 'build.js'), '--if-needed'], { cwd: root, encoding: 'utf8' });
-  if (build.status !== 0) throw new Error(`build failed:\n${build.stdout}\n${build.stderr}`);
+  buildIfNeeded();
   expect(existsSync(join(root, 'dist', 'apps', 'cli', 'src', 'main.js'))).toBe(true);
 }, 600_000);
 

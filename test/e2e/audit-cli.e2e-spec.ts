@@ -1,4 +1,3 @@
-import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -8,6 +7,7 @@ import { Client } from 'pg';
 import { DEFAULT_DATABASE_URL } from '@svc/eventstore';
 import { TestApp } from '@svc/testing';
 import { openCase, update } from './case-helpers';
+import { Run, buildIfNeeded, ndjson, root, svc } from './svc-cli';
 
 /**
  * The audit CLI (`svc`, docs/audit.md) as an auditor runs it: the package's real bin as a child
@@ -15,34 +15,7 @@ import { openCase, update } from './case-helpers';
  * run, and PostgreSQL in a schema of its own), while the service runs and after it stopped.
  * The build runs first when dist is older than the sources; the bin is then told not to build.
  */
-const root = join(__dirname, '..', '..');
-const bin = join(root, 'bin', 'svc.js');
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs `svc` with the service's store variables (and nothing of this process's own SVC_/EVENT_STORE settings). */
-function svc(args: string[], env: Record<string, string>): Promise<Run> {
-  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(SVC_|EVENT_STORE|DATABASE_URL|ESDB_)/.test(k)));
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], { cwd: root, env: { ...base, SVC_CLI_BUILD: '0', NO_COLOR: '1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
-const ndjson = (text: string): any[] =>
-  text
-    .split('\n')
-    .filter((l) => l.trim())
-    .map((l) => JSON.parse(l));
 
 /** A case made over HTTP with planted PHI canaries: the request text and a provider message. */
 async function caseFlow(app: TestApp) {
@@ -57,8 +30,7 @@ async function caseFlow(app: TestApp) {
 }
 
 beforeAll(() => {
-  const build = spawnSync(process.execPath, [join(root, 'scripts', 'build.js'), '--if-needed'], { cwd: root, encoding: 'utf8' });
-  if (build.status !== 0) throw new Error(`build failed:\n${build.stdout}\n${build.stderr}`);
+  buildIfNeeded();
   expect(existsSync(join(root, 'dist', 'apps', 'cli', 'src', 'main.js'))).toBe(true);
 }, 600_000);
 

@@ -1,10 +1,10 @@
-import { spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { TestApp, describeInProcess } from '@svc/testing';
 import { openCase, update } from './case-helpers';
+import { buildIfNeeded, ndjson, root, svc } from './svc-cli';
 
 /**
  * `svc rebuild` (docs/audit.md) as an operator runs it: the package's real bin as a child process
@@ -12,37 +12,9 @@ import { openCase, update } from './case-helpers';
  * the service stopped, rebuilt from the log, and the restarted service answers as before. The
  * build runs first when dist is older than the sources; the bin is then told not to build.
  */
-const root = join(__dirname, '..', '..');
-const bin = join(root, 'bin', 'svc.js');
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function svc(args: string[], env: Record<string, string>): Promise<Run> {
-  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(SVC_|EVENT_STORE|DATABASE_URL|ESDB_|READ_STORE|REDIS_)/.test(k)));
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], { cwd: root, env: { ...base, SVC_CLI_BUILD: '0', NO_COLOR: '1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
-const ndjson = (text: string): any[] =>
-  text
-    .split('\n')
-    .filter((l) => l.trim())
-    .map((l) => JSON.parse(l));
 
 beforeAll(() => {
-  const build = spawnSync(process.execPath, [join(root, 'scripts', 'build.js'), '--if-needed'], { cwd: root, encoding: 'utf8' });
-  if (build.status !== 0) throw new Error(`build failed:\n${build.stdout}\n${build.stderr}`);
+  buildIfNeeded();
 }, 600_000);
 
 describeInProcess('stops and restarts its own service, and runs the CLI on its data dir')('svc rebuild: read models rebuilt from the log of a standalone run', () => {
