@@ -15,7 +15,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const autocannon = require('autocannon');
@@ -234,7 +234,7 @@ async function main(): Promise<void> {
     const [s, d] = rows.filter((r) => r.run === run);
     console.log(`${run}: distributed ${(d.rps / s.rps).toFixed(2)}x standalone`);
   }
-  console.log(`load average ${require('node:os').loadavg().map((x: number) => x.toFixed(1)).join(' ')}`);
+  console.log(`load average ${loadavg().map((x: number) => x.toFixed(1)).join(' ')}`);
 }
 
 main().catch((err) => {

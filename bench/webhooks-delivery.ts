@@ -315,7 +315,7 @@ async function main() {
 
     for (const [ix, receiver] of receivers.entries()) {
       const arrivals = receiver.arrivals;
-      const { t, patients, open } = await staffTenant();
+      const { t, open } = await staffTenant();
       if (ix === 0) {
         // Baseline 2 (once): opening cases with no endpoint subscribed (the case path alone).
         const stopProfile = process.argv.includes('--profile-open') ? await startProfile('open') : null;

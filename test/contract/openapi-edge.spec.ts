@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import { ADDRESS_LIMITED_ROUTES, UUID_PATH_PARAMS } from '@svc/http';
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+ 
 type Obj = Record<string, any>;
 const doc: Obj = parse(readFileSync(join(__dirname, '..', '..', 'contracts', 'openapi.yaml'), 'utf8'));
 const deref = (node: Obj): Obj => (typeof node?.$ref === 'string' ? deref(node.$ref.slice(2).split('/').reduce((o: Obj, k: string) => o[k], doc)) : node);

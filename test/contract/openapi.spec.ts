@@ -10,7 +10,7 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import { parse } from 'yaml';
 
 const file = join(__dirname, '..', '..', 'contracts', 'openapi.yaml');
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+ 
 type Obj = Record<string, any>;
 const doc: Obj = parse(readFileSync(file, 'utf8'));
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { TestApp, describeInProcess } from '@svc/testing';
 import { openCase, update } from './case-helpers';
-import { buildIfNeeded, ndjson, root, svc } from './svc-cli';
+import { buildIfNeeded, ndjson, svc } from './svc-cli';
 
 /**
  * `svc rebuild` (docs/audit.md) as an operator runs it: the package's real bin as a child process

@@ -11,7 +11,7 @@ import { TestApp } from '@svc/testing';
  * credential its security scheme names (authentication still comes first: 401 without it).
  */
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+ 
 type Obj = Record<string, any>;
 const doc: Obj = parse(readFileSync(join(__dirname, '..', '..', 'contracts', 'openapi.yaml'), 'utf8'));
 const deref = (node: Obj): Obj => (typeof node.$ref === 'string' ? deref(node.$ref.slice(2).split('/').reduce((o: Obj, k: string) => o[k], doc)) : node);

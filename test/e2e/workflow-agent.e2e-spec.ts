@@ -78,7 +78,7 @@ const definition = {
   ],
 };
 
-async function setUp(app: TestApp, dest: Destination, owner: string) {
+async function setUp(app: TestApp, dest: Destination, _owner: string) {
   const t = await app.tenant();
   dest.secret = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'widget_signing' }, t.staff)).body.secret;
   const d = await app.api.post(`${t.env}/destinations`, { stableKey: 'shop', name: 'Shop', baseUrl: dest.baseUrl }, t.staff);

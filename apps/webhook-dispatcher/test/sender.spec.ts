@@ -1,4 +1,4 @@
-import { createServer, IncomingMessage, Server } from 'node:http';
+import { createServer, Server } from 'node:http';
 import { AddressInfo, LookupFunction } from 'node:net';
 import { LookupAddress } from 'node:dns';
 import { verifyWebhook } from '../../../libs/security/src/webhooks';
@@ -104,11 +104,8 @@ describe('sendWebhook', () => {
 describe('sendWebhook deadline', () => {
   let server: Server;
   let port: number;
-  let requests = 0;
   beforeAll(async () => {
-    server = createServer(() => {
-      requests++; // never answers
-    });
+    server = createServer(() => undefined); // never answers
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     port = (server.address() as AddressInfo).port;
   });

@@ -46,7 +46,7 @@ describe('GatewayProxy', () => {
   let upstream: Server;
   let upstreamPort: number;
   let silent: Server;
-  let silentSockets: Socket[] = [];
+  const silentSockets: Socket[] = [];
   let gateway: NestFastifyApplication;
   let proxy: GatewayProxy;
   let base: string;

@@ -29,7 +29,7 @@ describe('SqliteReadStore', () => {
   it('uses WAL with synchronous=NORMAL', async () => {
     const path = join(dir, 'pragmas.db');
     const store = new SqliteReadStore(path);
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+     
     const db = (store as any).db;
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(db.pragma('synchronous', { simple: true })).toBe(1); // NORMAL
@@ -47,7 +47,7 @@ describe('SqliteReadStore', () => {
 describe('SqliteReadStore.page', () => {
   it('is a range read on the partition index in its own order: no scan of the partition, no sort', async () => {
     const store = new SqliteReadStore(join(dir, `plan-${++n}.db`));
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+     
     const internals = store as any;
     const plans: string[] = [];
     for (const order of ['asc', 'desc']) {

@@ -7,7 +7,6 @@ import { TenantDirectory } from '@svc/access';
 import { ApiError, CurrentWidgetLink, WidgetSessionContext, currentPatientLink, getLogger } from '@svc/http';
 import {
   BUS_CLIENT,
-  Patterns,
   creditRefused,
 } from '@svc/messaging';
 import { CONFIG, ServiceConfig } from '@svc/platform';

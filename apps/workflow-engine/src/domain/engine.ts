@@ -380,7 +380,7 @@ export function giveCallResult(def: Definition, input: RunState, ctx: RunContext
   };
   if (result.kind === 'failed') return fail('call_failed');
   const replies: Reply[] = [];
-  let vars = { ...input.vars };
+  const vars = { ...input.vars };
   /** A record that is not the patient's reads as not found. */
   const notThePatients = (record: unknown): boolean => {
     if (!step.ownership) return false;

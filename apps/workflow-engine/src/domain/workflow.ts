@@ -3,7 +3,7 @@
  * explicit `audit` record (who, what, when) besides the metadata actor.
  */
 import { Decider, DomainError } from '@svc/decider';
-import { Category, Definition } from './definition';
+import { Definition } from './definition';
 
 export type VersionState = 'draft' | 'live' | 'retired' | 'discarded';
 

@@ -1,3 +1,4 @@
+/* eslint-disable @typescript-eslint/no-explicit-any, @typescript-eslint/no-unsafe-function-type -- overrides of Nest's ClientProxy members, whose signatures are typed with any and Function */
 import { ClientProxy, ReadPacket, WritePacket } from '@nestjs/microservices';
 import { Observable } from 'rxjs';
 import { BusRecord } from '../record';

@@ -1,3 +1,4 @@
+/* eslint-disable @typescript-eslint/no-explicit-any, @typescript-eslint/no-unsafe-function-type -- overrides of Nest's Server members, whose signatures are typed with any and Function */
 import { CustomTransportStrategy, MessageHandler, Server } from '@nestjs/microservices';
 import { isObservable, lastValueFrom } from 'rxjs';
 import { BrokerMessage, defaultBroker, InProcessBroker, NO_HANDLER_ERROR, ReplyPacket } from './broker';
