@@ -7,8 +7,8 @@ import { uuidParamProblem } from './path-params';
 /**
  * A route Fastify serves itself, without Nest's per-request execution context (guards, pipes and
  * interceptor consumers, the response controller): on this service's hottest operations that
- * context cost about as much CPU as the whole bare Fastify route (bench/README.md, "Eighth
- * session"). It runs the steps a controller route runs, in Nest's order and with the same parts:
+ * context cost about as much CPU as the whole bare Fastify route (docs/decisions.md, "Lean routes
+ * and coalesced progress answers"). It runs the steps a controller route runs, in Nest's order and with the same parts:
  *
  * 1. an empty path parameter is "Route not found", as Nest's Fastify adapter answers it;
  * 2. `authenticate` (the route's guard, e.g. `ApiKeyGuard.authenticate`): 401/403/429 first;
@@ -24,8 +24,7 @@ import { uuidParamProblem } from './path-params';
  * event-loop turn (setImmediate), together with the other answers of that turn, in the order they
  * were decided, instead of as soon as it is decided: a burst of small answers to several
  * connections then costs the kernel one wake-up of a waiting client instead of one per answer,
- * which on a virtual machine is most of what a small answer costs (bench/README.md, "Eighth
- * session"). Such a request is complete when its handler runs, so nothing of it can arrive after
+ * which on a virtual machine is most of what a small answer costs (the same record). Such a request is complete when its handler runs, so nothing of it can arrive after
  * its answer is decided (a request that carries a body, which Fastify does not read for a GET, is
  * answered at once: its body's bytes could otherwise be read, and answered by the HTTP edge, before
  * the queued answer is written). An answer waits for the event loop's next check phase, never for
