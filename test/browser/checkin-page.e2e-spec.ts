@@ -170,6 +170,10 @@ describeInBrowser('check-in page (browser)', () => {
     const unknown = await again.goto(`${origin}/api/check-ins/${randomUUID()}?token=${token}`);
     expect(unknown!.status()).toBe(404);
     expect(await poll(() => again.locator('h2').innerText(), (v) => v === 'We could not find this check-in')).toBe('We could not find this check-in');
+    // A mangled link (its id cut short): the same kind page, with the API's 400.
+    const mangled = await again.goto(`${origin}/api/check-ins/${checkInId.slice(0, 20)}?token=${token}`);
+    expect(mangled!.status()).toBe(400);
+    expect(await poll(() => again.locator('h2').innerText(), (v) => v === 'We could not find this check-in')).toBe('We could not find this check-in');
     const fresh = await browser.context();
     const bare = await fresh.newPage();
     await bare.goto(`${origin}/api/check-ins/${checkInId}`);

@@ -1,4 +1,4 @@
-import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
+import { CanActivate, ExecutionContext, Injectable, SetMetadata } from '@nestjs/common';
 import { GUARDS_METADATA, ROUTE_ARGS_METADATA } from '@nestjs/common/constants';
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 import { ModuleRef, Reflector } from '@nestjs/core';
@@ -57,6 +57,16 @@ export function bodyProblemFor(request: { body?: unknown }, takesBody: () => boo
   return ApiError.validation([{ path: '', message: 'this operation takes no request body (or an empty JSON object)' }]);
 }
 
+const OWN_PATH_ID_CHECK = 'svc:ownPathIdCheck';
+
+/**
+ * On a route that answers a malformed path id itself: BodyProblemGuard leaves its uuid path
+ * parameters to the handler, which must answer a malformed one (uuidParamProblem) in its own form.
+ * The check-in link takes it, so that a browser following a mangled link gets the check-in page's
+ * kind "link does not work" answer, and an API client the same 400 VALIDATION_FAILED as elsewhere.
+ */
+export const ChecksOwnPathIds = (): MethodDecorator => SetMetadata(OWN_PATH_ID_CHECK, true);
+
 /**
  * The global guard that answers what is wrong with the request itself on every HTTP route,
  * guarded or not, after the route's own guards: first a uuid path parameter that is not a uuid
@@ -82,7 +92,9 @@ export class BodyProblemGuard implements CanActivate {
   canActivate(context: ExecutionContext): boolean | Promise<boolean> {
     if (context.getType() !== 'http') return true;
     const request = context.switchToHttp().getRequest<{ body?: unknown; params?: unknown }>();
-    const problem = uuidParamProblem(request.params) ?? bodyProblemFor(request, () => this.routeTakesBody(context));
+    let idProblem = uuidParamProblem(request.params);
+    if (idProblem && this.reflector.get<boolean | undefined>(OWN_PATH_ID_CHECK, context.getHandler())) idProblem = undefined;
+    const problem = idProblem ?? bodyProblemFor(request, () => this.routeTakesBody(context));
     if (!problem) return true;
     return this.routeGuardsThenProblem(context, problem);
   }

@@ -1,6 +1,6 @@
 import { Body, Controller, Get, Headers, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
-import { ApiError } from '@svc/http';
+import { ApiError, ChecksOwnPathIds, uuidParamProblem } from '@svc/http';
 import { pageHeaders, prefersHtml, webPages } from '@svc/platform';
 import { CheckInsService } from '../../application/check-ins.service';
 import { CheckInAnswerDto, CheckInCompleteDto } from './dto';
@@ -27,6 +27,7 @@ export class WidgetCheckInsController {
    * answer, marked so that the page says so kindly (docs/decisions.md, "Pages for patients").
    */
   @Get('check-ins/:checkInId')
+  @ChecksOwnPathIds()
   async link(
     @Param('checkInId') checkInId: string,
     @Query('token') token: unknown,
@@ -34,12 +35,18 @@ export class WidgetCheckInsController {
     @Res({ passthrough: true }) reply: FastifyReply,
   ) {
     const given = typeof token === 'string' ? token : undefined;
-    if (!prefersHtml(accept)) return this.checkIns.view(checkInId, given);
+    const malformed = uuidParamProblem({ checkInId });
+    if (!prefersHtml(accept)) {
+      if (malformed) throw malformed;
+      return this.checkIns.view(checkInId, given);
+    }
     const html = webPages()?.page('checkin');
     if (!html) throw new ApiError(503, 'UNAVAILABLE', 'The check-in page is not built (npm run build)', undefined, { 'retry-after': '60' });
     let status = 200;
     let state = '';
     try {
+      // A mangled link (its id cut or altered): the page's "link does not work" answer, status 400.
+      if (malformed) throw malformed;
       await this.checkIns.view(checkInId, given);
     } catch (err) {
       if (!given) {
