@@ -499,7 +499,7 @@ describe('clinical cases (e2e, real HTTP)', () => {
     expect((await app.api.get(`${t.env}/clinical-cases/${c.caseId}`, t.staff)).body.acknowledgedAt).toBeNull();
     await new Promise((r) => setTimeout(r, 50));
     expect(caseEvents.seen.filter((m) => m.type === 'clinical_case.acknowledged' && m.data.caseId === c.caseId)).toHaveLength(0);
-    // A compressed body is 415; a coding that compresses nothing (a mislabelled utf-8) passes as before.
+    // A compressed body is 415; a coding that compresses nothing (a mislabelled utf-8) passes.
     const gz = await rawHttp(app, 'POST', ack, { authorization: `Bearer ${t.staff}`, 'content-type': 'application/json', 'content-encoding': 'gzip' }, '{}');
     expect(gz.status).toBe(415);
     expect((await rawHttp(app, 'POST', ack, { authorization: `Bearer ${t.staff}`, 'content-type': 'application/json', 'content-encoding': 'utf-8' }, '{}')).status).toBe(200);

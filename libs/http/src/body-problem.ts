@@ -70,7 +70,7 @@ export function bodyProblemFor(request: { body?: unknown }, takesBody: () => boo
  * and answers their refusal; if they all let the request in, it answers the body problem. A
  * request without a problem costs one property read (a global interceptor, which would run after
  * the guards, costs Nest's RxJS pipeline on every request). A guard it cannot resolve (not an
- * injectable of the app, or request-scoped) makes it answer the body problem at once, as before.
+ * injectable of the app, or request-scoped) makes it answer the body problem at once.
  */
 @Injectable()
 export class BodyProblemGuard implements CanActivate {

@@ -135,8 +135,8 @@ function afterPendingAnswers(socket: TrackedSocket, then: () => void): void {
  * - Bytes after a request that closed the connection (`Connection: close`, HTTP/1.0) are ignored
  *   (RFC 9112 section 9.6): that request is answered and the connection closed, nothing more.
  * - Otherwise (the bytes of a next request are not HTTP) the error is written once every earlier
- *   request is answered. Until the fix, it was written at once and the socket destroyed, so an
- *   earlier request's answer was lost although its write had been applied.
+ *   request is answered. Written at once with the socket destroyed, it would lose an earlier
+ *   request's answer although that request's write had been applied.
  */
 export function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   const s = socket as TrackedSocket;

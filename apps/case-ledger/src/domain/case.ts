@@ -142,7 +142,7 @@ export interface CaseState {
   /**
    * Every update and provider message the case took, by caller id (idempotency, rule 2). Persistent
    * maps (structural sharing): `evolve` adds one entry in O(log n) without copying the others, so
-   * a case's n-th update no longer costs a copy of the n-1 before it (nor a replay O(n^2)).
+   * a case's n-th update costs no copy of the n-1 before it (nor a replay O(n^2)).
    */
   updates: PersistentMap<string, { bodyHash: string; result: UpdateResult }>;
   messages: PersistentMap<string, { bodyHash: string; createdAt: string; notified?: boolean }>;

@@ -139,7 +139,7 @@ export function nextQuestion(state: Pick<CheckInState, 'questions' | 'answers'>)
 /**
  * How long after a check-in closed a retry of the request that closed it is still answered again
  * (service clock). A widget retries within seconds; a link used much later (a forwarded email, a
- * stolen one) gets 401 as before, and cannot probe which answer stopped the check-in.
+ * stolen one) gets 401 like any use of a closed check-in, and cannot probe which answer stopped it.
  */
 export const CHECK_IN_RETRY_WINDOW_MS = 10 * 60_000;
 

@@ -186,7 +186,7 @@ export const patientDecider: Decider<PatientCommand, PatientEvent, PatientState>
               event.cadenceDays = command.checkInCadenceDays;
               // The pending check-in was set one old cadence after the last send (or the enrolment):
               // it moves to one new cadence after that, at the earliest now. Going from 30 days to 1
-              // no longer waits out the 30.
+              // does not wait out the 30.
               if (state.scheduled && command.checkInCadenceDays !== state.cadenceDays) {
                 const basis = Date.parse(state.scheduled.dueAt) - state.cadenceDays * DAY_MS;
                 const dueAt = new Date(Math.max(now.getTime(), basis + command.checkInCadenceDays * DAY_MS)).toISOString();
