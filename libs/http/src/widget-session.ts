@@ -7,7 +7,7 @@ import { KEYRING, Keyring } from '@svc/security';
 import { ApiError } from './errors';
 import { OrganizationDoc, TenantDirectory, identityTokenVersion } from '@svc/access';
 
-/** A patient's (or anonymous visitor's) widget session (decisions section 7). */
+/** A patient's (or anonymous visitor's) widget session (docs/decisions.md, "Widget sessions and identity tokens"). */
 export interface WidgetSessionContext {
   sessionId: string;
   organizationId: string;

@@ -98,7 +98,7 @@ export interface CheckInState {
 const invalid = (path: string, message: string) => new DomainError(400, 'VALIDATION_FAILED', 'The request is not valid', [{ path, message }]);
 export const tokenRefused = () => new DomainError(401, 'INVALID_CHECK_IN_TOKEN', 'The check-in link is not valid or was already used');
 
-/** Answer values of decisions 12: scale an integer in min..max, yes_no a boolean, text 1-2000 characters. */
+/** Answer values of docs/decisions.md, "Patient pathway": scale an integer in min..max, yes_no a boolean, text 1-2000 characters. */
 export function checkAnswer(q: Question, value: unknown): AnswerValue {
   switch (q.type) {
     case 'scale': {

@@ -14,7 +14,7 @@ export type LifecycleType = 'patient.created' | 'patient.updated' | 'patient.can
 
 /**
  * On an update or cancel, a `programKey`/`protocolId` the event names must name an active protocol
- * (decisions 4: 404 `PROTOCOL_NOT_FOUND`), though the patient is not moved to it. Absent: nothing to check.
+ * (docs/decisions.md, "Patient pathway": 404 `PROTOCOL_NOT_FOUND`), though the patient is not moved to it. Absent: nothing to check.
  */
 function refuseUnknownProtocol(protocol: ProtocolResolution | undefined): void {
   if (protocol && !protocol.ok) throw new DomainError(protocol.status, protocol.code, protocol.message);

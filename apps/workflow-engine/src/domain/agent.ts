@@ -1,5 +1,5 @@
 /**
- * The patient agent's pure decisions (decisions 7): emergency terms, health questions and
+ * The patient agent's pure decisions (docs/decisions.md, "Widget sessions and identity tokens"): emergency terms, health questions and
  * trigger-phrase matching, English and Spanish, accent-insensitive.
  */
 import { containsPhrase, normalize } from '@svc/clinical';
