@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * Build: type-check and compile with tsc, rewrite the @svc/* aliases to relative paths
- * (tsc-alias), write dist/apps/<app>/main.js entry points (decisions section 1), convert the
+ * (tsc-alias), write dist/apps/<app>/main.js entry points (README.md, "Running modes and settings"), convert the
  * contract to dist/contracts/openapi.json and copy the API reference page's script (Redoc's
  * standalone bundle) to dist/reference/ (the service serves both; see docs/decisions.md,
  * "Operations routes"), then build the pages for people (scripts/build-web.js, web/ → dist/web).

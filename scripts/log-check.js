@@ -1,5 +1,5 @@
 /**
- * What must never appear in a service log line (architecture rule 7): e-mail addresses (patients'
+ * What must never appear in a service log line (the "no PHI in logs" rule): e-mail addresses (patients'
  * and staff's), the canary values tests plant in patient data, API keys, signing and identity
  * secrets, bearer tokens and JWTs, and anything that is not a structured JSON line.
  */

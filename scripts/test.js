@@ -81,7 +81,7 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => undefin
 const results = path.join(root, '.test-results.json');
 fs.rmSync(results, { force: true });
 // Every service log line of the whole run (in-process apps and spawned ones) goes to one file,
-// which is then searched for what must never be logged (architecture rule 7).
+// which is then searched for what must never be logged (the "no PHI in logs" rule).
 // The check reads the file the run actually wrote (SVC_LOG_FILE if the caller set one), at level info
 // at least: a quieter level would leave nothing to check.
 const logFile = process.env.SVC_LOG_FILE ?? path.join(os.tmpdir(), `svc-test-run-${process.pid}.log`);

@@ -5,7 +5,7 @@ import { created, link, protocolBody, setUpTenant, waitForEmails } from '../../a
 import { Browser, axe, buildPages, describeInBrowser, launch, poll, screenshot, watch } from './browser';
 
 /**
- * The check-in page behind the email link (decisions 14), in a real browser over real HTTP: a
+ * The check-in page behind the email link (docs/decisions.md, "Pages for people"), in a real browser over real HTTP: a
  * patient opens the outbox email's link and goes through the check-in to a case opened (English);
  * another stops at an emergency answer (Spanish). axe-core runs on every step; the page makes no
  * request outside the service's origin and sends no Referer; its token leaves the address bar.
@@ -56,7 +56,7 @@ describeInBrowser('check-in page (browser)', () => {
     // The link leads to the service's public address (on the topology the gateway, never an app's internal port).
     expect(new URL(url).port).toBe(new URL(app.baseUrl).port);
 
-    // API clients keep the JSON answer of the link (decisions 6 and 14).
+    // API clients keep the JSON answer of the link (docs/decisions.md, "Patient pathway" and "Pages for people").
     const json = await fetch(url, { headers: { accept: '*/*' } });
     expect(json.headers.get('content-type')).toMatch(/^application\/json/);
     expect(JSON.parse(await json.text())).toEqual({ checkInId, questions: expect.any(Array), answered: {} });

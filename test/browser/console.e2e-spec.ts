@@ -8,7 +8,7 @@ import { Browser, buildPages, describeInBrowser, launch, poll, screenshot, watch
 import { fits, noSeriousViolations } from './console-helpers';
 
 /**
- * The staff console (`{origin}/console/`, decisions 14) in a real browser over real HTTP: the set-up
+ * The staff console (`{origin}/console/`, docs/decisions.md, "Pages for people") in a real browser over real HTTP: the set-up
  * a new customer does, from signing in to retrying a failed webhook delivery from its log, at laptop
  * and tablet widths, by keyboard where it matters, with axe-core on every screen.
  */

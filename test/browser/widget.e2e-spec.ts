@@ -7,7 +7,7 @@ import { OrderDestination } from '../e2e/order-destination';
 import { Browser, axe, buildPages, describeInBrowser, launch, poll, screenshot, watch } from './browser';
 
 /**
- * The patient widget (`{origin}/widget.js`, decisions 14) mounted on a page of another origin, in a
+ * The patient widget (`{origin}/widget.js`, docs/decisions.md, "Pages for people") mounted on a page of another origin, in a
  * real browser over real HTTP: a signed-in patient looks up an order through a live workflow that
  * calls a test Destination, meets the emergency guidance, and replies to a case thread that the
  * provider then reads through the API. The host page's own styles try to break it. CORS as the

@@ -2,7 +2,7 @@
  * contracts/openapi.yaml and the HTTP edge's own rules agree: the uuid path parameters the edge
  * checks (UUID_PATH_PARAMS) are exactly those the contract types `format: uuid`; every operation with
  * one documents its 400; every rate-limited operation documents its 429 with `Retry-After`
- * (decisions 12 and 13).
+ * (docs/decisions.md, "Path parameters" and "Rate limits").
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,7 +1,7 @@
 /**
  * Contract checks for contracts/openapi.yaml: it is a valid OpenAPI 3.1.0 document (validated by
  * @apidevtools/swagger-parser), and it keeps the project's conventions (spec "Errors",
- * "Authentication", "Versioning"; decisions sections 2, 3, 11). Structural checks read the raw
+ * "Authentication", "Versioning"; docs/decisions.md, "Dev tools and the dev clock", "Staff access", "Errors and the HTTP edge"). Structural checks read the raw
  * YAML so `$ref`s can be followed by hand; the validator gets the file path (it dereferences).
  */
 import { readFileSync } from 'node:fs';
@@ -194,7 +194,7 @@ describe('contracts/openapi.yaml', () => {
       expect({ op: label(o), params: declared.map((p) => p.name).sort() }).toEqual({ op: label(o), params: inTemplate });
       for (const p of declared) {
         if (p.name === 'file' && o.path === '/assets/{file}') {
-          // A content-hashed script or stylesheet of the pages (decisions 14), by its file name.
+          // A content-hashed script or stylesheet of the pages (docs/decisions.md, "Pages for people"), by its file name.
           expect({ op: label(o), required: p.required, schema: p.schema }).toEqual({ op: label(o), required: true, schema: { type: 'string', pattern: '^[A-Za-z0-9_-]+\\.(js|css)$' } });
           continue;
         }

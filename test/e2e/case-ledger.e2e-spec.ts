@@ -91,7 +91,7 @@ describe('clinical cases (e2e, real HTTP)', () => {
     expect(p.status).toBe(200);
     expect(p.body.confirmationDueAt).toBeDefined();
     await expect(busRequest(app, Patterns.openClinicalCase, { ...cmd, requestId: 'x' })).rejects.toMatchObject({ status: 400, code: 'VALIDATION_FAILED' });
-    // the same requestId with another body is not a duplicate (rule 2)
+    // the same requestId with another body is not a duplicate (the "idempotency lives in the streams" rule)
     for (const change of [{ patientNotes: 'something else' }, { priority: 'urgent' }, { symptomScores: { pain: 4 } }, { patientId: randomUUID() }]) {
       await expect(busRequest(app, Patterns.openClinicalCase, { ...cmd, ...change })).rejects.toMatchObject({ status: 409, code: 'IDEMPOTENCY_KEY_REUSED' });
     }
@@ -138,7 +138,7 @@ describe('clinical cases (e2e, real HTTP)', () => {
     }
     expect((await app.api.get(`${other.env}/clinical-cases/${c.caseId}`, other.staff)).status).toBe(404);
     expect((await app.api.post(`${other.env}/clinical-cases/${c.caseId}/acknowledge`, {}, other.staff)).status).toBe(404);
-    // A case reference (or anything else) that is not a uuid: 400 naming caseId (decisions 12).
+    // A case reference (or anything else) that is not a uuid: 400 naming caseId (docs/decisions.md, "Path parameters").
     const notUuid = await progress('CC-ABCDEFGH');
     expect(notUuid.status).toBe(400);
     expect(notUuid.body).toMatchObject({ code: 'VALIDATION_FAILED', details: [{ path: 'caseId' }] });
@@ -231,7 +231,7 @@ describe('clinical cases (e2e, real HTTP)', () => {
       const r = await app.api.request('POST', path, { rawBody, token: t.apiKey });
       expect({ rawBody, status: r.status, body: r.body }).toEqual({ rawBody, status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: detail }] } });
     }
-    // Fastify's own answer to a badly percent-encoded path is replaced by the error body of decisions 11
+    // Fastify's own answer to a badly percent-encoded path is replaced by the error body of docs/decisions.md, "Errors and the HTTP edge"
     for (const [method, url, body] of [
       ['GET', '/v1/clinical-cases/%zz/progress', undefined],
       ['POST', '/v1/clinical-cases/%zz/updates', JSON.stringify(update(1, 'processed'))],
@@ -499,7 +499,7 @@ describe('clinical cases (e2e, real HTTP)', () => {
     expect((await app.api.get(`${t.env}/clinical-cases/${c.caseId}`, t.staff)).body.acknowledgedAt).toBeNull();
     await new Promise((r) => setTimeout(r, 50));
     expect(caseEvents.seen.filter((m) => m.type === 'clinical_case.acknowledged' && m.data.caseId === c.caseId)).toHaveLength(0);
-    // A compressed body is 415; a coding that compresses nothing (a mislabelled utf-8) passes as before.
+    // A compressed body is 415; a coding that compresses nothing (a mislabelled utf-8) passes.
     const gz = await rawHttp(app, 'POST', ack, { authorization: `Bearer ${t.staff}`, 'content-type': 'application/json', 'content-encoding': 'gzip' }, '{}');
     expect(gz.status).toBe(415);
     expect((await rawHttp(app, 'POST', ack, { authorization: `Bearer ${t.staff}`, 'content-type': 'application/json', 'content-encoding': 'utf-8' }, '{}')).status).toBe(200);

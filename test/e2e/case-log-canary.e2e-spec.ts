@@ -25,7 +25,7 @@ const CANARY = {
   errorCode: 'CANARY-ERRCODE-77aa',
   rule: 'CANARY-RULE-5c1e',
 };
-/** Clinical text that must not be in clear anywhere under the data dir either (decisions 12). */
+/** Clinical text that must not be in clear anywhere under the data dir either (docs/decisions.md, "Encryption at rest"). */
 const AT_REST = [CANARY.request, CANARY.note, CANARY.provider, CANARY.inbound, CANARY.widget, CANARY.patientNotes, CANARY.fileName, CANARY.errorCode, CANARY.externalMessageId, CANARY.externalReference, CANARY.providerRef, CANARY.rule];
 
 function filesUnder(dir: string): string[] {

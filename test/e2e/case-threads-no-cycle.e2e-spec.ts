@@ -20,7 +20,7 @@ type EventHandler = (message: unknown) => unknown;
  * app's facts (an AsyncLocalStorage context that follows everything the handler awaits). A request
  * from inside one of them to the other side (a case-ledger handler asking the conversation app, a
  * consumer of the case-ledger's facts asking the case-ledger, and so on) is refused (503) and
- * recorded; so is any `start_case_thread` / `close_case_thread`, which no flow sends any more (the
+ * recorded; so is any `start_case_thread` / `close_case_thread`, which no flow sends (the
  * thread starts and closes on the case-ledger's relayed facts). Requests from an HTTP request's path
  * pass.
  */

@@ -189,7 +189,7 @@ describe('conversations (e2e, real HTTP)', () => {
       const r = await app.api.post(`/widget/v1/cases/${id}/messages`, { message: 'hi' }, session);
       expect({ status: r.status, body: r.body }).toEqual({ status: 404, body: notTheirs.body });
     }
-    // An id that is not a uuid names no case of anyone's: 400 naming caseId (decisions 12).
+    // An id that is not a uuid names no case of anyone's: 400 naming caseId (docs/decisions.md, "Path parameters").
     const malformed = await app.api.post('/widget/v1/cases/not-a-uuid/messages', { message: 'hi' }, token);
     expect({ status: malformed.status, body: malformed.body }).toEqual({ status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'caseId', message: expect.any(String) }] } });
     expect((await app.api.post(path, { message: '' }, token)).status).toBe(400);

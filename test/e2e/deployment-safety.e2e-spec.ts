@@ -28,7 +28,7 @@ function entries(dir: string, prefix = ''): string[] {
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
- * Decisions 16, on a started standalone service: the data dir holds only owner-only files (0600)
+ * docs/decisions.md, "Deployment safety", on a started standalone service: the data dir holds only owner-only files (0600)
  * and folders (0700), including the SQLite files and their -wal/-shm, the outbox with its live
  * check-in links, the dev issuer's key pair and the master key, and an existing data dir's looser
  * modes are tightened at start; with the dev tools on and no HOST, the listener is on 127.0.0.1.
@@ -102,7 +102,7 @@ describe('standalone data dir and listener (e2e)', () => {
   });
 });
 
-/** Decisions 16 / README: `SVC_MAX_CONNECTIONS` caps the listener's open connections. */
+/** docs/decisions.md, "Deployment safety" / README: `SVC_MAX_CONNECTIONS` caps the listener's open connections. */
 describe('connection cap (e2e)', () => {
   const app = new TestApp(undefined, { SVC_MAX_CONNECTIONS: '3' });
   const sockets: Socket[] = [];

@@ -2,7 +2,7 @@ import { TestApp } from '@svc/testing';
 import { rawHttp } from './case-helpers';
 
 /**
- * Decisions 11 and the spec's Authentication: a credential is judged before the body. Without (or
+ * docs/decisions.md, "Errors and the HTTP edge" and the spec's Authentication: a credential is judged before the body. Without (or
  * with a refused) credential, a malformed, empty, poisoned, over-deep or non-JSON body is still
  * 401/403 (or the guard's 404); with a good one it is the same 400/415 as always; routes without a
  * guard still refuse bad bodies. Over real HTTP.

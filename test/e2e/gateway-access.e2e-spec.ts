@@ -218,7 +218,7 @@ describe('gateway access (e2e, real HTTP)', () => {
     expect(deep.status).toBe(400);
     expect(deep.body.code).toBe('VALIDATION_FAILED');
     expect(deep.body.details).toEqual([{ path: '', message: 'nested too deeply' }]);
-    // a badly percent-encoded URL: the error body of decisions 11, not Fastify's own
+    // a badly percent-encoded URL: the error body of docs/decisions.md, "Errors and the HTTP edge", not Fastify's own
     for (const url of ['/organizations/%zz', '/v1/ping/%zz%', '/widget/v1/check-ins/%E0%A4%A']) {
       const badUrl = await rawRequest(app, 'GET', url, { token: owner });
       expect({ url, status: badUrl.status, body: badUrl.body }).toEqual({ url, status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'url', message: expect.any(String) }] } });
@@ -237,7 +237,7 @@ describe('gateway access (e2e, real HTTP)', () => {
     expect(hugeHeader.status).toBe(431);
     expect(hugeHeader.body).toEqual({ code: 'REQUEST_HEADERS_TOO_LARGE', message: expect.any(String) });
 
-    // not a uuid: 400 naming the parameter (decisions 12)
+    // not a uuid: 400 naming the parameter (docs/decisions.md, "Path parameters")
     const longId = await api.get(`/organizations/${'x'.repeat(300)}`, owner);
     expect(longId.status).toBe(400);
     expect(longId.body).toMatchObject({ code: 'VALIDATION_FAILED', details: [{ path: 'orgId' }] });
@@ -256,7 +256,7 @@ describe('gateway access (e2e, real HTTP)', () => {
 
 describe('production mode', () => {
   const oidc = new OidcIssuer();
-  // SVC_DEV_TOOLS=1 must not bring the dev tools back in production mode (decisions section 2).
+  // SVC_DEV_TOOLS=1 must not bring the dev tools back in production mode (docs/decisions.md, "Dev tools and the dev clock").
   const app = new TestApp(undefined, { NODE_ENV: 'production', SVC_DEV_TOOLS: '1', SVC_MASTER_KEY: Buffer.alloc(32, 7).toString('base64'), WIDGET_BASE_URL: 'https://care.example.test/api' }, oidc);
   beforeAll(async () => {
     await oidc.start();

@@ -9,7 +9,7 @@ import { READ_STORE, ReadStore } from '@svc/read-store';
 import { StandaloneProcess, TcpForwarder, TestApp } from '@svc/testing';
 
 /**
- * Operations routes over real HTTP (decisions 13): GET /healthz, GET /readyz (the event store, bus
+ * Operations routes over real HTTP (docs/decisions.md, "Start-up and health"): GET /healthz, GET /readyz (the event store, bus
  * and read store each asked, a 503 naming the one that does not answer, bounded in time when one
  * hangs), GET /openapi.json (the contract) and the API reference page beside it (a bundled Redoc,
  * nothing from another origin). No credentials anywhere.

@@ -36,7 +36,7 @@ describe('patient pathway (e2e, real HTTP)', () => {
     // No clinical content and no profile data in the email.
     for (const word of ['pain', 'mood', 'fever', 'Ana', 'García', 'EXT-STORY-1']) expect(mail.text + mail.html + mail.subject).not.toContain(word);
     const { checkInId, token, url } = link(mail.text);
-    // decisions 12: `${WIDGET_BASE_URL}/check-ins/{id}?token=`, the base defaulting to the service's own base URL,
+    // docs/decisions.md, "Check-in links": `${WIDGET_BASE_URL}/check-ins/{id}?token=`, the base defaulting to the service's own base URL,
     // and the link itself answers.
     expect(url).toBe(`${app.baseUrl.replace('127.0.0.1', 'localhost')}/check-ins/${checkInId}?token=${token}`);
     const opened = await api.get(`/check-ins/${checkInId}?token=${token}`);

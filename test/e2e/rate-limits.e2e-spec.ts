@@ -9,7 +9,7 @@ const logFile = join(tempDataDir('svc-rate-log-'), 'svc.log');
 process.env.SVC_LOG_FILE = logFile;
 
 /**
- * Decisions 13, rate limits: a token bucket per API key, per staff subject and (on /widget/v1/* and
+ * docs/decisions.md, "Rate limits": a token bucket per API key, per staff subject and (on /widget/v1/* and
  * the check-in pages) per client address; over it, 429 RATE_LIMITED with Retry-After in whole
  * seconds; the buckets refill in real time; SVC_RATE_LIMITS=off turns them off; with the Redis read
  * store, processes share the buckets. Over real HTTP, with limits set low through the environment.
@@ -44,7 +44,7 @@ async function exhaust(send: () => Promise<TestResponse>, passes: (r: TestRespon
   throw new Error(`no 429 after ${BURST + 3} requests`);
 }
 
-/** The 429 of decisions 11 and 13: the error body, Retry-After in whole seconds (at least 1), the edge's headers. */
+/** The 429 of docs/decisions.md, "Errors and the HTTP edge" and "Rate limits": the error body, Retry-After in whole seconds (at least 1), the edge's headers. */
 function expectRateLimited(r: TestResponse): number {
   expect({ status: r.status, body: r.body }).toEqual({ status: 429, body: { code: 'RATE_LIMITED', message: expect.any(String) } });
   const retryAfter = r.headers.get('retry-after');

@@ -68,7 +68,7 @@ describe('check-in email over SMTP (e2e)', () => {
 });
 
 /**
- * Decisions 16: in production mode the check-in email goes out over TLS only (STARTTLS required),
+ * docs/decisions.md, "Deployment safety": in production mode the check-in email goes out over TLS only (STARTTLS required),
  * with an https link; a plain SMTP_URL stops start-up.
  */
 describe('check-in email over SMTP in production mode (e2e)', () => {

@@ -5,7 +5,7 @@ import { parse } from 'yaml';
 import { TestApp } from '@svc/testing';
 
 /**
- * Decisions 12: a path parameter the contract types as uuid but that is not one is 400
+ * docs/decisions.md, "Path parameters": a path parameter the contract types as uuid but that is not one is 400
  * `VALIDATION_FAILED` naming the parameter; a well-formed unknown id is 404 `NOT_FOUND`. Every
  * operation of contracts/openapi.yaml with a uuid path parameter is walked over real HTTP, with the
  * credential its security scheme names (authentication still comes first: 401 without it).

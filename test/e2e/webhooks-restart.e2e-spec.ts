@@ -33,7 +33,7 @@ describe('webhooks survive kill -9 (built standalone process)', () => {
   it('delivers every pending and held delivery after a SIGKILL restart', async () => {
     const dataDir = tempDataDir('svc-webhooks-restart-');
     // The held delivery: before the BAA no patient can be enrolled, so no staff case can be opened
-    // over HTTP (404); a case event can only be held when it comes over the bus (decisions 12). The
+    // over HTTP (404); a case event can only be held when it comes over the bus (docs/decisions.md, "Staff cases need a known patient"). The
     // case is opened by the case-ledger's bus command in an in-process app on the same data dir,
     // which is then stopped; the built process takes over from there.
     const inProcess = await new TestApp(dataDir).start();

@@ -175,7 +175,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     const ep = await endpoint(t, '/real-held', ['clinical_case.opened']);
     // Before the BAA no patient can be enrolled (every API-key call is 403 BAA_REQUIRED), so a staff
     // case cannot be opened over HTTP: 404, the environment knows no patient. The hold is reachable
-    // only through the bus (decisions 12), so the case is opened by the case-ledger's bus command,
+    // only through the bus (docs/decisions.md, "Staff cases need a known patient"), so the case is opened by the case-ledger's bus command,
     // with what a staff request sends, and leaves through the ledger's own relay.
     const refused = await app.api.post(`${t.env}/clinical-cases`, { patientId: randomUUID(), request: 'Please call the patient about the dizziness' }, t.staff);
     expect([refused.status, refused.body.code]).toEqual([404, 'NOT_FOUND']);

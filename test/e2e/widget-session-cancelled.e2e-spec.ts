@@ -5,7 +5,7 @@ import { OrderDestination } from './order-destination';
 import { identityToken } from './case-helpers';
 
 /**
- * docs/decisions.md: after `patient.cancelled` "the widget no longer links the patient" — also for a
+ * docs/decisions.md ("Check-ins after a cancellation"): after `patient.cancelled` "the widget does not link the patient" — also for a
  * session token issued before the cancel (it lives an hour): from the 202 on, such a session is
  * treated as unlinked (no case, no call that identifies the patient, its case-thread replies 404 like
  * an anonymous session's), while another, still active patient's session is unaffected.

@@ -162,7 +162,7 @@ describe('workflow switch-off with calls in flight (e2e, real HTTP, real Destina
         const stopped = answers.filter((a) => a.body.replies.some((x: { text?: string }) => x.text === SWITCHED_OFF_REPLY)).length;
         expect(stopped).toBe(outcomes.filter((o) => o === 'switched_off').length);
       }
-      // Without the fix 9-47 calls arrived after the 200 over three rounds (runs listed `completed`).
+      // Without SwitchOffGate, 9-47 calls arrive after the 200 over three rounds (runs listed `completed`).
       expect(callsAfter).toBe(0);
     });
   }

@@ -1,6 +1,6 @@
 /**
- * The check-in page behind the email link (decisions 14): one question at a time, answers saved
- * as given through the widget routes of the check-in (decisions 6), emergency guidance at once,
+ * The check-in page behind the email link (docs/decisions.md, "Pages for people"): one question at a time, answers saved
+ * as given through the widget routes of the check-in (docs/decisions.md, "Patient pathway"), emergency guidance at once,
  * the outcome at the end; English and Spanish.
  *
  * The link's token is the only credential. It is read from the address once, kept in this tab's

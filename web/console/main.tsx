@@ -1,5 +1,5 @@
 /**
- * The staff console (`{origin}/console/`, decisions 14): integration set-up, webhook deliveries and
+ * The staff console (`{origin}/console/`, docs/decisions.md, "Pages for people"): integration set-up, webhook deliveries and
  * clinical cases, on the public staff API only, with the signed-in user's ID token.
  *
  * Addresses: `/console/{view}/{item}?org={orgId}&env=sandbox|production`, one page for all of them

@@ -1,5 +1,5 @@
 /**
- * Conversation workflows as the console holds them: the records of decisions 10, and what two saves
+ * Conversation workflows as the console holds them: the records of docs/decisions.md, "Definitions, versions and runs", and what two saves
  * of one draft changed (a three-way comparison: the revision the builder loaded, the builder's
  * edits, the revision saved meanwhile) with the merge of both.
  */

@@ -1,4 +1,4 @@
-/** The two languages of the pages (decisions 14): Spanish for a browser that asks for it first, else English. */
+/** The two languages of the pages (docs/decisions.md, "Pages for people"): Spanish for a browser that asks for it first, else English. */
 export type Lang = 'en' | 'es';
 
 export function browserLang(): Lang {

@@ -1,5 +1,5 @@
 /**
- * The widget's side of the widget API (decisions 7): a session, then messages to the patient
+ * The widget's side of the widget API (docs/decisions.md, "Widget sessions and identity tokens"): a session, then messages to the patient
  * agent, and for a signed-in patient their cases and case threads. Every call goes through
  * `call` (../shared/http): Retry-After honoured on 409/429/503, writes retried only with their
  * Idempotency-Key. A session that ended (401 SESSION_REQUIRED) is opened again once and the call
@@ -62,7 +62,7 @@ export type SignInProblem = 'identity_refused' | null;
 export class WidgetClient {
   private session: Session | null = null;
   private opening: Promise<Session | null> | null = null;
-  /** A string identity token opens one session only (decisions 16); after that, sessions are anonymous. */
+  /** A string identity token opens one session only (docs/decisions.md, "Widget sessions and identity tokens"); after that, sessions are anonymous. */
   private tokenUsed = false;
   signInProblem: SignInProblem = null;
   /** Set when the environment cannot take the widget (unknown, or its organization has no BAA). */

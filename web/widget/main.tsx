@@ -1,5 +1,5 @@
 /**
- * `{origin}/widget.js`: the patient widget a caller's site includes (decisions 14).
+ * `{origin}/widget.js`: the patient widget a caller's site includes (docs/decisions.md, "Pages for people").
  *
  *   <script src="https://svc.example/widget.js" data-environment-id="…" async></script>
  * or
@@ -18,7 +18,7 @@ import css from './widget.css';
 
 export interface WidgetOptions {
   environmentId: string;
-  /** The signed-in patient's identity token (decisions 7), or a function that fetches a fresh one. */
+  /** The signed-in patient's identity token (docs/decisions.md, "Widget sessions and identity tokens"), or a function that fetches a fresh one. */
   identityToken?: IdentitySource;
   /** `en` or `es`; by default the browser's language. */
   language?: Lang;

@@ -4,7 +4,7 @@ import { PRIVATE_UMASK, loadConfig } from '@svc/platform';
 import { startStandalone } from './app';
 
 async function main(): Promise<void> {
-  // Before anything is written: whatever is created without a mode of its own is owner-only (decisions 16).
+  // Before anything is written: whatever is created without a mode of its own is owner-only (docs/decisions.md, "Deployment safety").
   process.umask(PRIVATE_UMASK);
   const config = loadConfig();
   const { baseUrl } = await startStandalone(config);

@@ -93,10 +93,10 @@ describe('callDestination: redirects and the 5 second cap', () => {
 });
 
 /**
- * Production: a Destination stored with a loopback address (before creation was checked, or one
- * whose name now resolves there) is refused at connect time, in every spelling (the shared
- * url-policy of @svc/security; the old check missed the hex form the URL parser writes for
- * [::ffff:127.0.0.1]).
+ * Production: a Destination stored with a loopback address (written without the creation check,
+ * or one whose name now resolves there) is refused at connect time, in every spelling (the shared
+ * url-policy of @svc/security), the hex form the URL parser writes for [::ffff:127.0.0.1]
+ * included.
  */
 describe('callDestination in production refuses non-public addresses at connect time', () => {
   let server: Server;

@@ -2,7 +2,7 @@ import { normalize } from './text';
 import { matchesForms, normalizedTextForms } from './semantic';
 
 /**
- * The service's emergency words (decisions 6 and 12): built-in terms by kind, English and Spanish,
+ * The service's emergency words (docs/decisions.md, "Text analysis and emergency words"): built-in terms by kind, English and Spanish,
  * one list for every place that looks for them (check-in answers, the patient agent, staff chat
  * requests), so the same words raise the same emergency everywhere.
  */

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from '
 import { dirname } from 'node:path';
 
 /**
- * The one clock of every time rule (architecture rule 6): nothing else in the service reads Date.now()
+ * The one clock of every time rule (the "one clock" rule): nothing else in the service reads Date.now()
  * for a time it emits or checks. The exception is WALL_CLOCK below (signature timestamps, rate limits).
  */
 export interface Clock {
@@ -43,7 +43,7 @@ export class SystemWallClock implements WallClock {
 }
 
 /**
- * The dev clock of decisions section 2: real time plus an offset that only moves forward.
+ * The dev clock of docs/decisions.md, "Dev tools and the dev clock": real time plus an offset that only moves forward.
  * The offset is kept in a file in the data dir so a restart keeps the time it had reached.
  */
 export class DevClock implements Clock {
@@ -94,7 +94,7 @@ export class DevClock implements Clock {
   advance(seconds: number): Date {
     this.offsetMs = this.offsetAfter(seconds);
     if (this.file) {
-      // Owner-only, like everything in the data dir (decisions 16).
+      // Owner-only, like everything in the data dir (docs/decisions.md, "Deployment safety").
       mkdirSync(dirname(this.file), { recursive: true, mode: 0o700 });
       const tmp = `${this.file}.tmp`;
       writeFileSync(tmp, JSON.stringify({ offsetMs: this.offsetMs }), { mode: 0o600 });

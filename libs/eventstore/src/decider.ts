@@ -35,7 +35,7 @@ export interface CommandHandlerOptions {
    * remembered revision, so if the stream moved on (another process or handler) the store refuses
    * it and the handler re-reads; and a refusal or an empty decision made on a remembered state is
    * decided again on the stream as read, so a stale state never answers for the stream. Only for
-   * deciders whose `evolve` never mutates the state it is given (architecture rule 1).
+   * deciders whose `evolve` never mutates the state it is given (the "deciders are pure" rule).
    */
   rememberStates?: number;
 }

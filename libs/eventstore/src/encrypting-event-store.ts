@@ -28,7 +28,7 @@ export function isEncryptedData(data: unknown): data is EncryptedData {
 }
 
 /**
- * Encryption at rest of event data (decisions section 12): a decorator over any EventStore that
+ * Encryption at rest of event data (docs/decisions.md, "Encryption at rest"): a decorator over any EventStore that
  * seals each event's `data` with AES-256-GCM under the key of its environment
  * (`keyFor(metadata.environmentId)`, or `keyFor('global')` when the event has none) and opens it
  * again on every read and subscription path. Metadata (ids, tenant, actor, time) stays in clear so

@@ -7,7 +7,7 @@ export interface EventStoreLogger {
 
 export const defaultEventStoreLogger: EventStoreLogger = {
   warn(message, meta) {
-    // Metadata only (architecture rule 7): no event data, no error messages (they may quote data).
+    // Metadata only (the "no PHI in logs" rule): no event data, no error messages (they may quote data).
     console.warn(JSON.stringify({ level: 'warn', msg: message, ...meta }));
   },
 };

@@ -3,7 +3,7 @@
  * passes the same conformance suite (libs/eventstore/test/conformance.ts).
  */
 
-/** Metadata carried by every event (architecture rule 3). */
+/** Metadata carried by every event (the "every event carries metadata" rule). */
 export interface EventMetadata {
   /** Unique id of this event (uuid). */
   eventId: string;

@@ -12,7 +12,7 @@ export interface WriterThreadOptions {
  * The event store's writer on a worker thread: its own connection to the file, running the same
  * group commit (`createBatchWriter`, from its source text) with synchronous=FULL. The calling
  * thread only hands a batch over and settles its appends when the COMMIT has returned, so the
- * INSERTs and the COMMIT's fsync no longer hold the event loop: requests keep being served while
+ * INSERTs and the COMMIT's fsync do not hold the event loop: requests keep being served while
  * a batch is written, and the appends they make wait for the next batch (which the wait makes
  * larger). One batch at a time, in order.
  *

@@ -10,7 +10,7 @@ import { uuidParamProblem } from './path-params';
 /**
  * Where the body parsers leave what was wrong with a body (malformed, empty or over-deep JSON, a
  * `__proto__` key, an unsupported media type) instead of failing the request: Fastify parses the
- * body before any Nest guard runs, and authentication (401/403) comes first (decisions 11).
+ * body before any Nest guard runs, and authentication (401/403) comes first (docs/decisions.md, "Errors and the HTTP edge").
  */
 const BODY_PROBLEM = Symbol('svc.bodyProblem');
 
@@ -43,7 +43,7 @@ export function bodyProblemOf(request: object | undefined): ApiError | undefined
  * a request without the header does (an operation that takes a body still answers 400 "empty
  * body"); and a body sent to an operation that takes none (acknowledge, activate, rotate, ...):
  * `{}` or no body passes, members are unknown fields and anything else is not an empty object,
- * both 400 VALIDATION_FAILED (decisions 11), as a DTO route answers them.
+ * both 400 VALIDATION_FAILED (docs/decisions.md, "Errors and the HTTP edge"), as a DTO route answers them.
  */
 export function bodyProblemFor(request: { body?: unknown }, takesBody: () => boolean): ApiError | undefined {
   const problem = bodyProblemOf(request);
@@ -80,7 +80,7 @@ export const ChecksOwnPathIds = (): MethodDecorator => SetMetadata(OWN_PATH_ID_C
  * and answers their refusal; if they all let the request in, it answers the body problem. A
  * request without a problem costs one property read (a global interceptor, which would run after
  * the guards, costs Nest's RxJS pipeline on every request). A guard it cannot resolve (not an
- * injectable of the app, or request-scoped) makes it answer the body problem at once, as before.
+ * injectable of the app, or request-scoped) makes it answer the body problem at once.
  */
 @Injectable()
 export class BodyProblemGuard implements CanActivate {

@@ -1,6 +1,6 @@
 import { ValidationError } from 'class-validator';
 
-/** Error codes of decisions section 11 (plus the widget's of section 12). */
+/** Error codes of the contract (docs/decisions.md, "Errors and the HTTP edge"), the widget's included. */
 export type ErrorCode =
   | 'VALIDATION_FAILED'
   | 'INVALID_API_CREDENTIAL'

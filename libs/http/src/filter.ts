@@ -20,7 +20,7 @@ export interface ErrorBody {
   code: string;
   message: string;
   details?: { path: string; message: string }[];
-  /** Extra members (decisions 11 allows them), e.g. `expectedSequence` of SEQUENCE_CONFLICT. */
+  /** Extra members (docs/decisions.md, "Errors and the HTTP edge": allowed), e.g. `expectedSequence` of SEQUENCE_CONFLICT. */
   [extra: string]: unknown;
 }
 
@@ -30,10 +30,10 @@ const bodyError = (message: string, detail: string): { status: number; body: Err
   body: { code: 'VALIDATION_FAILED', message, details: [{ path: '', message: detail }] },
 });
 
-/** Any thrown value → status and `{ code, message }` (decisions section 11). Never leaks internals. */
+/** Any thrown value → status and `{ code, message }` (docs/decisions.md, "Errors and the HTTP edge"). Never leaks internals. */
 export function toErrorResponse(err: unknown): { status: number; body: ErrorBody; headers?: Record<string, string> } {
   const r = errorResponse(err);
-  // Every VALIDATION_FAILED carries `details` (decisions 11; openapi ValidationFailed requires it).
+  // Every VALIDATION_FAILED carries `details` (docs/decisions.md, "Errors and the HTTP edge"; openapi ValidationFailed requires it).
   if (r.body.code === 'VALIDATION_FAILED' && !r.body.details?.length) r.body = { ...r.body, details: [{ path: '', message: r.body.message }] };
   return r;
 }
@@ -44,7 +44,7 @@ function errorResponse(err: unknown): { status: number; body: ErrorBody; headers
   }
   if (err instanceof DomainError) {
     const details = Array.isArray(err.details) ? (err.details as ErrorBody['details']) : undefined;
-    // Object details (e.g. SEQUENCE_CONFLICT's `expectedSequence`) are extra top-level members (decisions 11 allows them).
+    // Object details (e.g. SEQUENCE_CONFLICT's `expectedSequence`) are extra top-level members (docs/decisions.md, "Errors and the HTTP edge": allowed).
     const extra = !details && err.details !== null && typeof err.details === 'object' ? extraMembers(err.details as Record<string, unknown>) : {};
     return { status: err.status, body: { code: err.code, message: err.message, ...extra, ...(details ? { details } : {}) } };
   }
@@ -127,7 +127,7 @@ export class ErrorFilter implements ExceptionFilter {
   }
 }
 
-/** Answers an error in the form of decisions 11 (the ErrorFilter's answer; also the lean routes'). */
+/** Answers an error in the form of docs/decisions.md, "Errors and the HTTP edge" (the ErrorFilter's answer; also the lean routes'). */
 export function sendError(exception: unknown, reply: FastifyReply): void {
   const { status, body, headers } = toErrorResponse(exception);
   if (status >= 500) {

@@ -3,7 +3,7 @@ import pino, { Logger } from 'pino';
 let logger: Logger | undefined;
 
 /**
- * The PHI-safe logger (architecture rule 7): structured JSON, request metadata only. Never pass
+ * The PHI-safe logger (the "no PHI in logs" rule): structured JSON, request metadata only. Never pass
  * bodies, query strings, headers, or domain data to it; the redaction list is a second net.
  * `SVC_LOG_LEVEL` sets the level; `SVC_LOG_FILE` sends the log to a file (tests grep it).
  */

@@ -30,7 +30,7 @@ const UUID_SHAPE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 
 /**
  * 400 `VALIDATION_FAILED` naming each uuid path parameter of the request that is not a uuid
- * (decisions 12), or undefined. The edge asks it once the caller is authenticated (StaffGuard,
+ * (docs/decisions.md, "Path parameters"), or undefined. The edge asks it once the caller is authenticated (StaffGuard,
  * BodyProblemGuard for every other Nest route, `registerLeanRoute`), before anything is looked up.
  */
 export function uuidParamProblem(params: unknown): ApiError | undefined {

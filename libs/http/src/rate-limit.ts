@@ -155,7 +155,7 @@ export const ADDRESS_LIMITED_ROUTES = ['/api/widget/v1/', '/api/check-ins/'] as 
  * The Fastify `onRequest` hook of the per-address limit: for a route under ADDRESS_LIMITED_ROUTES,
  * the client's address (`req.ip`, which follows the app's trusted proxies) takes a token before
  * anything else of the request is done (its body is not even read); over the limit, the 429 in the
- * form of decisions 11. Other routes pass untouched (API-key and staff routes count per credential).
+ * form of docs/decisions.md, "Errors and the HTTP edge". Other routes pass untouched (API-key and staff routes count per credential).
  */
 export function addressRateLimitHook(limiter: RateLimiter) {
   return (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void): void => {

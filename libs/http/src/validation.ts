@@ -184,7 +184,7 @@ export class StrictValidationPipe extends ValidationPipe {
   }
 }
 
-/** Validation at the edge (architecture rule 10): unknown fields are refused, not stripped. */
+/** Validation at the edge (the "validation at the edge" rule): unknown fields are refused, not stripped. */
 export function createValidationPipe(): ValidationPipe {
   return new StrictValidationPipe({
     whitelist: true,
@@ -238,7 +238,7 @@ export function idempotencyKeyHeader(value: string | undefined): string | undefi
 
 /**
  * An optional member: validated when present, refused when `null` (the contract types it, and a
- * request that breaks the operation's contract is 400 VALIDATION_FAILED, decisions section 11).
+ * request that breaks the operation's contract is 400 VALIDATION_FAILED, docs/decisions.md, "Errors and the HTTP edge").
  * class-validator's own `@IsOptional()` would let `null` through as if the member were absent.
  */
 export const IfPresent = (): PropertyDecorator => ValidateIf((_o, v) => v !== undefined);

@@ -7,7 +7,7 @@ import { KEYRING, Keyring } from '@svc/security';
 import { ApiError } from './errors';
 import { OrganizationDoc, TenantDirectory, identityTokenVersion } from '@svc/access';
 
-/** A patient's (or anonymous visitor's) widget session (decisions section 7). */
+/** A patient's (or anonymous visitor's) widget session (docs/decisions.md, "Widget sessions and identity tokens"). */
 export interface WidgetSessionContext {
   sessionId: string;
   organizationId: string;
@@ -135,8 +135,8 @@ export const PATIENT_LINK_TIMEOUT_MS = 5000;
 
 /**
  * A session token carries the patient id it was linked to when it was issued (at most an hour's life), but
- * `patient.cancelled` ends the link at once (docs/decisions.md: "the widget no longer links the
- * patient"). A request that needs the link asks the patient-pathway again (`Patterns.findPatient`,
+ * `patient.cancelled` ends the link at once (docs/decisions.md, "Check-ins after a cancellation":
+ * "the widget does not link the patient"). A request that needs the link asks the patient-pathway again (`Patterns.findPatient`,
  * as the session's creation did; it reads the patient's stream, so it sees every cancellation
  * already answered 202) and keeps the link only when it still names the same, active patient. A
  * session that lost its link is treated like an anonymous visitor's: no patient id, no external id,

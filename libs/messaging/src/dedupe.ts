@@ -7,7 +7,7 @@ export function processedEventKey(consumer: string, eventId: string): string {
 }
 
 /**
- * Consumer-side dedupe by event id (architecture rule 4): remembers processed event ids in the
+ * Consumer-side dedupe by event id (the "at least once, deduped by consumers" rule): remembers processed event ids in the
  * read store (collection `processed-events`, key `${consumer}:${eventId}`, partition = consumer).
  * Best: put `markOp(...)` in the same `commit`/`write` as the consumer's own writes, so the
  * effect and the mark land together.

@@ -42,7 +42,7 @@ export class BusRecordBuilder<T = unknown> {
   }
 }
 
-/** Header names carrying event metadata (architecture rule 3). */
+/** Header names carrying event metadata (the "every event carries metadata" rule). */
 export const MetadataHeaders = {
   eventId: 'event-id',
   eventType: 'event-type',

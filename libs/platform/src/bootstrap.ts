@@ -154,7 +154,7 @@ function capConnections(server: Server, maxConnections: number): void {
   });
 }
 
-/** Listens on `HOST:PORT` (HOST defaults by the dev tools, decisions 16), open connections capped. */
+/** Listens on `HOST:PORT` (HOST defaults by the dev tools, docs/decisions.md, "Deployment safety"), open connections capped. */
 export async function listen(app: INestApplication, config: ServiceConfig): Promise<string> {
   capConnections(app.getHttpServer() as Server, config.maxConnections);
   await app.listen(config.port, config.host);
@@ -205,7 +205,7 @@ export async function runService(
   modules: (DynamicModule | (new (...args: never[]) => unknown))[],
   options: RunServiceOptions = {},
 ): Promise<void> {
-  // Before anything is written: whatever is created without a mode of its own is owner-only (decisions 16).
+  // Before anything is written: whatever is created without a mode of its own is owner-only (docs/decisions.md, "Deployment safety").
   process.umask(PRIVATE_UMASK);
   process.env.SVC_SERVICE_NAME ??= serviceName;
   const config = loadConfig(process.env, 'distributed');

@@ -5,10 +5,10 @@ import ipaddr from 'ipaddr.js';
 import { CorsPolicy, parseOrigins } from './cors';
 import { smtpTlsProblem } from './mailer';
 
-/** Every setting of decisions section 1, read once from the environment. */
+/** Every setting of README.md, "Running modes and settings", read once from the environment. */
 export interface ServiceConfig {
   port: number;
-  /** Listening address: `HOST`, else 127.0.0.1 while the dev tools are on, else 0.0.0.0 (decisions 16). */
+  /** Listening address: `HOST`, else 127.0.0.1 while the dev tools are on, else 0.0.0.0 (docs/decisions.md, "Deployment safety"). */
   host: string;
   /** Most connections the listener holds open at once (`SVC_MAX_CONNECTIONS`); more are dropped. */
   maxConnections: number;
@@ -186,7 +186,7 @@ function widgetBaseUrl(value: string | undefined, production: boolean): string |
   return null;
 }
 
-/** Production mode sends mail over TLS only (decisions 16). The message never repeats the URL (it may hold a password). */
+/** Production mode sends mail over TLS only (docs/decisions.md, "Deployment safety"). The message never repeats the URL (it may hold a password). */
 function smtpUrl(value: string, mail: ServiceConfig['mail'], production: boolean): string {
   const problem = production && mail === 'smtp' ? smtpTlsProblem(value) : null;
   if (problem) throw new Error(`SMTP_URL must use TLS in production mode: ${problem}`);
@@ -195,7 +195,7 @@ function smtpUrl(value: string, mail: ServiceConfig['mail'], production: boolean
 
 /**
  * `mode`: standalone (one process, all six apps) or distributed (one app per process). Dev tools
- * (decisions sections 1-2) are never on in production mode; otherwise they are on in standalone
+ * (README.md, "Running modes and settings") are never on in production mode; otherwise they are on in standalone
  * unless `SVC_DEV_TOOLS=0`, and off in distributed mode unless `SVC_DEV_TOOLS=1`.
  */
 export function loadConfig(raw: NodeJS.ProcessEnv = process.env, mode: 'standalone' | 'distributed' = 'standalone'): ServiceConfig {

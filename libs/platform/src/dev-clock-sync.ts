@@ -4,7 +4,7 @@ import type { ReadStore } from '@svc/read-store';
 import { readUpstreams } from './upstreams';
 
 /**
- * One dev clock for every app of distributed mode (decisions 1-2: with SVC_DEV_TOOLS=1, "one dev
+ * One dev clock for every app of distributed mode (README.md, "Running modes and settings": with SVC_DEV_TOOLS=1, "one dev
  * clock, outbox and issuer serve every app"); see docs/decisions.md, "Distributed topology".
  *
  * - The offset lives in the shared read store (one document). Each app reads it when it starts,

@@ -18,7 +18,7 @@ const SECURITY_HEADER_LINES = Object.entries(SECURITY_HEADERS)
   .map(([k, v]) => `${k}: ${v}\r\n`)
   .join('');
 
-/** The error answer of an error Node's HTTP parser raises (decisions 11's body). */
+/** The error answer of an error Node's HTTP parser raises (the error body, docs/decisions.md, "Errors and the HTTP edge"). */
 function clientErrorAnswer(err: NodeJS.ErrnoException): { status: number; body: string } {
   const [status, code, message] =
     err.code === 'HPE_HEADER_OVERFLOW'
@@ -127,7 +127,7 @@ function afterPendingAnswers(socket: TrackedSocket, then: () => void): void {
 
 /**
  * Errors Node's HTTP parser raises (bytes that are not HTTP, headers over 16 KiB, a request that
- * took too long): the error body of decisions 11, after the answers to the requests before it on
+ * took too long): the error body of docs/decisions.md, "Errors and the HTTP edge", after the answers to the requests before it on
  * the connection, then the connection is closed.
  *
  * - The request being read when the error came (a broken chunked body, a body cut short) gets
@@ -135,8 +135,8 @@ function afterPendingAnswers(socket: TrackedSocket, then: () => void): void {
  * - Bytes after a request that closed the connection (`Connection: close`, HTTP/1.0) are ignored
  *   (RFC 9112 section 9.6): that request is answered and the connection closed, nothing more.
  * - Otherwise (the bytes of a next request are not HTTP) the error is written once every earlier
- *   request is answered. Until the fix, it was written at once and the socket destroyed, so an
- *   earlier request's answer was lost although its write had been applied.
+ *   request is answered. Written at once with the socket destroyed, it would lose an earlier
+ *   request's answer although that request's write had been applied.
  */
 export function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   const s = socket as TrackedSocket;
@@ -182,7 +182,7 @@ function answerConnect(req: IncomingMessage, socket: Socket): void {
 
 /**
  * Errors Fastify answers itself before routing (a badly percent-encoded URL, a path parameter over
- * maxParamLength): the error body of decisions 11 instead of Fastify's own.
+ * maxParamLength): the error body of docs/decisions.md, "Errors and the HTTP edge" instead of Fastify's own.
  */
 export function answerFrameworkError(err: Error, req: { id?: string; method?: string }, reply: ErrorReply): void {
   const { status, body, headers } = toErrorResponse(err);

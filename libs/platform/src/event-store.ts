@@ -16,7 +16,7 @@ import {
 } from '@svc/eventstore';
 import { Keyring } from '@svc/security';
 
-/** Where the event store is (decisions 1): the variables the service and the audit CLI read alike. */
+/** Where the event store is (README.md, "Running modes and settings"): the variables the service and the audit CLI read alike. */
 export interface EventStoreSettings {
   eventStore: 'sqlite' | 'postgres' | 'esdb';
   dataDir: string;
@@ -78,7 +78,7 @@ export async function openRawEventStore(settings: EventStoreSettings, options: O
 }
 
 /**
- * The store as the services use it: encryption at rest (decisions 12) over the per-stream hash
+ * The store as the services use it: encryption at rest (docs/decisions.md, "Encryption at rest") over the per-stream hash
  * chain (docs/audit.md) over the adapter. The chain is beneath encryption, so it covers the sealed
  * bytes as stored and can be verified without the master key.
  */

@@ -88,7 +88,7 @@ export function smtpCertificateUnchecked(url: string): boolean {
 /** Distributed mail over SMTP (`SMTP_URL`). */
 export class SmtpMailer implements Mailer {
   private readonly transport: Transporter;
-  /** `requireTls` (production mode, decisions 16): a URL that would send in plain text is refused here too. */
+  /** `requireTls` (production mode, docs/decisions.md, "Deployment safety"): a URL that would send in plain text is refused here too. */
   constructor(
     url: string,
     private readonly from: string,

@@ -3,7 +3,7 @@ import type { FastifyReply } from 'fastify';
 import { Readiness } from './readiness';
 
 /**
- * Liveness and readiness (decisions 13), under the base URL, without credentials, in every app
+ * Liveness and readiness (docs/decisions.md, "Start-up and health"), under the base URL, without credentials, in every app
  * (standalone, and each process of distributed mode, for its orchestrator's probes). They pass the
  * same HTTP edge as every route (security headers, body rules, request log).
  */

@@ -2,7 +2,7 @@ import { chmodSync, closeSync, lstatSync, mkdirSync, openSync, readdirSync } fro
 import { join } from 'node:path';
 
 /**
- * Owner-only modes for everything the service keeps in its data dir (decisions 16): the event
+ * Owner-only modes for everything the service keeps in its data dir (docs/decisions.md, "Deployment safety"): the event
  * store and read models (PHI, encrypted or not), the outbox (live check-in links), the dev
  * issuer's private key, the standalone master key.
  */

@@ -276,7 +276,7 @@ export const STABLE_SCRIPT_CACHE = 'public, no-cache';
 const FILE_NAME = /^[A-Za-z0-9_-]+\.(js|css)$/;
 
 /**
- * The routes of the pages outside the API prefix (decisions 14: `{origin}/widget.js`):
+ * The routes of the pages outside the API prefix (docs/decisions.md, "Pages for people": `{origin}/widget.js`):
  * `GET /widget.js`, `GET /assets/{file}` and, with the dev tools, `GET /widget-demo`. The pages
  * are read on first use, so a service started before `npm run build` answers 503 until built.
  */

@@ -39,7 +39,7 @@ describe('SmtpMailer against a stalled server', () => {
 });
 
 /**
- * Decisions 16: in production mode mail goes over TLS. The rule (`smtpTlsProblem`) is what start-up
+ * docs/decisions.md, "Deployment safety": in production mode mail goes over TLS. The rule (`smtpTlsProblem`) is what start-up
  * checks; the mailer applies it too, and these tests hold it to a real SMTP server (smtp-server,
  * with and without STARTTLS): a message is never handed over in plain text.
  */
@@ -107,7 +107,7 @@ describe('SmtpMailer and TLS', () => {
   });
 });
 
-/** Decisions 16: the outbox holds live check-in links: its folder is 0700 and its files 0600, whatever the umask. */
+/** docs/decisions.md, "Deployment safety": the outbox holds live check-in links: its folder is 0700 and its files 0600, whatever the umask. */
 describe('OutboxMailer file modes', () => {
   let dir: string;
   let umask: number;

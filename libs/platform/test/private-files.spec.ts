@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensurePrivateFile, tightenDataDir } from '../src/private-files';
 
-/** Decisions 16: what the service keeps in its data dir is owner-only; what it does not own is left alone. */
+/** docs/decisions.md, "Deployment safety": what the service keeps in its data dir is owner-only; what it does not own is left alone. */
 describe('tightenDataDir', () => {
   let root: string;
   const mode = (p: string) => lstatSync(p).mode & 0o7777;

@@ -5,7 +5,7 @@ import { canonicalJson } from '@svc/decider';
 export { canonicalJson };
 
 /**
- * The idempotency fingerprint of a validated request body (architecture rule 2): SHA-256 hex of
+ * The idempotency fingerprint of a validated request body (the "idempotency lives in the streams" rule): SHA-256 hex of
  * its canonical JSON, so key order and omitted optional members do not change it.
  */
 export function bodyHash(body: unknown): string {

@@ -41,7 +41,7 @@ export function decryptString(key: Buffer, envelope: string): string {
   return Buffer.concat([decipher.update(Buffer.from(ct, 'base64url')), decipher.final()]).toString('utf8');
 }
 
-/** Lowercase hex HMAC-SHA256. Secrets are used as their UTF-8 string, whole (decisions 12). */
+/** Lowercase hex HMAC-SHA256. Secrets are used as their UTF-8 string, whole (docs/webhooks.md). */
 export function hmacHex(secret: string | Buffer, payload: string | Buffer): string {
   return createHmac('sha256', secret).update(payload).digest('hex');
 }
@@ -50,7 +50,7 @@ export function sha256Hex(value: string | Buffer): string {
   return oneShotHash ? oneShotHash('sha256', value, 'hex') : createHash('sha256').update(value).digest('hex');
 }
 
-/** Constant-time string comparison (architecture rule 9). */
+/** Constant-time string comparison (the "secrets compare in constant time" rule). */
 export function safeEqual(a: string, b: string): boolean {
   const ab = Buffer.from(a, 'utf8');
   const bb = Buffer.from(b, 'utf8');
@@ -108,7 +108,7 @@ export class Keyring {
     return decryptString(this.encryptionKey(environmentId), envelope);
   }
 
-  /** Keyed hash of an external ID, HMAC-SHA256 with the environment's key (decisions 4). */
+  /** Keyed hash of an external ID, HMAC-SHA256 with the environment's key (docs/decisions.md, "Patient pathway"). */
   keyedHash(environmentId: string, value: string): string {
     return hmacHex(this.hashKey(environmentId), value);
   }

@@ -18,7 +18,7 @@ export interface StaffPrincipal {
 export class InvalidStaffTokenError extends Error {}
 
 /**
- * The dev identity provider of decisions section 2: an RS256 key pair kept in the data dir,
+ * The dev identity provider of docs/decisions.md, "Dev tools and the dev clock": an RS256 key pair kept in the data dir,
  * so tokens minted before a restart still verify after it.
  */
 export class DevIdentityProvider {
@@ -32,7 +32,7 @@ export class DevIdentityProvider {
     if (!existsSync(file)) {
       const { privateKey } = await generateKeyPair('RS256', { extractable: true });
       const created: JWK = { ...(await exportJWK(privateKey)), kid: `dev-${Date.now().toString(36)}` };
-      // The private key: owner-only, like everything in the data dir (decisions 16). Written whole
+      // The private key: owner-only, like everything in the data dir (docs/decisions.md, "Deployment safety"). Written whole
       // under a name of this process, then linked under its own: apps of distributed mode that
       // share the data dir and start together all end up with the first key linked.
       mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
@@ -78,7 +78,7 @@ export function remoteIssuer(issuer: string, jwksUrl: string, audience: string):
 
 /**
  * Verifies staff ID tokens against the configured issuers; time comes from the service clock.
- * Besides signature, issuer, audience and expiry (decisions 16, in every mode):
+ * Besides signature, issuer, audience and expiry (docs/decisions.md, "Deployment safety", in every mode):
  * - a token for several audiences must name this service as its authorized party (`azp` equal to
  *   the configured audience, OIDC Core 3.1.3.7): otherwise it was issued to another client, which
  *   could replay it here; an `azp` naming another party is refused whatever the audiences;
@@ -106,7 +106,7 @@ export class StaffTokenVerifier {
           audience: issuer.audience,
           currentDate: this.now(),
           algorithms: ['RS256', 'ES256', 'PS256'],
-          // An ID token always expires (decisions 2: exp, 1 hour); one without exp never would.
+          // An ID token always expires (docs/decisions.md, "Dev tools and the dev clock": exp, 1 hour); one without exp never would.
           requiredClaims: ['exp', 'iat', 'sub'],
         });
         payload = result.payload;

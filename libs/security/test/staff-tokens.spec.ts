@@ -71,7 +71,7 @@ describe('StaffTokenVerifier: subject', () => {
 });
 
 /**
- * Decisions 16: a token for several audiences names this service as its authorized party (`azp`,
+ * docs/decisions.md, "Deployment safety": a token for several audiences names this service as its authorized party (`azp`,
  * OIDC Core 3.1.3.7), and no staff token lives longer than 24 hours (`exp - iat`). Applied in every
  * mode: the dev issuer mints one-audience, one-hour tokens.
  */

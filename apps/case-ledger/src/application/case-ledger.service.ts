@@ -143,7 +143,7 @@ export class CaseLedgerService {
         type: 'OpenCase',
         caseId,
         requestId: cmd.requestId,
-        // Idempotency fingerprint of the whole command (rule 2): the same requestId with another body is 409.
+        // Idempotency fingerprint of the whole command (the "idempotency lives in the streams" rule): the same requestId with another body is 409.
         bodyHash: bodyHash({ ...cmd, internalNote: cmd.internalNote ?? null }),
         organizationId: cmd.organizationId,
         environmentId: cmd.environmentId,
@@ -180,7 +180,7 @@ export class CaseLedgerService {
 
   /** A clinical request from the team chat channel (source staff_chat). */
   /**
-   * A staff clinical request (decisions 3). The patient must exist in the environment (enrolled
+   * A staff clinical request (docs/decisions.md, "Staff cases need a known patient"). The patient must exist in the environment (enrolled
    * now or earlier, cancelled included): asked of the patient-pathway before anything is written.
    * Unknown there (or another environment's): 404. The pathway not answering (bus error, timeout,
    * no handler): 503 with retry-after, nothing written. Cases opened over the bus by other
@@ -235,9 +235,9 @@ export class CaseLedgerService {
   async progress(tenant: Tenant, caseId: string): Promise<ProgressView> {
     // In-memory progress views (decrypted), each tagged with the read store's generation of the
     // case document read before the document: used only while that generation is unchanged.
-    // The case projection's commit bumps it before any update is answered (rule 5), so a view is
+    // The case projection's commit bumps it before any update is answered (the "read-your-writes" rule), so a view is
     // never older than the last answered write. Only with a read store that can tell (SQLite);
-    // keyed by environment and case (rule 8); refusals (404) are not cached.
+    // keyed by environment and case (the "tenancy in every key" rule); refusals (404) are not cached.
     const store = this.readStore.documentGeneration ? this.readStore : null;
     const gen = store ? store.documentGeneration!(CASES, caseId) : 0;
     const key = `${tenant.environmentId}:${caseId}`;
@@ -270,7 +270,7 @@ export class CaseLedgerService {
         this.progressViews.set(key, hit);
       }
     }
-    // The clock is read on every request (rule 6): overdue is never cached.
+    // The clock is read on every request (the "one clock" rule): overdue is never cached.
     return { ...hit.view, confirmationOverdue: !hit.processed && this.clock.now().getTime() > hit.dueAtMs };
   }
 

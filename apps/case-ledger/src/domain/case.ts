@@ -140,9 +140,9 @@ export interface CaseState {
   status: CaseStatus;
   sequence: number;
   /**
-   * Every update and provider message the case took, by caller id (idempotency, rule 2). Persistent
+   * Every update and provider message the case took, by caller id (the "idempotency lives in the streams" rule). Persistent
    * maps (structural sharing): `evolve` adds one entry in O(log n) without copying the others, so
-   * a case's n-th update no longer costs a copy of the n-1 before it (nor a replay O(n^2)).
+   * a case's n-th update costs no copy of the n-1 before it (nor a replay O(n^2)).
    */
   updates: PersistentMap<string, { bodyHash: string; result: UpdateResult }>;
   messages: PersistentMap<string, { bodyHash: string; createdAt: string; notified?: boolean }>;
@@ -251,7 +251,7 @@ export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
 
       case 'UpdateCase': {
         if (!state.caseId || state.environmentId !== command.environmentId) throw notFound();
-        // Order of checks (decisions 5): idempotency, resolved, sequence, transition.
+        // Order of checks (docs/decisions.md, "Cases"): idempotency, resolved, sequence, transition.
         const seen = state.updates.get(command.updateId);
         if (seen) {
           if (seen.bodyHash === command.bodyHash) return [];

@@ -284,7 +284,7 @@ export class ConversationService {
   }
 
   /**
-   * The patient's reply in their case thread, from the widget (decisions 7). `idempotencyKey` (the optional `Idempotency-Key`
+   * The patient's reply in their case thread, from the widget (docs/decisions.md, "Idempotency keys of widget messages"). `idempotencyKey` (the optional `Idempotency-Key`
    * header, a uuid) makes a retry recognisable: the same key with the same message is the first
    * reply again (`duplicate: true`), with another message 409 `IDEMPOTENCY_KEY_REUSED`. The
    * thread's requestId is derived from the patient and the key, so a patient's keys can never

@@ -17,7 +17,7 @@ export interface ThreadDoc {
   startedAt: string;
 }
 
-/** Message record of decisions 8, with the body (and attachment names) keyring-encrypted. */
+/** Message record of docs/decisions.md, "Threads and messages", with the body (and attachment names) keyring-encrypted. */
 export interface MessageDoc {
   id: string;
   conversationId: string;

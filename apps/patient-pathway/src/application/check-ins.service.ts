@@ -58,7 +58,7 @@ export class CheckInsService {
 
   /**
    * `${WIDGET_BASE_URL}` or, by default, the service's own base URL (`http://localhost:<port>/api`,
-   * decisions 12), where `GET /check-ins/{checkInId}?token=` answers the link.
+   * docs/decisions.md, "Check-in links"), where `GET /check-ins/{checkInId}?token=` answers the link.
    */
   widgetBaseUrl(): string {
     if (this.config.widgetBaseUrl) return this.config.widgetBaseUrl.replace(/\/$/, '');

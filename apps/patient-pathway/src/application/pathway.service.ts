@@ -73,7 +73,7 @@ export class PathwayService {
     return r.holder.patientId;
   }
 
-  /** POST /client/patient-events (decisions 4). */
+  /** POST /client/patient-events (docs/decisions.md, "Patient pathway"). */
   async acceptLifecycleEvent(input: LifecycleInput, tenancy: Tenancy, actor: string): Promise<{ accepted: true; duplicate: boolean; patientId: string }> {
     const inputHash = bodyHash(input);
     const ctx = { actor, ...tenancy };

@@ -98,7 +98,7 @@ export interface CheckInState {
 const invalid = (path: string, message: string) => new DomainError(400, 'VALIDATION_FAILED', 'The request is not valid', [{ path, message }]);
 export const tokenRefused = () => new DomainError(401, 'INVALID_CHECK_IN_TOKEN', 'The check-in link is not valid or was already used');
 
-/** Answer values of decisions 12: scale an integer in min..max, yes_no a boolean, text 1-2000 characters. */
+/** Answer values of docs/decisions.md, "Patient pathway": scale an integer in min..max, yes_no a boolean, text 1-2000 characters. */
 export function checkAnswer(q: Question, value: unknown): AnswerValue {
   switch (q.type) {
     case 'scale': {
@@ -139,7 +139,7 @@ export function nextQuestion(state: Pick<CheckInState, 'questions' | 'answers'>)
 /**
  * How long after a check-in closed a retry of the request that closed it is still answered again
  * (service clock). A widget retries within seconds; a link used much later (a forwarded email, a
- * stolen one) gets 401 as before, and cannot probe which answer stopped the check-in.
+ * stolen one) gets 401 like any use of a closed check-in, and cannot probe which answer stopped it.
  */
 export const CHECK_IN_RETRY_WINDOW_MS = 10 * 60_000;
 

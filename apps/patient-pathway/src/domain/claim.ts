@@ -1,7 +1,7 @@
 import { Decider } from '@svc/decider';
 
 /**
- * First-writer-wins claim streams (architecture rule 2): a lifecycle eventId (with its body hash),
+ * First-writer-wins claim streams (the "idempotency lives in the streams" rule): a lifecycle eventId (with its body hash),
  * a patient identity (environment + keyed hash of the external ID → patientId) and a programKey
  * (→ protocolId). The first Claim appends; a later one decides nothing, and the caller reads the
  * holder from the state. Appended through the CommandHandler like every other write, so the

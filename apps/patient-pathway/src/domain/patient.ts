@@ -14,7 +14,7 @@ export type LifecycleType = 'patient.created' | 'patient.updated' | 'patient.can
 
 /**
  * On an update or cancel, a `programKey`/`protocolId` the event names must name an active protocol
- * (decisions 4: 404 `PROTOCOL_NOT_FOUND`), though the patient is not moved to it. Absent: nothing to check.
+ * (docs/decisions.md, "Patient pathway": 404 `PROTOCOL_NOT_FOUND`), though the patient is not moved to it. Absent: nothing to check.
  */
 function refuseUnknownProtocol(protocol: ProtocolResolution | undefined): void {
   if (protocol && !protocol.ok) throw new DomainError(protocol.status, protocol.code, protocol.message);
@@ -186,7 +186,7 @@ export const patientDecider: Decider<PatientCommand, PatientEvent, PatientState>
               event.cadenceDays = command.checkInCadenceDays;
               // The pending check-in was set one old cadence after the last send (or the enrolment):
               // it moves to one new cadence after that, at the earliest now. Going from 30 days to 1
-              // no longer waits out the 30.
+              // does not wait out the 30.
               if (state.scheduled && command.checkInCadenceDays !== state.cadenceDays) {
                 const basis = Date.parse(state.scheduled.dueAt) - state.cadenceDays * DAY_MS;
                 const dueAt = new Date(Math.max(now.getTime(), basis + command.checkInCadenceDays * DAY_MS)).toISOString();

@@ -43,7 +43,7 @@ export interface ProtocolState {
 export const QUESTION_KEY = /^[a-z][a-z0-9_]{0,39}$/;
 export const PROGRAM_KEY = /^[a-z0-9][a-z0-9-]{0,62}[a-z0-9]$/;
 
-/** Scale bounds with the defaults of decisions 12 (0..10). */
+/** Scale bounds with the defaults of docs/decisions.md, "Patient pathway" (0..10). */
 export function scaleBounds(q: Question): { min: number; max: number } {
   return { min: q.min ?? 0, max: q.max ?? 10 };
 }

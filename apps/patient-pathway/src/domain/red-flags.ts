@@ -1,7 +1,7 @@
 import { EMERGENCY_KINDS, containsPhrase, emergencyKinds, matchesForms, normalize, textForms } from '@svc/clinical';
 
 /**
- * The red-flag evaluator (decisions 6): pure, no I/O. Given a protocol's red flags, the answers
+ * The red-flag evaluator (docs/decisions.md, "Patient pathway"): pure, no I/O. Given a protocol's red flags, the answers
  * by question key and the free texts (text answers and completion notes), it returns every rule
  * that matched, with its exact matched-rule string and tier.
  */

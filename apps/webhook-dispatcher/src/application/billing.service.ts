@@ -11,7 +11,7 @@ import { AccountDoc, Collections, DISPATCHER_PROJECTION, UsageDoc } from '../rea
 
 const SYSTEM = 'system:webhook-dispatcher';
 
-/** Plan, credits, usage thresholds and subscription state (decisions 9). */
+/** Plan, credits, usage thresholds and subscription state (docs/decisions.md, "Billing"). */
 @Injectable()
 export class BillingService {
   private readonly accounts: CommandHandler<AccountCommand, AccountEvent, AccountState>;

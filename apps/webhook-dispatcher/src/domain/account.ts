@@ -33,7 +33,7 @@ export interface AccountState {
   status: SubscriptionStatus;
   /**
    * eventId -> body hash and the subscription status right after that event (idempotency of
-   * billing events, decisions 3: a retry answers with the original result). A Map: eventIds are
+   * billing events, docs/decisions.md, "Billing": a retry answers with the original result). A Map: eventIds are
    * the payment provider's strings, and a plain object would answer `constructor`, `toString` or
    * `__proto__` from its prototype.
    */

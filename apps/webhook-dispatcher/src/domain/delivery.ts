@@ -14,7 +14,7 @@ export interface Attempt {
   error: string | null;
 }
 
-/** Pauses after attempt n (1-based) before attempt n+1 (decisions 9): 8 attempts in all. */
+/** Pauses after attempt n (1-based) before attempt n+1 (docs/decisions.md, "Endpoints, deliveries and retries"): 8 attempts in all. */
 export const RETRY_DELAYS_MS = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
 export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1;
 /** Up to +20% on each pause. */
@@ -127,7 +127,7 @@ export interface DeliveryState {
 
 const after = (at: string, ms: number) => new Date(Date.parse(at) + ms).toISOString();
 
-/** The retry policy of decisions 9: 2xx delivered; 410 stops; anything else retries on the schedule. */
+/** The retry policy of docs/decisions.md, "Endpoints, deliveries and retries": 2xx delivered; 410 stops; anything else retries on the schedule. */
 export function outcomeOf(statusCode: number | null): 'delivered' | 'gone' | 'retry' {
   if (statusCode !== null && statusCode >= 200 && statusCode < 300) return 'delivered';
   if (statusCode === 410) return 'gone';
@@ -211,7 +211,7 @@ export const deliveryDecider: Decider<DeliveryCommand, DeliveryEvent, DeliverySt
         else {
           status = 'pending';
           const jitter = Math.min(Math.max(command.jitter, 0), 1) * MAX_JITTER;
-          // Decisions 9's schedule only: a receiver's Retry-After does not move it (429 retries on it like 5xx).
+          // The schedule of docs/decisions.md, "Endpoints, deliveries and retries" only: a receiver's Retry-After does not move it (429 retries on it like 5xx).
           nextAttemptAt = after(command.attempt.at, Math.round(RETRY_DELAYS_MS[n - 1] * (1 + jitter)));
         }
         const events: DeliveryEvent[] = [{ type: 'WebhookAttemptRecorded', deliveryId: state.deliveryId, leaseId: command.leaseId, attempt: command.attempt, status, nextAttemptAt }];

@@ -128,7 +128,7 @@ export const usageDecider: Decider<UsageCommand, UsageEvent, UsageState> = {
 };
 
 /**
- * Spec and decisions 9: "sent once each ... as use reaches 80%, 95% and 100% of the month's credits".
+ * The spec (docs/decisions.md, "Billing"): "sent once each ... as use reaches 80%, 95% and 100% of the month's credits".
  * Each threshold is reported at most once per period, the first time the period's usage is at or
  * above it under the plan in force: on the credit that reaches it, or on a plan change that puts
  * usage past it (a smaller plan can cross several at once). A larger plan later in the period

@@ -344,7 +344,7 @@ export class RunnerService {
     }
     // A health question goes to the care team before anything else, even the answer a waiting run
     // expects: no workflow (and so no order lookup) ever gets it (spec order_lookup.requested,
-    // decisions section 7). The waiting run stays as it is.
+    // docs/decisions.md, "Widget conversation"). The waiting run stays as it is.
     const health = healthQuestion(message);
     if (health.matched) {
       const { session: current, revoked } = await link();

@@ -20,7 +20,7 @@ export interface Scope {
   environmentId: string;
 }
 
-/** The workflow record of decisions 10. */
+/** The workflow record of docs/decisions.md, "Definitions, versions and runs". */
 export function workflowView(s: WorkflowState) {
   const draft = s.versions.find((v) => v.state === 'draft');
   const category = (s.versions.find((v) => v.id === s.liveVersionId) ?? draft ?? s.versions[s.versions.length - 1])?.definition.category;

@@ -1,5 +1,5 @@
 /**
- * The patient agent's pure decisions (decisions 7): emergency terms, health questions and
+ * The patient agent's pure decisions (docs/decisions.md, "Widget sessions and identity tokens"): emergency terms, health questions and
  * trigger-phrase matching, English and Spanish, accent-insensitive.
  */
 import { containsPhrase, normalize } from '@svc/clinical';
@@ -18,7 +18,7 @@ const HEALTH_TERMS = [
 /** Words that make a health question urgent rather than routine. */
 const URGENT_TERMS = ['severe', 'worse', 'worsening', 'getting worse', 'high fever', 'a lot of pain', 'grave', 'peor', 'empeora', 'fiebre alta', 'mucho dolor', 'intenso'];
 
-/** Urgency words of a health question, as before: a multi-word term also inside longer words ("high fevers"). */
+/** Urgency words of a health question: a multi-word term also inside longer words ("high fevers"). */
 const mentions = (text: string, phrase: string) => {
   const p = normalize(phrase);
   if (!p) return false;
@@ -42,7 +42,7 @@ export function healthQuestion(message: string): { matched: boolean; priority: '
 /**
  * A workflow matches when a trigger phrase is in the message and no exclude phrase is, as whole
  * words (or, in a script written without spaces, anywhere): "where is my order" is not in
- * "somewhere is my orderly", which used to trigger a signed order lookup.
+ * "somewhere is my orderly", which would otherwise trigger a signed order lookup.
  */
 export function triggerMatches(def: Definition, message: string): boolean {
   const t = normalize(message);

@@ -1,4 +1,4 @@
-/** Destinations (decisions 3): a caller's system a workflow may call. Header values are secrets. */
+/** Destinations (docs/decisions.md, "Destinations and calls"): a caller's system a workflow may call. Header values are secrets. */
 import { Decider, DomainError } from '@svc/decider';
 
 export interface DestinationState {

@@ -14,7 +14,7 @@ export interface RunHeader {
 }
 
 export type RunEvent =
-  /** A credit (decisions 9): relayed on Topics.workflowEvents as is. */
+  /** A credit (docs/decisions.md, "Billing"): relayed on Topics.workflowEvents as is. */
   | ({ type: typeof IntegrationEventTypes.workflowRunStarted } & RunHeader)
   /** Test runs use no credit. */
   | ({ type: 'TestRunStarted' } & RunHeader)

@@ -1,5 +1,5 @@
 /**
- * The workflow aggregate (decisions 10): a workflow and its versions. Every event carries an
+ * The workflow aggregate (docs/decisions.md, "Definitions, versions and runs"): a workflow and its versions. Every event carries an
  * explicit `audit` record (who, what, when) besides the metadata actor.
  */
 import { Decider, DomainError } from '@svc/decider';

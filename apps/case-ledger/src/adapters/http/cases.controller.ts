@@ -81,7 +81,7 @@ export class ClinicalCasesController {
   }
 }
 
-/** Staff views of decisions 3 (staff ID token; a member of the organization). */
+/** Staff views of docs/decisions.md, "Cases" (staff ID token; a member of the organization). */
 @Controller('organizations/:orgId/environments/:envId/clinical-cases')
 @UseGuards(StaffGuard)
 export class StaffClinicalCasesController {

@@ -23,7 +23,7 @@ export class ProviderMessageDto {
   @IsString() @Length(1, 200) externalReference!: string;
 }
 
-/** Staff chat request (decisions 3). */
+/** Staff chat request (docs/decisions.md, "Staff chat"). */
 export class StaffCaseDto {
   @LowercaseUuid() @IsUUID() patientId!: string;
   @IsString() @Length(1, 4000) request!: string;

@@ -3,7 +3,7 @@ import { ArrayMaxSize, IsArray, IsIn, IsObject, IsString, IsUUID, Length, MaxLen
 import type { DeliveryStatus } from '../../domain/conversation';
 import { AttachmentDto, IfPresent, LowercaseUuid } from '@svc/http';
 
-/** Attachment item (decisions 8): the shared class of @svc/http (fileName and contentType at least one character). */
+/** Attachment item (docs/decisions.md, "Attachment items are one class"): the shared class of @svc/http (fileName and contentType at least one character). */
 export { AttachmentDto };
 
 /** Most attachments per message (no spec limit; ours, see docs/decisions.md). */
@@ -24,7 +24,7 @@ export class DeliveryReportDto {
   @IfPresent() @IsString() @MaxLength(80) errorCode?: string;
 }
 
-/** The patient's reply from the widget (decisions 7). */
+/** The patient's reply from the widget (docs/decisions.md, "Widget sessions and identity tokens"). */
 export class WidgetReplyDto {
   @IsString() @Length(1, 10000) message!: string;
 }

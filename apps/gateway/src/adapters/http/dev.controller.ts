@@ -5,7 +5,7 @@ import { DEV_CLOCK_SYNC, DEV_IDP, DevClockSync, MAILER, Mailer } from '@svc/plat
 import { DevIdentityProvider } from '@svc/security';
 import { AdvanceClockDto, StaffTokenDto } from './dto';
 
-/** Dev tools of decisions section 2; only registered when dev tools are on (never in production mode). */
+/** Dev tools of docs/decisions.md, "Dev tools and the dev clock"; only registered when dev tools are on (never in production mode). */
 @Controller('dev')
 export class DevController {
   constructor(

@@ -6,7 +6,7 @@ import { AddMemberDto, CreateApiKeyDto, CreateOrganizationDto, RotateSecretDto, 
 
 const actor = (s: StaffContext) => ({ sub: s.principal.sub, email: s.principal.email });
 
-/** Staff API of decisions section 3: organizations, members, BAA. */
+/** Staff API of docs/decisions.md, "Staff access": organizations, members, BAA. */
 @Controller('organizations')
 @UseGuards(StaffGuard)
 export class OrganizationsController {
@@ -53,7 +53,7 @@ export class OrganizationsController {
   }
 }
 
-/** Staff API of decisions section 3: API keys and environment secrets. */
+/** Staff API of docs/decisions.md, "Staff access": API keys and environment secrets. */
 @Controller('organizations/:orgId/environments/:envId')
 @UseGuards(StaffGuard)
 @IntegrationSetup()

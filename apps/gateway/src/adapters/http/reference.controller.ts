@@ -5,7 +5,7 @@ import type { FastifyReply } from 'fastify';
 import { ApiError, getLogger } from '@svc/http';
 
 /**
- * The HTTP contract and its human-readable reference page (decisions 13), served by the public
+ * The HTTP contract and its human-readable reference page (docs/decisions.md, "Operations (health, settings, rate limits, deployment)"), served by the public
  * address without credentials:
  * - `GET /openapi.json`: contracts/openapi.yaml as JSON. The build converts it into
  *   `dist/contracts/openapi.json` (scripts/build.js), so the running service parses no YAML; run

@@ -53,7 +53,7 @@ class NotBoth implements ValidatorConstraintInterface {
 
 const TYPES = ['patient.created', 'patient.updated', 'patient.cancelled'] as const;
 
-/** Patient lifecycle event (service-spec "Patient lifecycle event"). */
+/** Patient lifecycle event (contracts/openapi.yaml, `PatientLifecycleEvent`). */
 export class PatientEventDto {
   @LowercaseUuid() @IsUUID() eventId!: string;
   @IsIn(TYPES) type!: (typeof TYPES)[number];
@@ -98,7 +98,7 @@ export class RedFlagsDto {
   @IfPresent() @IsBoolean() emergencyTerms?: boolean;
 }
 
-/** Protocol body (decisions 6). */
+/** Protocol body (docs/decisions.md, "Patient pathway"). */
 export class CreateProtocolDto {
   @IsString() @Matches(PROGRAM_KEY) programKey!: string;
   @IsString() @Length(1, 120) name!: string;
@@ -110,7 +110,7 @@ export class CreateProtocolDto {
 export class CheckInAnswerDto {
   @IsString() @Length(1, 200) token!: string;
   @IsString() @Matches(QUESTION_KEY) questionKey!: string;
-  /** Checked against the question's type (decisions 12) by the check-in decider. */
+  /** Checked against the question's type (docs/decisions.md, "Patient pathway") by the check-in decider. */
   @IsDefined() value!: unknown;
 }
 

@@ -3,7 +3,7 @@ import { ApiKeyGuard, ApiTenant, Tenant } from '@svc/http';
 import { PathwayService } from '../../application/pathway.service';
 import { PatientEventDto } from './dto';
 
-/** Patient lifecycle (service-spec "Patient lifecycle"; decisions 4). Both paths behave the same. */
+/** Patient lifecycle (contracts/openapi.yaml, `PatientLifecycleEvent`; docs/decisions.md, "Patient pathway"). Both paths behave the same. */
 @Controller('client')
 @UseGuards(ApiKeyGuard)
 export class PatientEventsController {

@@ -6,7 +6,7 @@ import { CheckInsService } from '../../application/check-ins.service';
 import { CheckInAnswerDto, CheckInCompleteDto } from './dto';
 
 /**
- * Patient side of a check-in (decisions 6). The link's token is the credential: unknown check-in
+ * Patient side of a check-in (docs/decisions.md, "Patient pathway"). The link's token is the credential: unknown check-in
  * 404 NOT_FOUND; a wrong or already used token 401 INVALID_CHECK_IN_TOKEN.
  */
 @Controller()
@@ -20,8 +20,8 @@ export class WidgetCheckInsController {
 
   /**
    * The email's link itself, `${WIDGET_BASE_URL}/check-ins/{id}?token=` with `WIDGET_BASE_URL`
-   * defaulting to the service's own base URL (decisions 12). A browser (its Accept prefers
-   * text/html) gets the check-in page (decisions 14), which then works through the widget routes
+   * defaulting to the service's own base URL (docs/decisions.md, "Check-in links"). A browser (its Accept prefers
+   * text/html) gets the check-in page (docs/decisions.md, "Pages for people"), which then works through the widget routes
    * below; an API client keeps the JSON answer of `GET /widget/v1/check-ins/{id}`. A link that
    * does not open (wrong, used, unknown) gets the same page with the same status as the JSON
    * answer, marked so that the page says so kindly (docs/decisions.md, "Pages for patients").

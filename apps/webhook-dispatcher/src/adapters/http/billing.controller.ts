@@ -3,7 +3,7 @@ import { OwnerOrAdmin, Staff, StaffContext, StaffGuard } from '@svc/http';
 import { BillingService } from '../../application/billing.service';
 import { BillingEventDto, ChangePlanDto } from './dto';
 
-/** Billing (decisions 3): the plan and the payment provider's notices. Owner or admin. */
+/** Billing (docs/decisions.md, "Billing"): the plan and the payment provider's notices. Owner or admin. */
 @Controller('organizations/:orgId')
 @UseGuards(StaffGuard)
 @OwnerOrAdmin()

@@ -8,7 +8,7 @@ const DELIVERY_STATUSES: readonly DeliveryStatus[] = ['pending', 'held', 'delive
 
 const actor = (s: StaffContext) => ({ sub: s.principal.sub });
 
-/** Staff API of decisions section 3: webhook endpoints of one environment and their delivery log. */
+/** Staff API of docs/decisions.md, "Endpoints, deliveries and retries": webhook endpoints of one environment and their delivery log. */
 @Controller('organizations/:orgId/environments/:envId/webhook-endpoints')
 @UseGuards(StaffGuard)
 @IntegrationSetup()

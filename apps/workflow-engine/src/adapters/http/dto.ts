@@ -47,7 +47,7 @@ export class CreateDestinationDto {
   @IfPresent() @IsInt() @Min(1) @Max(5000) timeoutMs?: number;
 }
 
-/** Attachment item (decisions 8): the shared class of @svc/http, the same as an inbound conversation message's. */
+/** Attachment item (docs/decisions.md, "Attachment items are one class"): the shared class of @svc/http, the same as an inbound conversation message's. */
 export { AttachmentDto };
 
 export class WidgetMessageDto {

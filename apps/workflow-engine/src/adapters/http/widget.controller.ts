@@ -3,7 +3,7 @@ import { WidgetSession, WidgetSessionContext, WidgetSessionGuard, idempotencyKey
 import { RunnerService } from '../../application/runner.service';
 import { WidgetMessageDto } from './dto';
 
-/** The patient agent (decisions 7): POST /widget/v1/messages. */
+/** The patient agent (docs/decisions.md, "Widget sessions and identity tokens"): POST /widget/v1/messages. */
 @Controller('widget/v1/messages')
 @UseGuards(WidgetSessionGuard)
 export class WidgetMessagesController {

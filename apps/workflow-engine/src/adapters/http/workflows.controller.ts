@@ -15,7 +15,7 @@ const id = (v: string, what: string) => {
 const scope = (s: StaffContext): Scope => ({ organizationId: s.organization!.id, environmentId: s.environment!.id });
 const actor = (s: StaffContext) => ({ sub: s.principal.sub });
 
-/** Staff endpoints of the spec's "Workflows (staff-facing)" (prefix P) and decisions 10. */
+/** Staff endpoints of the spec's "Workflows (staff-facing)" (prefix P) and docs/decisions.md, "Definitions, versions and runs". */
 @Controller('organizations/:orgId/environments/:envId/conversation-workflows')
 @UseGuards(StaffGuard)
 @IntegrationSetup()
@@ -126,7 +126,7 @@ export function validHeader(name: string, value: unknown): boolean {
   );
 }
 
-/** Destinations of decisions 3 (E/destinations). Header values are never returned or logged. */
+/** Destinations of docs/decisions.md, "Destinations and calls" (E/destinations). Header values are never returned or logged. */
 @Controller('organizations/:orgId/environments/:envId/destinations')
 @UseGuards(StaffGuard)
 @IntegrationSetup()

@@ -37,7 +37,7 @@ export function signature(secret: string, ts: number, method: string, pathAndQue
 const MAX_RESPONSE_BYTES = 1024 * 1024;
 
 /**
- * One attempt, no redirects followed, signed (decisions 10). Never logs headers or bodies. Never
+ * One attempt, no redirects followed, signed (docs/decisions.md, "Destinations and calls"). Never logs headers or bodies. Never
  * rejects: anything that throws while building the request (a header value Node refuses, a bad
  * URL) is a failed call (`invalid_request`), which the step answers with its errorReply.
  */
