@@ -208,6 +208,11 @@ export class Leases {
     return entry.chain;
   }
 
+  /** Resolves once every job start or stop decided so far has run (start-up waits for its first claim's jobs). */
+  async settled(): Promise<void> {
+    await Promise.all([...this.entries.values()].map((e) => e.chain));
+  }
+
   /** The jobs whose leases this process holds now (names). */
   heldNames(): string[] {
     return [...this.entries.values()].filter((e) => e.held).map((e) => e.name);

@@ -87,7 +87,8 @@ interface Slot {
 
 /**
  * The outbox that cannot drift from the store (architecture rule 4): follows the service's own
- * streams from the checkpoint kept in the read store, emits each matching event as an
+ * streams from its stored position (`positions`, next to the event store; else the read store's
+ * checkpoint), emits each matching event as an
  * IntegrationMessage to `topic`, and advances the checkpoint once the emit is confirmed. Up to
  * `maxInFlight` events are outstanding at once, but events of the same stream (the bus key) are
  * emitted in order, each only after the previous one was confirmed, and the checkpoint only

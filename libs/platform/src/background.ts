@@ -56,6 +56,7 @@ export class BackgroundWork {
     for (const job of this.jobs) this.leases.run(job.name, { start: (token) => (this.started ? job.start(token) : undefined), stop: () => job.stop() });
     // The first claim is answered before start-up goes on: a replica alone runs its jobs at once.
     await this.leases.claimNow();
+    await this.leases.settled();
   }
 
   /** Stops every job (a relay stores its position); the leases are released when the platform closes. */

@@ -35,7 +35,8 @@ export interface CommitTries {
 /**
  * `committed`: the batch and its checkpoint are in the store (or a runner ahead of this one had
  * stored a later checkpoint); `lost`: nothing written, the store lost the read model the batch
- * builds on; `not-committed`: the tries ended (stopping) with the batch kept.
+ * builds on; `not-committed`: the tries ended (stopping) with the batch kept; `fenced`: nothing
+ * written, a later lease holder has committed this projection (docs/scaling.md).
  */
 export type CommitResult = 'committed' | 'lost' | 'not-committed' | 'fenced';
 
