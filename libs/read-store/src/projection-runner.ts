@@ -56,7 +56,9 @@ export class ProjectionWaitTimeoutError extends Error {
  * Runs projections of the event log into a ReadStore. Each registered projection follows the
  * log from its own stored checkpoint; its writes and checkpoint are committed atomically, so a
  * restart continues exactly where the store says it stopped. `waitFor` gives read-your-writes
- * (architecture rule 5) from an in-memory waiter list.
+ * (architecture rule 5) from an in-memory waiter list. With `leases`, a projection runs only in
+ * the replica holding its lease, and the others' waiters follow the position it shares
+ * (docs/scaling.md).
  */
 export class ProjectionRunner {
   private readonly workers = new Map<string, ProjectionWorker>();
