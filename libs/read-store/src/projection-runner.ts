@@ -119,8 +119,14 @@ export class ProjectionRunner {
    */
   private async contend(worker: ProjectionWorker): Promise<void> {
     const leases = this.options.leases as Leases;
-    worker.observe(await this.options.readStore.getCheckpoint(worker.name));
+    const stored = await this.options.readStore.getCheckpoint(worker.name);
+    if (stored > 0) worker.observe(stored);
     worker.onFenced = () => void worker.follow();
+    // A rebuild (the store lost the read model) is shared at once: followers' writes wait for it too.
+    worker.onRebuild = () => {
+      if (this.toPublish) delete this.toPublish[worker.name];
+      void this.options.readStore.publishPositions?.({ [worker.name]: 0 }).catch((err) => this.logger.warn({ error: errorName(err) }, 'projection positions not shared'));
+    };
     worker.checkpoint.onVisible = (position) => {
       if (!worker.leading || !this.options.readStore.publishPositions) return;
       if (!this.toPublish) {
@@ -148,7 +154,8 @@ export class ProjectionRunner {
     for (const w of this.workers.values()) {
       if (w.leading || w.waiters.size === 0) continue;
       try {
-        w.observe(await this.options.readStore.getCheckpoint(w.name));
+        const stored = await this.options.readStore.getCheckpoint(w.name);
+        if (stored > 0) w.observe(stored);
       } catch (err) {
         this.logger.warn({ projection: w.name, error: errorName(err) }, 'projection checkpoint read failed');
       }

@@ -43,6 +43,8 @@ export class ProjectionWorker implements Rebuildable {
   leading = false;
   /** A commit was refused because a later lease holder committed: the worker must stop leading. */
   onFenced: (() => void) | null = null;
+  /** The read model is rebuilt from the start of the log (the store lost it): nothing of it is visible any more. */
+  onRebuild: (() => void) | null = null;
 
   constructor(
     readonly projection: Projection,
@@ -111,9 +113,14 @@ export class ProjectionWorker implements Rebuildable {
     this.token = undefined;
   }
 
-  /** A position another replica (the lease holder) made visible in the shared store. */
+  /**
+   * A position another replica (the lease holder) made visible in the shared store; 0: the holder
+   * rebuilds the read model (the store lost it), so nothing is visible until the rebuild passes it.
+   */
   observe(position: number): void {
-    if (!this.leading) this.checkpoint.advance(position);
+    if (this.leading) return;
+    if (position === 0) this.checkpoint.visible = 0;
+    else this.checkpoint.advance(position);
   }
 
   /** Starts following the log from the stored checkpoint (start, and a rebuild after a loss). */
@@ -159,6 +166,7 @@ export class ProjectionWorker implements Rebuildable {
     if (sub) await sub.close().catch(() => undefined);
     await this.chain;
     this.checkpoint.visible = 0;
+    this.onRebuild?.();
   }
 
   private serialize(fn: () => Promise<void>): Promise<void> {

@@ -66,7 +66,7 @@ async function replica(options: { followPollMs?: number; publish?: boolean } = {
   const logger: ReadStoreLogger = { warn: (_meta, msg) => void logs.push(msg) };
   const applied: number[] = [];
   const gate: Replica['gate'] = { closed: null };
-  const runner = new ProjectionRunner({ eventStore: events, readStore: store, logger, leases, retryDelayMs: 10, maxRetryDelayMs: 40, followPollMs: options.followPollMs, checkpointIntervalMs: 100 });
+  const runner = new ProjectionRunner({ eventStore: events, readStore: store, logger, leases, retryDelayMs: 10, maxRetryDelayMs: 40, followPollMs: options.followPollMs, checkpointIntervalMs: 100, lossCheckIntervalMs: 200 });
   runner.register(counter(applied, gate));
   await runner.start();
   // Stopped in this order (as the platform does): runner, leases, stores.
@@ -197,6 +197,29 @@ describe('ProjectionRunner with leases (two replicas)', () => {
     expect(stale.logs).toContain('projection commit refused: a later lease holder committed; this replica stops running it');
     expect(stale.applied).not.toContain(third.position);
     expect((await next.store.get<Counter>('counters', 'case-1'))?.count).toBe(3);
+  });
+
+  it('when Redis loses the read model, a follower waits for the holder to rebuild it before it answers a waiter', async () => {
+    const a = await replica();
+    const b = await replica();
+    await until(() => a.runner.leading.length + b.runner.leading.length === 1, 3000, 'a leader');
+    const [leader, follower] = a.runner.leading.length ? [a, b] : [b, a];
+    let last = 0;
+    for (let i = 0; i < 5; i++) last = (await follower.events.append('case-1', [ev('A')], 'any')).position;
+    await follower.runner.waitFor(['counter'], last, 3000);
+    // The rebuild is held at its first event; Redis loses everything.
+    let open!: () => void;
+    leader.gate.closed = new Promise<void>((r) => (open = r));
+    try {
+      await deleteKeys(`${prefix}:*`);
+      await until(() => follower.runner.position('counter') === 0, 3000, 'the follower to see the rebuild');
+      await expect(follower.runner.waitFor(['counter'], last, 300)).rejects.toThrow(/not at position/);
+    } finally {
+      leader.gate.closed = null;
+      open();
+    }
+    await follower.runner.waitFor(['counter'], last, 3000);
+    expect((await follower.store.get<Counter>('counters', 'case-1'))?.count).toBe(5);
   });
 
   it('the Redis commit checks the fence atomically with the write and the checkpoint', async () => {
