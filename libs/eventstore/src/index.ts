@@ -11,3 +11,6 @@ export * from './hash-chain';
 export * from './chain-checkpoints';
 export * from './chain-migration';
 export * from './wal-checkpointer';
+export * from './leases';
+export * from './postgres-leases';
+export * from './sqlite-positions';

@@ -199,6 +199,31 @@ $fn$;
 `;
     },
   },
+  {
+    version: 2,
+    sql: (schema) => {
+      const s = escapeIdentifier(schema);
+      return `
+-- Leases of the jobs that run in one process of the cluster at a time (docs/scaling.md): the
+-- holder, its fencing token (raised by one on each new acquisition, never reset) and the expiry,
+-- on the database's clock.
+CREATE TABLE ${s}.leases (
+  name       text        NOT NULL PRIMARY KEY,
+  holder     text        NOT NULL,
+  token      bigint      NOT NULL,
+  expires_at timestamptz NOT NULL
+);
+
+-- Relay positions (the last event published, with everything before it), next to the log they
+-- point into; a write carries its writer's fencing token and is refused below the stored one.
+CREATE TABLE ${s}.relay_positions (
+  name     text   NOT NULL PRIMARY KEY,
+  position bigint NOT NULL,
+  fence    bigint NOT NULL
+);
+`;
+    },
+  },
 ];
 
 /** The newest schema version this code knows. */

@@ -259,7 +259,7 @@ describe('PostgresEventStore specifics', () => {
     expect((await again.readStream('m-1')).map((e) => e.type)).toEqual(['E']);
     // Only this schema was touched.
     const tables = await admin((c) => c.query(`SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, [schema]));
-    expect(tables.rows.map((r) => r.table_name)).toEqual(['events', 'schema_migrations']);
+    expect(tables.rows.map((r) => r.table_name)).toEqual(['events', 'leases', 'relay_positions', 'schema_migrations']);
   });
 
   it('stores event data sealed under the encryption decorator, and opens it again on every read path', async () => {

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import type { EventStore, RecordedEvent, Subscription } from '@svc/eventstore';
+import type { EventStore, PositionStore, RecordedEvent, Subscription } from '@svc/eventstore';
 import type { ReadStore } from '@svc/read-store';
 import type { AnyClientProxy } from './bus';
 import { IntegrationMessage } from './names';
@@ -8,10 +8,16 @@ import { BusRecord, MetadataHeaders } from './record';
 import { lastValueFrom } from 'rxjs';
 
 export interface IntegrationEventRelayOptions {
-  /** Relay name; also the name of its checkpoint in the read store. */
+  /** Relay name; also the name of its position (in `positions`, else its checkpoint in the read store). */
   name: string;
   store: EventStore;
   readStore: ReadStore;
+  /**
+   * Where the position is kept, durable next to the event store (docs/scaling.md). When it holds
+   * none yet, the read store's checkpoint of the same name is where the relay starts (once).
+   * Absent: the read store's checkpoint.
+   */
+  positions?: PositionStore;
   client: AnyClientProxy;
   /** Topic (event pattern) the integration events are emitted to. */
   topic: string;
@@ -81,7 +87,8 @@ interface Slot {
 
 /**
  * The outbox that cannot drift from the store (architecture rule 4): follows the service's own
- * streams from the checkpoint kept in the read store, emits each matching event as an
+ * streams from its stored position (`positions`, next to the event store; else the read store's
+ * checkpoint), emits each matching event as an
  * IntegrationMessage to `topic`, and advances the checkpoint once the emit is confirmed. Up to
  * `maxInFlight` events are outstanding at once, but events of the same stream (the bus key) are
  * emitted in order, each only after the previous one was confirmed, and the checkpoint only
@@ -111,6 +118,10 @@ export class IntegrationEventRelay {
   private waiters: Array<{ position: number; resolve: () => void }> = [];
   /** Resolves when stop() is called (ends a wait for a timed-out emit to settle). */
   private stopped: { promise: Promise<void>; resolve: () => void } = IntegrationEventRelay.signal();
+  /** The fencing token of the lease this run holds (0: unfenced), carried by every position write. */
+  private fence = 0;
+  /** A position write was refused (a later lease holder wrote one): this run stops, storing nothing more. */
+  private fenced = false;
 
   private static signal(): { promise: Promise<void>; resolve: () => void } {
     let resolve!: () => void;
@@ -131,11 +142,20 @@ export class IntegrationEventRelay {
     return Math.max(1, Math.floor(this.options.maxInFlight ?? 128));
   }
 
-  async start(): Promise<void> {
+  /** Starts publishing from the stored position; `fence` is the run's lease token (docs/scaling.md). */
+  async start(fence = 0): Promise<void> {
     if (this.running) return;
     this.running = true;
+    this.fence = fence;
+    this.fenced = false;
     this.stopped = IntegrationEventRelay.signal();
-    const from = await this.options.readStore.getCheckpoint(this.options.name);
+    let from: number;
+    try {
+      from = await this.loadPosition();
+    } catch (err) {
+      this.running = false;
+      throw err;
+    }
     this.handled = this.committed = this.seen = from;
     this.pending = [];
     this.tails.clear();
@@ -158,10 +178,31 @@ export class IntegrationEventRelay {
     while (this.active.size) await Promise.allSettled([...this.active]);
     while (this.committing) await this.committing;
     // Everything up to the watermark is done (published or passed over): store it.
-    if (this.handled > this.committed) {
-      await this.options.readStore.commit(this.options.name, this.handled, []);
+    if (this.handled > this.committed && !this.fenced) {
+      await this.savePosition(this.handled);
       this.committed = this.handled;
     }
+  }
+
+  private async loadPosition(): Promise<number> {
+    const { positions, readStore, name } = this.options;
+    const stored = positions ? await positions.get(name) : null;
+    return stored ?? (await readStore.getCheckpoint(name));
+  }
+
+  /** Stores the position with this run's token; a refusal (a later holder wrote) stops the run. */
+  private async savePosition(position: number): Promise<void> {
+    const { positions, readStore, name } = this.options;
+    let accepted: boolean;
+    if (positions) accepted = await positions.save(name, position, this.fence);
+    else {
+      const outcome = await readStore.commit(name, position, [], this.fence ? { fence: this.fence } : undefined);
+      accepted = !(outcome && outcome.fenced);
+    }
+    if (accepted || this.fenced) return;
+    this.fenced = true;
+    this.logger.warn(`position write at ${position} refused: a later lease holder wrote one; this run stops`);
+    setImmediate(() => void this.stop());
   }
 
   /** Resolves once every event up to `position` has been handled (published or passed over). */
@@ -260,8 +301,9 @@ export class IntegrationEventRelay {
         this.commitAgain = false;
         const position = this.handled;
         if (position <= this.committed) break;
+        if (this.fenced) break;
         try {
-          await this.options.readStore.commit(this.options.name, position, []);
+          await this.savePosition(position);
           this.committed = position;
           this.skippedSinceCommit = 0;
         } catch (err) {

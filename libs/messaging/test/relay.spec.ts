@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { ReadPacket } from '@nestjs/microservices';
 import { NewEvent } from '../../eventstore/src/types';
 import { SqliteEventStore } from '../../eventstore/src/sqlite-event-store';
+import { SqlitePositions } from '../../eventstore/src/sqlite-positions';
 import { SqliteReadStore } from '../../read-store/src/sqlite-read-store';
 import { BrokerMessage, InProcessBroker, InProcessClient, IntegrationEventRelay, IntegrationMessage, ProcessedEvents, Topics } from '../src';
 
@@ -140,6 +141,39 @@ describe('IntegrationEventRelay on the SQLite event store and read store', () =>
     expect(received.map((m) => (m.data.data as { i: number }).i)).toEqual([1, 2, 3, 4]);
     expect(new Set(received.map((m) => m.data.metadata.eventId)).size).toBe(4);
     expect(await readStore.getCheckpoint('case-ledger-relay')).toBe(p2);
+  });
+
+  it('with positions next to the event store: starts once from the read-store checkpoint it had, then keeps its position there', async () => {
+    // A relay that kept its checkpoint in the read store (before positions moved next to the event store).
+    const r1 = relay();
+    await r1.start();
+    const { position: p1 } = await store.append('case-a', [event('clinical_case.opened', { i: 1 })], 'no_stream');
+    await r1.waitFor(p1);
+    await r1.stop();
+    const positions = new SqlitePositions(join(dir, 'events.db'));
+    try {
+      const r2 = relay({ positions });
+      await r2.start(7);
+      const { position: p2 } = await store.append('case-b', [event('clinical_case.opened', { i: 2 })], 'no_stream');
+      await r2.waitFor(p2);
+      await r2.stop();
+      expect(await positions.get('case-ledger-relay')).toBe(p2);
+      // The read store loses everything: the relay still starts from its position.
+      await readStore.close();
+      rmSync(join(dir, 'read.db'));
+      readStore = new SqliteReadStore(join(dir, 'read.db'));
+      const r3 = relay({ positions });
+      await r3.start(8);
+      const { position: p3 } = await store.append('case-c', [event('clinical_case.opened', { i: 3 })], 'no_stream');
+      await r3.waitFor(p3);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(received.map((m) => (m.data.data as { i: number }).i)).toEqual([1, 2, 3]);
+      // A write with an older token than the stored fence is refused.
+      expect(await positions.save('case-ledger-relay', 1, 7)).toBe(false);
+      await r3.stop();
+    } finally {
+      await positions.close();
+    }
   });
 
   it('publishes only the streams of its prefixes and the event types asked for', async () => {

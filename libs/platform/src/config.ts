@@ -60,6 +60,9 @@ export interface ServiceConfig {
    * (SVC_CHAIN_CHECKPOINT_INTERVAL_S).
    */
   chainCheckpoints: { everyEvents: number; intervalS: number };
+  /** Leases of the jobs run once per cluster (docs/scaling.md): ttl (SVC_LEASE_TTL_MS) and renewal interval (SVC_LEASE_RENEW_MS, at most half the ttl). */
+  leaseTtlMs: number;
+  leaseRenewMs: number;
 }
 
 function pick<T extends string>(value: string | undefined, allowed: readonly T[], fallback: T, name: string): T {
@@ -204,6 +207,9 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env, mode: 'standalo
   const production = env.NODE_ENV === 'production';
   const devTools = !production && (mode === 'standalone' ? env.SVC_DEV_TOOLS !== '0' : env.SVC_DEV_TOOLS === '1');
   const mail = pick(env.MAIL, ['outbox', 'smtp'] as const, 'outbox', 'MAIL');
+  const leaseTtlMs = integer(env.SVC_LEASE_TTL_MS, 'SVC_LEASE_TTL_MS', 5000, 200, 600_000);
+  const leaseRenewMs = integer(env.SVC_LEASE_RENEW_MS, 'SVC_LEASE_RENEW_MS', Math.min(1000, Math.floor(leaseTtlMs / 3)), 20, 300_000);
+  if (leaseRenewMs * 2 > leaseTtlMs) throw new Error('SVC_LEASE_RENEW_MS must be at most half of SVC_LEASE_TTL_MS');
   return {
     port: integer(env.PORT, 'PORT', 3000, 0, 65535),
     // The dev tools mint a staff token for any subject: reachable from this machine only, unless HOST says otherwise.
@@ -241,6 +247,8 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env, mode: 'standalo
       everyEvents: integer(env.SVC_CHAIN_CHECKPOINT_EVENTS, 'SVC_CHAIN_CHECKPOINT_EVENTS', CHECKPOINT_DEFAULTS.everyEvents, 1, CHECKPOINT_MAX_EVENTS),
       intervalS: integer(env.SVC_CHAIN_CHECKPOINT_INTERVAL_S, 'SVC_CHAIN_CHECKPOINT_INTERVAL_S', CHECKPOINT_DEFAULTS.intervalMs / 1000, 1, 86_400),
     },
+    leaseTtlMs,
+    leaseRenewMs,
   };
 }
 

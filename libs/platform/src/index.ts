@@ -16,3 +16,4 @@ export * from './operations.controller';
 export * from './upstreams';
 export * from './gateway-proxy';
 export * from './dev-clock-sync';
+export * from './leases';

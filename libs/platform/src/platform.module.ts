@@ -3,13 +3,14 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { DynamicModule, Global, Inject, Injectable, Module, OnApplicationBootstrap, OnApplicationShutdown, OnModuleDestroy } from '@nestjs/common';
 import { CLOCK, Clock, DevClock, SystemClock, SystemWallClock, WALL_CLOCK } from '@svc/clock';
-import { ChainCheckpointer, EVENT_STORE, EventStore } from '@svc/eventstore';
+import { ChainCheckpointer, EVENT_STORE, EventStore, Leases } from '@svc/eventstore';
 import { MFA_MAX_AGE_S, StaffGuard, ApiKeyGuard, TenantDirectory, WidgetSessionGuard, WidgetSessions, getLogger } from '@svc/http';
 import { MemoryTokenBuckets, RATE_LIMIT_SETTINGS, RateLimiter, ReadStoreTokenBuckets, TOKEN_BUCKETS, TokenBuckets } from '@svc/http';
 import { READ_STORE, ProjectionRunner, ReadStore, RedisReadStore, SqliteReadStore } from '@svc/read-store';
 import { DEV_ISSUER, DevIdentityProvider, KEYRING, Keyring, STAFF_AUDIENCE, STAFF_TOKEN_VERIFIER, StaffIssuer, StaffTokenVerifier, remoteIssuer } from '@svc/security';
 import { BUS_CLIENT, BUS_PING, BusPing, InProcessBroker, Patterns, busClient, busClientReady, busPing, ensureTopics } from '@svc/messaging';
 import { BackgroundWork } from './background';
+import { LEASES, RELAY_POSITIONS, openCoordination } from './leases';
 import { DEV_CLOCK_SYNC, DevClockSync } from './dev-clock-sync';
 import { CONFIG, ServiceConfig } from './config';
 import { chainCheckpointer, openRawEventStore, serviceEventStore } from './event-store';
@@ -26,6 +27,7 @@ export const RAW_EVENT_STORE = Symbol('RAW_EVENT_STORE');
 export const CHAIN_CHECKPOINTER = Symbol('CHAIN_CHECKPOINTER');
 /** The in-process broker of this app instance (standalone: shared by its six modules). */
 export const IN_PROCESS_BROKER = Symbol('IN_PROCESS_BROKER');
+const COORDINATION = Symbol('COORDINATION');
 
 /**
  * The data dir owner-only (decisions 16): created 0700, an existing one's looser modes tightened,
@@ -98,6 +100,8 @@ export class PlatformLifecycle implements OnApplicationBootstrap, OnModuleDestro
     @Inject(BUS_PING) private readonly busPing: BusPing,
     @Inject(DEV_CLOCK_SYNC) private readonly devClockSync: DevClockSync | null,
     @Inject(CHAIN_CHECKPOINTER) private readonly checkpointer: ChainCheckpointer,
+    @Inject(LEASES) private readonly leases: Leases,
+    @Inject(RELAY_POSITIONS) private readonly positions: { close(): Promise<void> } | null,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
@@ -117,6 +121,9 @@ export class PlatformLifecycle implements OnApplicationBootstrap, OnModuleDestro
   async onApplicationShutdown(): Promise<void> {
     this.devClockSync?.close();
     await this.projections.stop();
+    // Every job has stopped: the leases are released, so another replica takes them at once.
+    await this.leases.close();
+    await this.positions?.close();
     await this.bus.close();
     await this.busPing.close?.();
     await this.store.close();
@@ -182,9 +189,19 @@ export class PlatformModule {
           useFactory: (readStore: ReadStore) => (sharedDevClock ? DevClockSync.open(clock as DevClock, readStore, serviceName) : null),
         },
         {
+          provide: COORDINATION,
+          // After the event store: its schema (PostgreSQL) or file (SQLite) holds the tables.
+          inject: [RAW_EVENT_STORE],
+          useFactory: () => openCoordination(config),
+        },
+        { provide: LEASES, inject: [COORDINATION], useFactory: (c: ReturnType<typeof openCoordination>) => c.leases },
+        { provide: RELAY_POSITIONS, inject: [COORDINATION], useFactory: (c: ReturnType<typeof openCoordination>) => c.positions },
+        {
           provide: PROJECTIONS,
-          inject: [EVENT_STORE, READ_STORE],
-          useFactory: (store: EventStore, readStore: ReadStore) => new ProjectionRunner({ eventStore: store, readStore, logger: getLogger() }),
+          inject: [EVENT_STORE, READ_STORE, LEASES],
+          // Standalone runs every projection itself; each distributed app's replicas share them by lease (docs/scaling.md).
+          useFactory: (store: EventStore, readStore: ReadStore, leases: Leases) =>
+            new ProjectionRunner({ eventStore: store, readStore, logger: getLogger(), ...(serviceName === 'standalone' ? {} : { leases }) }),
         },
         {
           provide: MAILER,
@@ -261,7 +278,7 @@ export class PlatformModule {
         BackgroundWork,
         PlatformLifecycle,
       ],
-      exports: [IN_PROCESS_BROKER, BUS_CLIENT, CONFIG, CLOCK, DEV_CLOCK_SYNC, WALL_CLOCK, KEYRING, EVENT_STORE, READ_STORE, PROJECTIONS, MAILER, DEV_IDP, STAFF_TOKEN_VERIFIER, MFA_MAX_AGE_S, TenantDirectory, StaffGuard, ApiKeyGuard, RateLimiter, WidgetSessions, WidgetSessionGuard, BackgroundWork],
+      exports: [IN_PROCESS_BROKER, BUS_CLIENT, CONFIG, CLOCK, DEV_CLOCK_SYNC, WALL_CLOCK, KEYRING, EVENT_STORE, READ_STORE, PROJECTIONS, MAILER, DEV_IDP, STAFF_TOKEN_VERIFIER, MFA_MAX_AGE_S, LEASES, RELAY_POSITIONS, TenantDirectory, StaffGuard, ApiKeyGuard, RateLimiter, WidgetSessions, WidgetSessionGuard, BackgroundWork],
     };
   }
 }

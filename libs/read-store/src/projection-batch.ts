@@ -28,14 +28,17 @@ export interface CommitTries {
   /** First delay between tries (doubling), and its cap. */
   retryDelayMs: number;
   maxRetryDelayMs: number;
+  /** The writer's fencing token (CommitOptions.fence; absent: unfenced). */
+  fence?: number;
 }
 
 /**
  * `committed`: the batch and its checkpoint are in the store (or a runner ahead of this one had
  * stored a later checkpoint); `lost`: nothing written, the store lost the read model the batch
- * builds on; `not-committed`: the tries ended (stopping) with the batch kept.
+ * builds on; `not-committed`: the tries ended (stopping) with the batch kept; `fenced`: nothing
+ * written, a later lease holder has committed this projection (docs/scaling.md).
  */
-export type CommitResult = 'committed' | 'lost' | 'not-committed';
+export type CommitResult = 'committed' | 'lost' | 'not-committed' | 'fenced';
 
 /**
  * One projection's writes of consecutive events, held in memory and committed together with the
@@ -98,9 +101,10 @@ export class ProjectionBatch {
     let delay = tries.retryDelayMs;
     for (let attempt = 1; ; attempt++) {
       try {
-        const outcome = await this.store.commit(this.name, position, ops, { from: tries.from() });
-        // Nothing written: the store lost the read model this batch builds on.
+        const outcome = await this.store.commit(this.name, position, ops, { from: tries.from(), ...(tries.fence ? { fence: tries.fence } : {}) });
+        // Nothing written: the store lost the read model this batch builds on, or a later lease holder committed.
         if (outcome && outcome.lost) return 'lost';
+        if (outcome && outcome.fenced) return 'fenced';
         // Written: remembered with the generation they got inside the commit. Not written (a
         // runner ahead of this one stored a later checkpoint): nothing remembered is trusted.
         if (outcome && outcome.applied) this.remember(ops, outcome.generation);

@@ -22,11 +22,16 @@ export class ProjectionCheckpoint {
   /** Highest position whose effects are all in the store (what waitFor compares against). */
   visible = 0;
   readonly waiters = new Set<Waiter>();
+  /** Told each time the visible position moves up (the lease holder shares it with other replicas). */
+  onVisible: ((position: number) => void) | null = null;
   private timer: NodeJS.Timeout | null = null;
 
   /** Makes `position` visible: the waiters it satisfies are resolved. */
   advance(position: number): void {
-    if (position > this.visible) this.visible = position;
+    if (position > this.visible) {
+      this.visible = position;
+      this.onVisible?.(position);
+    }
     for (const w of this.waiters) {
       if (w.position <= this.visible) {
         this.waiters.delete(w);

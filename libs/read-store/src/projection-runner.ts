@@ -1,4 +1,4 @@
-import type { EventStore } from '@svc/eventstore';
+import type { EventStore, Leases } from '@svc/eventstore';
 import { Waiter } from './projection-checkpoint';
 import { ProjectionWorker } from './projection-worker';
 import { Projection, ReadStore, ReadStoreLogger, defaultReadStoreLogger, errorName } from './types';
@@ -26,6 +26,15 @@ export interface ProjectionRunnerOptions {
    * the projection has nothing to commit.
    */
   lossCheckIntervalMs?: number;
+  /**
+   * Replicas (docs/scaling.md): each projection runs only in the replica holding its lease
+   * (`projection:<name>`), committing with the lease's fencing token; the others follow the
+   * positions the holder shares through the store (`ReadStore.publishPositions`) and, while
+   * something waits, poll its stored checkpoint. Absent: every projection runs here, unfenced.
+   */
+  leases?: Leases;
+  /** Followers with waiters read the stored checkpoints this often (default 250 ms). */
+  followPollMs?: number;
 }
 
 /** waitFor gave up: names the projections still behind (no event data). */
@@ -47,13 +56,19 @@ export class ProjectionWaitTimeoutError extends Error {
  * Runs projections of the event log into a ReadStore. Each registered projection follows the
  * log from its own stored checkpoint; its writes and checkpoint are committed atomically, so a
  * restart continues exactly where the store says it stopped. `waitFor` gives read-your-writes
- * (architecture rule 5) from an in-memory waiter list.
+ * (architecture rule 5) from an in-memory waiter list. With `leases`, a projection runs only in
+ * the replica holding its lease, and the others' waiters follow the position it shares
+ * (docs/scaling.md).
  */
 export class ProjectionRunner {
   private readonly workers = new Map<string, ProjectionWorker>();
   private readonly logger: ReadStoreLogger;
   private started = false;
   private startTasks: Promise<void>[] = [];
+  private unwatch: (() => void) | null = null;
+  private pollTimer: NodeJS.Timeout | null = null;
+  /** Visible positions of the projections led here, not yet shared. */
+  private toPublish: Record<string, number> | null = null;
 
   constructor(private readonly options: ProjectionRunnerOptions) {
     this.logger = options.logger ?? defaultReadStoreLogger;
@@ -66,7 +81,7 @@ export class ProjectionRunner {
     const worker = new ProjectionWorker(projection, this.options, this.logger);
     this.workers.set(projection.name, worker);
     if (this.started) {
-      const task = worker.start();
+      const task = this.options.leases ? this.contend(worker) : worker.start();
       this.startTasks.push(task);
       task.catch((err) => this.logger.warn({ projection: projection.name, error: errorName(err) }, 'projection start failed'));
     }
@@ -85,13 +100,80 @@ export class ProjectionRunner {
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
-    this.startTasks = [...this.workers.values()].map((w) => w.start());
+    if (this.options.leases) {
+      const store = this.options.readStore;
+      this.unwatch =
+        store.watchPositions?.((positions) => {
+          for (const [name, position] of Object.entries(positions)) if (typeof position === 'number') this.workers.get(name)?.observe(position);
+        }) ?? null;
+      this.pollTimer = setInterval(() => void this.pollFollowed(), this.options.followPollMs ?? 250);
+      this.pollTimer.unref?.();
+    }
+    this.startTasks = [...this.workers.values()].map((w) => (this.options.leases ? this.contend(w) : w.start()));
     await Promise.all(this.startTasks);
+  }
+
+  /**
+   * Starts following the stored checkpoint (visible from the start, so that this replica serves
+   * what the store holds) and contends for the projection's lease; leads while it holds it.
+   */
+  private async contend(worker: ProjectionWorker): Promise<void> {
+    const leases = this.options.leases as Leases;
+    const stored = await this.options.readStore.getCheckpoint(worker.name);
+    if (stored > 0) worker.observe(stored);
+    worker.onFenced = () => void worker.follow();
+    // A rebuild (the store lost the read model) is shared at once: followers' writes wait for it too.
+    worker.onRebuild = () => {
+      if (this.toPublish) delete this.toPublish[worker.name];
+      void this.options.readStore.publishPositions?.({ [worker.name]: 0 }).catch((err) => this.logger.warn({ error: errorName(err) }, 'projection positions not shared'));
+    };
+    worker.checkpoint.onVisible = (position) => {
+      if (!worker.leading || !this.options.readStore.publishPositions) return;
+      if (!this.toPublish) {
+        this.toPublish = {};
+        setImmediate(() => this.publish());
+      }
+      this.toPublish[worker.name] = position;
+    };
+    leases.run(`projection:${worker.name}`, {
+      start: (token) => (this.started ? worker.lead(token) : undefined),
+      stop: () => worker.follow(),
+    });
+  }
+
+  /** Shares the positions led here (one message per event-loop turn at most). */
+  private publish(): void {
+    const positions = this.toPublish;
+    this.toPublish = null;
+    if (!positions) return;
+    this.options.readStore.publishPositions?.(positions).catch((err) => this.logger.warn({ error: errorName(err) }, 'projection positions not shared'));
+  }
+
+  /** Followers that something waits for read their stored checkpoints (in case a shared position was missed). */
+  private async pollFollowed(): Promise<void> {
+    for (const w of this.workers.values()) {
+      if (w.leading || w.waiters.size === 0) continue;
+      try {
+        const stored = await this.options.readStore.getCheckpoint(w.name);
+        if (stored > 0) w.observe(stored);
+      } catch (err) {
+        this.logger.warn({ projection: w.name, error: errorName(err) }, 'projection checkpoint read failed');
+      }
+    }
+  }
+
+  /** Names of the projections this replica runs now (all of them without leases). */
+  get leading(): string[] {
+    return [...this.workers.values()].filter((w) => w.leading).map((w) => w.name);
   }
 
   async stop(): Promise<void> {
     if (!this.started) return;
     this.started = false;
+    this.unwatch?.();
+    this.unwatch = null;
+    if (this.pollTimer) clearInterval(this.pollTimer);
+    this.pollTimer = null;
     await Promise.allSettled(this.startTasks);
     await Promise.all([...this.workers.values()].map((w) => w.stop()));
     const stopped = new Error('projection runner stopped');

@@ -34,6 +34,17 @@ export class ProjectionWorker implements Rebuildable {
   /** stop() was called: a rebuild in progress must not subscribe again. */
   private isClosed = false;
   private cancelSleep: (() => void) | null = null;
+  /**
+   * With leases (docs/scaling.md): the fencing token of the lease this worker holds, undefined
+   * while it follows (another replica runs the projection; `visible` then follows the positions
+   * that replica shares). Without leases the worker always leads, unfenced.
+   */
+  private token: number | undefined = undefined;
+  leading = false;
+  /** A commit was refused because a later lease holder committed: the worker must stop leading. */
+  onFenced: (() => void) | null = null;
+  /** The read model is rebuilt from the start of the log (the store lost it): nothing of it is visible any more. */
+  onRebuild: (() => void) | null = null;
 
   constructor(
     readonly projection: Projection,
@@ -72,7 +83,44 @@ export class ProjectionWorker implements Rebuildable {
 
   async start(): Promise<void> {
     this.isClosed = false;
+    this.leading = true;
     await this.open();
+  }
+
+  /** This replica took the projection's lease: follows the log from the stored checkpoint, writing with `token`. */
+  async lead(token: number): Promise<void> {
+    this.token = token;
+    await this.start();
+  }
+
+  /**
+   * The lease is gone: stop applying and committing at once (what is not committed is another
+   * holder's to do again). The visible position stays: everything up to it is in the store.
+   */
+  async follow(): Promise<void> {
+    if (!this.leading) return;
+    this.leading = false;
+    this.isClosed = true;
+    this.halt();
+    this.checkpoint.cancel();
+    this.rebuild.unwatch();
+    await this.rebuild.running;
+    const sub = this.subscription;
+    this.subscription = null;
+    if (sub) await sub.close().catch(() => undefined);
+    await this.chain;
+    this.batch.reset();
+    this.token = undefined;
+  }
+
+  /**
+   * A position another replica (the lease holder) made visible in the shared store; 0: the holder
+   * rebuilds the read model (the store lost it), so nothing is visible until the rebuild passes it.
+   */
+  observe(position: number): void {
+    if (this.leading) return;
+    if (position === 0) this.checkpoint.visible = 0;
+    else this.checkpoint.advance(position);
   }
 
   /** Starts following the log from the stored checkpoint (start, and a rebuild after a loss). */
@@ -90,6 +138,8 @@ export class ProjectionWorker implements Rebuildable {
   }
 
   async stop(): Promise<void> {
+    if (!this.leading) return;
+    this.leading = false;
     this.isClosed = true;
     this.halt();
     this.checkpoint.cancel();
@@ -116,6 +166,7 @@ export class ProjectionWorker implements Rebuildable {
     if (sub) await sub.close().catch(() => undefined);
     await this.chain;
     this.checkpoint.visible = 0;
+    this.onRebuild?.();
   }
 
   private serialize(fn: () => Promise<void>): Promise<void> {
@@ -236,8 +287,14 @@ export class ProjectionWorker implements Rebuildable {
       sleep: (ms) => this.sleep(ms),
       retryDelayMs: this.options.retryDelayMs ?? 100,
       maxRetryDelayMs: this.options.maxRetryDelayMs ?? 5000,
+      fence: this.token,
     });
     if (result === 'lost') this.rebuild.lost();
+    if (result === 'fenced') {
+      this.logger.warn({ projection: this.name, position }, 'projection commit refused: a later lease holder committed; this replica stops running it');
+      this.halt();
+      this.onFenced?.();
+    }
     if (result !== 'committed') return;
     this.checkpoint.stored = Math.max(this.checkpoint.stored, position);
     this.checkpoint.advance(position);

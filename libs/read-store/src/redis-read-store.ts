@@ -1,4 +1,5 @@
 import Redis from 'ioredis';
+import { RedisPositionFeed } from './redis-position-feed';
 import { TokenBucketLimit, TokenTake, validateTokenBucketLimit } from './token-bucket';
 import { CommitOptions, CommitOutcome, PageOptions, ReadEntry, ReadPage, ReadStore, RebuiltReadModel, WriteOp, validateCollection, validateOps, validatePageOptions } from './types';
 
@@ -8,23 +9,31 @@ import { CommitOptions, CommitOutcome, PageOptions, ReadEntry, ReadPage, ReadSto
  * checkpoint never goes backwards when two runners race, and the stale runner's ops are dropped
  * with it) and follows each document's reverse pointer to take it out of its old partition index.
  *
- * KEYS[1] checkpoint hash; then per op: doc key, pointer key, new index key ('' when none)
+ * KEYS[1] checkpoint hash, KEYS[2] fence hash; then per op: doc key, pointer key, new index key
  * ARGV[1] projection ('' = plain write), ARGV[2] position, ARGV[3] index key prefix
  *   (`${prefix}:idx:`), ARGV[4] the checkpoint the caller last stored (0: none; when it is > 0 and
- *   the hash has no checkpoint, Redis lost its content: -1, nothing written), then per op: kind
- *   ('p'|'d'), collection, key, [doc, hasPartition, partition, score]
- * Returns 1 written, 0 stale (a later checkpoint is stored), -1 lost.
+ *   the hash has no checkpoint, Redis lost its content: -1, nothing written), ARGV[5] the writer's
+ *   fencing token (0: unfenced; below the projection's stored fence: -2, nothing written; else the
+ *   fence is raised to it: docs/scaling.md), then per op: kind ('p'|'d'), collection, key, [doc,
+ *   hasPartition, partition, score]
+ * Returns 1 written, 0 stale (a later checkpoint is stored), -1 lost, -2 fenced.
  */
 const COMMIT_LUA = `
 local projection = ARGV[1]
 if projection ~= '' then
+  local fence = tonumber(ARGV[5])
+  if fence > 0 then
+    local stored = tonumber(redis.call('HGET', KEYS[2], projection) or '0')
+    if stored > fence then return -2 end
+    if stored < fence then redis.call('HSET', KEYS[2], projection, ARGV[5]) end
+  end
   local current = redis.call('HGET', KEYS[1], projection)
   if current and tonumber(current) >= tonumber(ARGV[2]) then return 0 end
   if (not current) and tonumber(ARGV[4]) > 0 then return -1 end
 end
 local idxPrefix = ARGV[3]
-local k = 2
-local a = 5
+local k = 3
+local a = 6
 while a <= #ARGV do
   local docKey, ptrKey, idxKey = KEYS[k], KEYS[k + 1], KEYS[k + 2]
   local kind, collection, key = ARGV[a], ARGV[a + 1], ARGV[a + 2]
@@ -157,7 +166,7 @@ return { 1, 0 }
 `;
 
 interface ScriptedRedis extends Redis {
-  readStoreCommitV2(numKeys: number, ...args: (string | number)[]): Promise<number>;
+  readStoreCommitV3(numKeys: number, ...args: (string | number)[]): Promise<number>;
   readStoreEntriesV1(numKeys: number, ...args: (string | number)[]): Promise<string[]>;
   readStorePageV1(numKeys: number, ...args: (string | number)[]): Promise<string[]>;
   readStoreTakeTokenV1(numKeys: number, ...args: (string | number)[]): Promise<[number, number]>;
@@ -170,6 +179,8 @@ interface ScriptedRedis extends Redis {
  * - reverse pointer: string `${prefix}:ptr:${collection}:${key}` = partition, so a document that
  *   moves partition (or loses it, or is deleted) leaves its old index
  * - checkpoints: hash `${prefix}:checkpoint` (field = projection)
+ * - fences: hash `${prefix}:fence` (field = projection: the highest fencing token that committed)
+ * - positions of projections shared with followers: channel `${prefix}:positions` (RedisPositionFeed)
  * - token buckets (`takeToken`): string `${prefix}:rl:${bucket}` = the bucket's `tat`, expiring
  *   when the bucket is full again
  * Single-node Redis (the old index key is derived inside the script, which Cluster forbids).
@@ -180,6 +191,7 @@ export class RedisReadStore implements ReadStore {
   private readonly redis: ScriptedRedis;
   private readonly ownsClient: boolean;
   private closed = false;
+  private readonly feed: RedisPositionFeed;
 
   constructor(redisUrlOrClient: string | Redis, private readonly keyPrefix: string) {
     if (!keyPrefix) throw new TypeError('RedisReadStore needs a key prefix');
@@ -191,10 +203,9 @@ export class RedisReadStore implements ReadStore {
       this.ownsClient = false;
     }
     // defineCommand sends EVALSHA and falls back to EVAL when the server lacks the script.
-    if (typeof this.redis.readStoreCommitV2 !== 'function') {
-      this.redis.defineCommand('readStoreCommitV2', { lua: COMMIT_LUA });
-      this.redis.defineCommand('readStoreEntriesV1', { lua: ENTRIES_LUA });
-    }
+    if (typeof this.redis.readStoreCommitV3 !== 'function') this.redis.defineCommand('readStoreCommitV3', { lua: COMMIT_LUA });
+    if (typeof this.redis.readStoreEntriesV1 !== 'function') this.redis.defineCommand('readStoreEntriesV1', { lua: ENTRIES_LUA });
+    this.feed = new RedisPositionFeed(this.redis, `${keyPrefix}:positions`);
     if (typeof this.redis.readStorePageV1 !== 'function') this.redis.defineCommand('readStorePageV1', { lua: PAGE_LUA });
     if (typeof this.redis.readStoreTakeTokenV1 !== 'function') this.redis.defineCommand('readStoreTakeTokenV1', { lua: TAKE_TOKEN_LUA });
   }
@@ -279,15 +290,17 @@ export class RedisReadStore implements ReadStore {
     if (!Number.isSafeInteger(position) || position < 0) throw new RangeError('checkpoint position must be an integer >= 0');
     const from = options?.from ?? 0;
     if (!Number.isSafeInteger(from) || from < 0) throw new RangeError('from must be an integer >= 0');
-    const r = await this.run(projection, position, ops, from);
-    return { applied: r === 1, generation: 0, ...(r === -1 ? { lost: true } : {}) };
+    const fence = options?.fence ?? 0;
+    if (!Number.isSafeInteger(fence) || fence < 0) throw new RangeError('fence must be an integer >= 0');
+    const r = await this.run(projection, position, ops, from, fence);
+    return { applied: r === 1, generation: 0, ...(r === -1 ? { lost: true } : {}), ...(r === -2 ? { fenced: true } : {}) };
   }
 
-  private async run(projection: string, position: number, ops: WriteOp[], from = 0): Promise<number> {
+  private async run(projection: string, position: number, ops: WriteOp[], from = 0, fence = 0): Promise<number> {
     validateOps(ops);
     if (!projection && ops.length === 0) return 1;
-    const keys: string[] = [this.checkpointKey];
-    const args: (string | number)[] = [projection, position, `${this.keyPrefix}:idx:`, from];
+    const keys: string[] = [this.checkpointKey, `${this.keyPrefix}:fence`];
+    const args: (string | number)[] = [projection, position, `${this.keyPrefix}:idx:`, from, fence];
     for (const op of ops) {
       keys.push(this.docKey(op.collection, op.key), this.ptrKey(op.collection, op.key));
       if (op.op === 'delete') {
@@ -299,7 +312,7 @@ export class RedisReadStore implements ReadStore {
         args.push('p', op.collection, op.key, JSON.stringify(op.doc), hasPartition ? '1' : '0', op.partition ?? '', String(op.score ?? 0));
       }
     }
-    return this.redis.readStoreCommitV2(keys.length, ...keys, ...args);
+    return this.redis.readStoreCommitV3(keys.length, ...keys, ...args);
   }
 
   /** One round trip: the script decides and stores the take (the bucket is shared by every process on this Redis and prefix). */
@@ -308,6 +321,14 @@ export class RedisReadStore implements ReadStore {
     if (typeof bucket !== 'string' || bucket.length === 0) throw new TypeError('token bucket name must be a non-empty string');
     const [allowed, retryAfterMs] = await this.redis.readStoreTakeTokenV1(1, `${this.keyPrefix}:rl:${bucket}`, nowMs, 1000 / limit.ratePerS, limit.burst);
     return { allowed: allowed === 1, retryAfterMs: Number(retryAfterMs) };
+  }
+
+  publishPositions(positions: Record<string, number>): Promise<void> {
+    return this.feed.publish(positions);
+  }
+
+  watchPositions(listener: (positions: Record<string, number>) => void): () => void {
+    return this.feed.watch(listener);
   }
 
   /** Redis PING on this store's connection; fails once the store is closed or Redis cannot be reached. */
@@ -357,6 +378,7 @@ export class RedisReadStore implements ReadStore {
     // Once only: right after QUIT the client is closing but not yet `end`, and a second QUIT fails.
     if (this.closed) return;
     this.closed = true;
+    await this.feed.close();
     if (this.ownsClient && this.redis.status !== 'end') await this.redis.quit();
   }
 }

@@ -126,6 +126,15 @@ export interface ReadStore {
    * For a store that no running service uses (`svc rebuild` makes sure of it). Both shipped adapters have it.
    */
   replaceReadModels?(models: RebuiltReadModel[]): Promise<void>;
+  /**
+   * Optional, with `watchPositions`: for a store several processes share (Redis). The holder of a
+   * projection's lease tells the others how far its read model is visible (projection name ->
+   * position: every effect up to it is in the store), so that a replica that does not run the
+   * projection still gives read-your-writes (ProjectionRunner, docs/scaling.md). Best effort.
+   */
+  publishPositions?(positions: Record<string, number>): Promise<void>;
+  /** Listens to the positions any process publishes on this store; answers the unsubscribe. */
+  watchPositions?(listener: (positions: Record<string, number>) => void): () => void;
 }
 
 /** One document of a rebuilt read model, its JSON already serialized. */
@@ -162,6 +171,11 @@ export interface CommitOutcome {
    * store that `canLoseData`.
    */
   lost?: boolean;
+  /**
+   * Nothing was written because a writer with a higher fencing token (`CommitOptions.fence`) has
+   * committed this projection: the caller lost its lease. Only from a store that checks fences (Redis).
+   */
+  fenced?: boolean;
 }
 
 export interface CommitOptions {
@@ -170,6 +184,12 @@ export interface CommitOptions {
    * `canLoseData` refuses the commit (`lost: true`) when it holds no checkpoint while `from` > 0.
    */
   from?: number;
+  /**
+   * The writer's fencing token (its lease's, docs/scaling.md; 0 or absent: unfenced). A store that
+   * checks fences (Redis) refuses the commit (`fenced: true`) when a higher token has committed the
+   * projection, and otherwise records this one, in the same atomic step as the write.
+   */
+  fence?: number;
 }
 
 export const READ_STORE = Symbol('READ_STORE');

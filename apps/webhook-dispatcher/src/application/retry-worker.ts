@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
+import type { Leases } from '@svc/eventstore';
 import { CLOCK, Clock } from '@svc/clock';
 import { getLogger } from '@svc/http';
+import { LEASES } from '@svc/platform';
 import { READ_STORE, ReadStore, TimerScheduler } from '@svc/read-store';
 import { DeliveryEvent, deliveryStream } from '../domain/delivery';
 import { Collections, DeliveryTimer, EndpointDoc, TIMER_PARTITION } from '../read-model/dispatcher.projection';
@@ -13,7 +15,9 @@ import { DeliveryCommands, SYSTEM } from './delivery-commands';
  * The retry worker: fires the durable timers of due attempts (the projection keeps one timer
  * document per pending delivery, at its next attempt time), takes each attempt's lease and sends
  * it. Every attempt that is not a direct first attempt goes out from here: retries, manual
- * retries, and first attempts created or released without a direct slot.
+ * retries, and first attempts created or released without a direct slot. It runs in one replica at
+ * a time, the one holding the lease `timers:webhook-dispatcher-retries` (docs/scaling.md); the
+ * attempt's lease in the delivery stream keeps two senders of one attempt apart in any case.
  */
 @Injectable()
 export class RetryWorker {
@@ -21,6 +25,8 @@ export class RetryWorker {
   private readonly log = getLogger();
   private stopping = false;
   private kickScheduled = false;
+  /** This replica holds the scheduler's lease (always, without leases). */
+  private leading = false;
 
   constructor(
     private readonly deliveries: DeliveryCommands,
@@ -28,6 +34,7 @@ export class RetryWorker {
     @Inject(READ_STORE) private readonly readStore: ReadStore,
     private readonly slots: AttemptSlots,
     private readonly attempts: AttemptRunner,
+    @Optional() @Inject(LEASES) private readonly leases?: Leases,
   ) {
     this.scheduler = new TimerScheduler<DeliveryTimer>({
       readStore,
@@ -42,7 +49,22 @@ export class RetryWorker {
   }
 
   start(): void {
-    this.scheduler.start();
+    if (!this.leases) {
+      this.leading = true;
+      this.scheduler.start();
+      return;
+    }
+    this.leases.run('timers:webhook-dispatcher-retries', {
+      start: () => {
+        if (this.stopping) return;
+        this.leading = true;
+        this.scheduler.start();
+      },
+      stop: async () => {
+        this.leading = false;
+        await this.scheduler.stop();
+      },
+    });
   }
 
   /** Stops polling and waits for the attempts the worker is running; kick() does nothing from then on. */
@@ -54,7 +76,7 @@ export class RetryWorker {
   /** Fires due attempts now instead of at the next poll (not awaited by callers). */
   kick(): void {
     // Not once shutdown began: the worker is stopped and the stores are about to close.
-    if (this.stopping) return;
+    if (this.stopping || !this.leading) return;
     // Coalesced: the events of one tick (a relay delivers many at once) share one timer read.
     if (this.kickScheduled) return;
     this.kickScheduled = true;
