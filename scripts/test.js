@@ -170,15 +170,21 @@ if (fullRun) {
     console.log(`type check FAILED:\n${(tsc.stdout || '').split('\n').slice(0, 30).join('\n')}`);
   }
 }
-// The import rules (eslint.config.mjs; docs/decisions.md, "Layers and import rules"): one test, on full runs.
-if (fullRun) {
-  const lint = spawnSync('npm', ['run', '--silent', 'lint'], { cwd: root, encoding: 'utf8' });
-  if (lint.status === 0) {
+// ESLint (typescript-eslint's recommended rules and the import rules of eslint.config.mjs;
+// docs/decisions.md, "Layers and import rules"), then Prettier's check of the formatting: one test
+// each, on full runs.
+for (const [name, script, ok] of [
+  ['lint', 'lint', 'lint: typescript-eslint and the import rules hold (npm run lint)'],
+  ['format', 'format:check', 'format: the tree is formatted by Prettier (npm run format:check)'],
+]) {
+  if (!fullRun) break;
+  const run = spawnSync('npm', ['run', '--silent', script], { cwd: root, encoding: 'utf8' });
+  if (run.status === 0) {
     passed += 1;
-    console.log('lint: the import rules hold (npm run lint)');
+    console.log(ok);
   } else {
     failed += 1;
-    console.log(`lint FAILED (npm run lint):\n${`${lint.stdout || ''}${lint.stderr || ''}`.split('\n').slice(0, 40).join('\n')}`);
+    console.log(`${name} FAILED (npm run ${script}):\n${`${run.stdout || ''}${run.stderr || ''}`.split('\n').slice(0, 40).join('\n')}`);
   }
 }
 console.log(`tests: ${passed} passed, ${failed} failed`);
