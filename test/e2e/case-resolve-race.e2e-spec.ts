@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { EVENT_STORE, EventStore } from '@svc/eventstore';
 import { IntegrationMessage, Patterns, Topics } from '@svc/messaging';
 import { TestApp } from '@svc/testing';
-import { Tenant, brokerOf, busRequest, eventually, openCase, update, watchTopic, widgetToken } from './case-helpers';
+import { Tenant, brokerOf, busRequest, eventually, openCase, TopicWatch, update, watchTopic, widgetToken } from './case-helpers';
 
 /**
  * A resolve and patient messages at the same moment (an audit found patient messages taken into the
@@ -14,14 +14,14 @@ import { Tenant, brokerOf, busRequest, eventually, openCase, update, watchTopic,
 describe('resolving a case while patient messages arrive (e2e, real HTTP)', () => {
   const app = new TestApp();
   let t: Tenant;
-  let caseEvents: ReturnType<typeof watchTopic>;
+  let caseEvents: TopicWatch;
   beforeAll(async () => {
     await app.start();
-    caseEvents = watchTopic(app, Topics.caseEvents);
+    caseEvents = await watchTopic(app, Topics.caseEvents);
     t = await app.tenant();
   });
   afterAll(async () => {
-    caseEvents.stop();
+    await caseEvents.stop();
     await app.stop();
   });
 

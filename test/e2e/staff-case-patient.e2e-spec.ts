@@ -3,20 +3,20 @@ import { InProcessBroker, Patterns, Topics } from '@svc/messaging';
 import { IN_PROCESS_BROKER } from '@svc/platform';
 import { TestApp } from '@svc/testing';
 import { WebhookReceiver, until } from '../../apps/webhook-dispatcher/test/receiver';
-import { Tenant, watchTopic } from './case-helpers';
+import { Tenant, TopicWatch, watchTopic } from './case-helpers';
 
 /** Decisions "Staff cases need a known patient": `POST E/clinical-cases` only for a patient of that environment. */
 describe('staff cases need a patient the environment knows (e2e, real HTTP)', () => {
   const app = new TestApp();
   const receiver = new WebhookReceiver();
-  let caseEvents: ReturnType<typeof watchTopic>;
+  let caseEvents: TopicWatch;
   beforeAll(async () => {
     await receiver.start();
     await app.start();
-    caseEvents = watchTopic(app, Topics.caseEvents);
+    caseEvents = await watchTopic(app, Topics.caseEvents);
   });
   afterAll(async () => {
-    caseEvents.stop();
+    await caseEvents.stop();
     await app.stop();
     await receiver.stop();
   });
