@@ -7,10 +7,12 @@ import { SignJWT } from 'jose';
 import { Kafka, logLevel } from 'kafkajs';
 import { lastValueFrom } from 'rxjs';
 import { DevClock } from '@svc/clock';
+import { EVENT_STORE, EventStore } from '@svc/eventstore';
 import { WidgetSessions } from '@svc/http';
 import { ask, busClient, BusRecord, IntegrationMessage, MetadataHeaders, Patterns } from '@svc/messaging';
+import { eventStoreSettings, openRawEventStore, serviceEventStore } from '@svc/platform';
 import { Keyring } from '@svc/security';
-import { onTopology, TestApp, topologyDataDir, topologyKafkaBrokers } from '@svc/testing';
+import { onTopology, TestApp, topologyDatabaseUrl, topologyDataDir, topologyKafkaBrokers } from '@svc/testing';
 
 export type Tenant = Awaited<ReturnType<TestApp['tenant']>>;
 
@@ -35,8 +37,7 @@ export function update(sequence: number, status: string, extra: Record<string, u
  * request that needs it).
  */
 export async function widgetToken(app: TestApp, session: { organizationId: string; environmentId: string; patientId: string | null; externalPatientId?: string | null }): Promise<string> {
-  const dataDir = onTopology() ? topologyDataDir() : app.dataDir;
-  const keyring = new Keyring(Buffer.from(readFileSync(join(dataDir, 'master.key'), 'utf8').trim(), 'base64'));
+  const keyring = masterKeyring(serviceDataDir(app));
   const offsetMs = Date.parse(await app.advanceClock(0)) - Date.now();
   const clock = new DevClock();
   clock.follow(offsetMs);
@@ -74,32 +75,57 @@ export function brokerOf(app: TestApp): import('@svc/messaging').InProcessBroker
 }
 
 /**
- * The suite's own Kafka clients on the topology's broker (e2e-target.ts): one bus client (its
- * reply consumer group named after the suite file) for the requests and events a test sends, and
- * the watch consumers; all closed after the suite's last test.
+ * What the suite opens on the topology's infrastructure (e2e-target.ts): one Kafka bus client (its
+ * reply consumer group named after the suite file) for the requests and events a test sends, the
+ * watch consumers, the event store reader; all closed after the suite's last test.
  */
-const kafka = {
+const topology = {
   group: `e2e-${basename(expect.getState().testPath ?? 'suite').replace(/\.e2e-spec\.ts$/, '')}-${randomUUID().slice(0, 8)}`,
   client: undefined as undefined | Promise<import('@svc/messaging').AnyClientProxy>,
+  store: undefined as undefined | Promise<EventStore>,
   open: new Set<() => Promise<void>>(),
 };
 if (onTopology()) {
   afterAll(async () => {
-    await Promise.all([...kafka.open].map((close) => close()));
-    kafka.open.clear();
+    await Promise.all([...topology.open].map((close) => close()));
+    topology.open.clear();
   });
 }
 
 function kafkaClient(): Promise<import('@svc/messaging').AnyClientProxy> {
-  kafka.client ??= (async () => {
+  topology.client ??= (async () => {
     // Nest's Kafka client logs every join and stop through Nest's logger: errors only in a test run.
     Logger.overrideLogger(['error']);
-    const client = busClient(kafka.group, { kind: 'kafka', brokers: topologyKafkaBrokers(), replyPatterns: Object.values(Patterns), replyWaitMs: 30_000 });
-    kafka.open.add(() => client.close());
+    const client = busClient(topology.group, { kind: 'kafka', brokers: topologyKafkaBrokers(), replyPatterns: Object.values(Patterns), replyWaitMs: 30_000 });
+    topology.open.add(() => client.close());
     await client.connect();
     return client;
   })();
-  return kafka.client;
+  return topology.client;
+}
+
+/**
+ * The service's event store as the service reads it (payloads decrypted): the in-process one on
+ * standalone; on the topology its PostgreSQL event store, opened beside it as the audit CLI opens
+ * it (no schema created, no LISTEN) with the topology's master key, closed after the suite.
+ */
+export function eventStoreOf(app: TestApp): Promise<EventStore> {
+  if (!onTopology()) return Promise.resolve((app as unknown as { app: { get(token: symbol): EventStore } }).app.get(EVENT_STORE));
+  topology.store ??= (async () => {
+    const raw = await openRawEventStore(eventStoreSettings({ EVENT_STORE: 'postgres', DATABASE_URL: topologyDatabaseUrl() }), { tool: true });
+    topology.open.add(() => raw.close());
+    return serviceEventStore(raw, masterKeyring(topologyDataDir()));
+  })();
+  return topology.store;
+}
+
+/** The service's data dir: the app's own on standalone, the topology's shared one (its master key, the dev tools' outbox). */
+export function serviceDataDir(app: TestApp): string {
+  return onTopology() ? topologyDataDir() : app.dataDir;
+}
+
+function masterKeyring(dataDir: string): Keyring {
+  return new Keyring(Buffer.from(readFileSync(join(dataDir, 'master.key'), 'utf8').trim(), 'base64'));
 }
 
 export interface TopicWatch {
@@ -121,13 +147,13 @@ export async function watchTopic(app: TestApp, topic: string): Promise<TopicWatc
     });
     return { seen, stop: async () => stop() };
   }
-  const k = new Kafka({ clientId: `${kafka.group}-watch`, brokers: topologyKafkaBrokers(), logLevel: logLevel.NOTHING });
+  const k = new Kafka({ clientId: `${topology.group}-watch`, brokers: topologyKafkaBrokers(), logLevel: logLevel.NOTHING });
   const admin = k.admin();
   await admin.connect();
   const ends = await admin.fetchTopicOffsets(topic).finally(() => admin.disconnect());
-  const consumer = k.consumer({ groupId: `${kafka.group}-watch-${randomUUID().slice(0, 8)}`, maxWaitTimeInMs: 100 });
+  const consumer = k.consumer({ groupId: `${topology.group}-watch-${randomUUID().slice(0, 8)}`, maxWaitTimeInMs: 100 });
   const close = () => consumer.disconnect();
-  kafka.open.add(close);
+  topology.open.add(close);
   await consumer.connect();
   await consumer.subscribe({ topic, fromBeginning: false });
   // A record fetched before the seek below took effect comes again after it: kept once.
@@ -144,7 +170,7 @@ export async function watchTopic(app: TestApp, topic: string): Promise<TopicWatc
   return {
     seen,
     stop: async () => {
-      kafka.open.delete(close);
+      topology.open.delete(close);
       await close();
     },
   };

@@ -7,8 +7,9 @@
  *   `TestApp` of the run is the one topology the run's global setup started (six processes from
  *   `scripts/start-distributed.js`, on Kafka, PostgreSQL and Redis), reached at the gateway's base
  *   URL (`SVC_E2E_BASE_URL`), its data dir (`SVC_E2E_DATA_DIR`: the master key widget tokens are
- *   signed with) and its Kafka brokers (`SVC_E2E_KAFKA_BROKERS`: topics watched, commands sent by
- *   test/e2e/case-helpers.ts). Suites stay apart by the organizations they create.
+ *   signed with), its Kafka brokers (`SVC_E2E_KAFKA_BROKERS`: topics watched, commands sent) and
+ *   its database (`SVC_E2E_DATABASE_URL`: the event store read), used by test/e2e/case-helpers.ts.
+ *   Suites stay apart by the organizations they create.
  *
  * A test that reaches inside the process (the Nest container, the event store, a mailer, a
  * restart in place, a custom environment) cannot run against the topology: it is declared with
@@ -47,6 +48,13 @@ export function topologyKafkaBrokers(): string[] {
   const list = (process.env.SVC_E2E_KAFKA_BROKERS ?? '').split(',').map((b) => b.trim()).filter(Boolean);
   if (list.length === 0) throw new Error('SVC_E2E_TARGET=distributed but SVC_E2E_KAFKA_BROKERS is not set: run through jest.distributed.config.js (its global setup starts the topology), or set it to the brokers of the topology at SVC_E2E_BASE_URL');
   return list;
+}
+
+/** The shared topology's PostgreSQL database (`SVC_E2E_DATABASE_URL`, set by the global setup): its event store, read by suites as the audit CLI reads it. */
+export function topologyDatabaseUrl(): string {
+  const url = process.env.SVC_E2E_DATABASE_URL;
+  if (!url) throw new Error('SVC_E2E_TARGET=distributed but SVC_E2E_DATABASE_URL is not set: run through jest.distributed.config.js (its global setup starts the topology), or set it to the database of the topology at SVC_E2E_BASE_URL');
+  return url;
 }
 
 /**
