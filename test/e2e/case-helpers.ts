@@ -198,7 +198,7 @@ export async function busRequest<T = any>(app: TestApp, pattern: string, data: u
  */
 export async function publishEvent(app: TestApp, topic: string, m: IntegrationMessage<any>): Promise<void> {
   if (!onTopology()) {
-    await brokerOf(app).publish(topic, m);
+    await brokerOf(app).publish(topic, m, { key: m.streamId });
     return;
   }
   const md = m.metadata;
