@@ -29,6 +29,7 @@ const distributed = [
   'test/e2e/workflow-switch-off-inflight.e2e-spec.ts',
   'test/e2e/conversation.e2e-spec.ts',
   'test/e2e/case-ledger.e2e-spec.ts',
+  'test/e2e/case-resolve-race.e2e-spec.ts',
   'test/e2e/patient-pathway.e2e-spec.ts',
   'test/e2e/webhooks-billing.e2e-spec.ts',
   'test/e2e/list-paging.e2e-spec.ts',
@@ -78,7 +79,6 @@ const excluded = {
   'test/e2e/smtp-mail.e2e-spec.ts': 'needs MAIL=smtp with its own SMTP server, and production mode with an OIDC issuer',
   'test/e2e/widget-identity-replay.e2e-spec.ts': 'restarts the app in place (the replay cache across a restart)',
   // Reach inside the process.
-  'test/e2e/case-resolve-race.e2e-spec.ts': 'reads the event store inside the process and uses the in-process broker',
   'test/e2e/case-threads-no-cycle.e2e-spec.ts': 'holds the in-process broker to order messages between case-ledger and conversation',
   'test/e2e/case-log-canary.e2e-spec.ts': 'uses the in-process broker and reads the service log file and data dir of its own app',
   'test/e2e/http-edge-audit.e2e-spec.ts': 'signs widget tokens with the master key of its app data dir; two raw-socket findings (a body broken off after 415, Transfer-Encoding: gzip, chunked) answer differently through the gateway proxy, to be looked at',
