@@ -55,6 +55,7 @@ const browser = [
   'test/browser/checkin-page.e2e-spec.ts',
   'test/browser/widget.e2e-spec.ts',
   'test/browser/console.e2e-spec.ts',
+  'test/browser/console-workflows.e2e-spec.ts',
 ];
 
 /** Suites that run against standalone only, each with why (what the suite reaches inside). */
@@ -87,7 +88,6 @@ const excluded = {
   'test/e2e/webhook-changes-inflight.e2e-spec.ts': 'drives the retry worker\'s scheduler inside the process (tick, in-flight count) and reads its read store, to meet attempts in flight',
   // Browser suites.
   'test/browser/console-oidc.e2e-spec.ts': 'signs staff in through an OpenID provider of its own (STAFF_OIDC_ISSUER set on its service)',
-  'test/browser/console-workflows.e2e-spec.ts': 'the workflow builder\'s suite, changing with the console\'s workflow pages (web/console): not yet checked against the topology',
 };
 
 module.exports = { distributed, browser, excluded };
