@@ -27,6 +27,20 @@ const distributed = [
   'test/e2e/workflow-engine.e2e-spec.ts',
   'test/e2e/workflow-pinning.e2e-spec.ts',
   'test/e2e/workflow-switch-off-inflight.e2e-spec.ts',
+  // Bus, event store and data dir through test/e2e/case-helpers.ts (the topology's Kafka, PostgreSQL
+  // event store and shared data dir); their tests that reach inside the process are inProcess.
+  'test/e2e/case-ledger.e2e-spec.ts',
+  'test/e2e/case-notify.e2e-spec.ts',
+  'test/e2e/case-resolve-race.e2e-spec.ts',
+  'test/e2e/conversation.e2e-spec.ts',
+  'test/e2e/list-paging.e2e-spec.ts',
+  'test/e2e/patient-cancel-dispatch.e2e-spec.ts',
+  'test/e2e/patient-pathway.e2e-spec.ts',
+  'test/e2e/patient-pathway-bus.e2e-spec.ts',
+  'test/e2e/staff-case-patient.e2e-spec.ts',
+  'test/e2e/webhooks.e2e-spec.ts',
+  'test/e2e/webhooks-billing.e2e-spec.ts',
+  'test/e2e/workflow-audit.e2e-spec.ts',
   // Their blocks that need settings of their own are describeInProcess (skipped on the topology).
   'test/e2e/cors.e2e-spec.ts',
   'test/e2e/workflow-agent.e2e-spec.ts',
@@ -41,10 +55,10 @@ const browser = [
   'test/browser/checkin-page.e2e-spec.ts',
   'test/browser/widget.e2e-spec.ts',
   'test/browser/console.e2e-spec.ts',
+  'test/browser/console-workflows.e2e-spec.ts',
 ];
 
 /** Suites that run against standalone only, each with why (what the suite reaches inside). */
-const INPROC_BUS = 'its set-up watches topics or sends commands on the in-process broker (case-helpers brokerOf/watchTopic/busRequest); on the topology that is Kafka, which the helpers do not reach yet';
 const excluded = {
   // Processes and stores of their own: what they test is the process itself.
   'test/e2e/apps-boot.e2e-spec.ts': 'starts each built app alone from its environment (the processes are the subject)',
@@ -68,25 +82,12 @@ const excluded = {
   'test/e2e/smtp-mail.e2e-spec.ts': 'needs MAIL=smtp with its own SMTP server, and production mode with an OIDC issuer',
   'test/e2e/widget-identity-replay.e2e-spec.ts': 'restarts the app in place (the replay cache across a restart)',
   // Reach inside the process.
-  'test/e2e/case-ledger.e2e-spec.ts': INPROC_BUS,
-  'test/e2e/conversation.e2e-spec.ts': INPROC_BUS,
-  'test/e2e/case-resolve-race.e2e-spec.ts': 'reads the event store inside the process and uses the in-process broker',
-  'test/e2e/case-threads-no-cycle.e2e-spec.ts': 'holds the in-process broker to order messages between case-ledger and conversation',
-  'test/e2e/case-log-canary.e2e-spec.ts': 'uses the in-process broker and reads the service log file and data dir of its own app',
-  'test/e2e/case-notify.e2e-spec.ts': 'replaces the mailer inside the process',
-  'test/e2e/http-edge-audit.e2e-spec.ts': 'signs widget tokens with the master key of its app data dir; two raw-socket findings (a body broken off after 415, Transfer-Encoding: gzip, chunked) answer differently through the gateway proxy, to be looked at',
-  'test/e2e/list-paging.e2e-spec.ts': 'starts standalone on a Redis read store of its own and publishes on the in-process broker',
-  'test/e2e/patient-cancel-dispatch.e2e-spec.ts': 'reads the event store inside the process',
-  'test/e2e/patient-pathway-bus.e2e-spec.ts': 'drives the pathway through the in-process broker and replaces the mailer',
-  'test/e2e/patient-pathway.e2e-spec.ts': 'uses the in-process broker, signs widget tokens with its app data dir master key, and restarts the app in place',
-  'test/e2e/staff-case-patient.e2e-spec.ts': 'calls the bus handlers inside the process',
-  'test/e2e/webhook-changes-inflight.e2e-spec.ts': 'holds webhook attempts inside the process',
-  'test/e2e/webhooks-billing.e2e-spec.ts': 'publishes billing events on the in-process broker',
-  'test/e2e/webhooks.e2e-spec.ts': 'uses the in-process broker and event store, and restarts the app in place',
-  'test/e2e/workflow-audit.e2e-spec.ts': 'reads the event store inside the process',
+  'test/e2e/case-threads-no-cycle.e2e-spec.ts': 'every test runs on an in-process broker that refuses, holds and orders the requests between case-ledger and conversation (the cycle it checks for is found by taking over the broker\'s handlers)',
+  'test/e2e/case-log-canary.e2e-spec.ts': 'greps the log file of its own in-process app at debug level (SVC_LOG_FILE set before the app starts) and every file of its own data dir for clinical text; the topology\'s events and read models are in PostgreSQL and Redis, and its log lines go to the run\'s log file (scripts/log-check.js)',
+  'test/e2e/http-edge-audit.e2e-spec.ts': 'two raw-socket answers differ through the gateway proxy (libs/platform/src/gateway-proxy.ts): Transfer-Encoding: gzip, chunked is 400 instead of 415 (the proxy reads the JSON body de-chunked and drops the hop-by-hop Transfer-Encoding, so the app never sees the gzip coding), and a text/plain body broken off by FIN is 400 instead of the app\'s 415 (the proxy streams the body and its own edge answers the broken body first); the other 19 tests pass on the topology',
+  'test/e2e/webhook-changes-inflight.e2e-spec.ts': 'drives the retry worker\'s scheduler inside the process (tick, in-flight count) and reads its read store, to meet attempts in flight',
   // Browser suites.
   'test/browser/console-oidc.e2e-spec.ts': 'signs staff in through an OpenID provider of its own (STAFF_OIDC_ISSUER set on its service)',
-  'test/browser/console-workflows.e2e-spec.ts': 'the workflow builder\'s suite, changing with the console\'s workflow pages (web/console): not yet checked against the topology',
 };
 
 module.exports = { distributed, browser, excluded };

@@ -1,23 +1,35 @@
 import { randomUUID } from 'node:crypto';
 import { IntegrationEventTypes, Patterns, Topics } from '@svc/messaging';
 import { TestApp } from '@svc/testing';
-import { Tenant, busRequest, eventually, openCase, rawHttp, rawRequest, update, watchTopic } from './case-helpers';
+import { Tenant, TopicWatch, busRequest, eventually, openCase, publishEvent, rawHttp, rawRequest, update, watchTopic } from './case-helpers';
 
-/** Issue 4: clinical cases over real HTTP (standalone app, in-process bus). */
+/** Issue 4: clinical cases over real HTTP (standalone with its in-process bus, or the topology with Kafka). */
 describe('clinical cases (e2e, real HTTP)', () => {
   const app = new TestApp();
   let t: Tenant;
-  let caseEvents: ReturnType<typeof watchTopic>;
+  let caseEvents: TopicWatch;
   beforeAll(async () => {
     await app.start();
-    caseEvents = watchTopic(app, Topics.caseEvents);
+    caseEvents = await watchTopic(app, Topics.caseEvents);
     t = await app.tenant();
   });
   afterAll(async () => {
-    caseEvents.stop();
+    await caseEvents.stop();
     await app.stop();
   });
 
+  /**
+   * Resolves the case and waits for its clinical_case.resolved on the topic: every event the case
+   * published before is in caseEvents.seen then (one stream, published and delivered in order).
+   */
+  const eventsUpTo = async (caseId: string) => {
+    const next = (await progress(caseId)).body.nextSequence as number;
+    if (next === 1) expect((await post(caseId, update(1, 'processed'))).status).toBe(200);
+    const r = await post(caseId, update(Math.max(next, 2), 'resolved', { resolutionOutcome: 'provider_follow_up', resolutionNote: 'Follow-up booked with the clinic' }));
+    expect(r.status).toBe(200);
+    const resolved = await eventually(async () => caseEvents.seen.find((m) => m.type === 'clinical_case.resolved' && m.data.caseId === caseId), (v) => !!v, 15_000);
+    expect(resolved).toBeDefined();
+  };
   const progress = (caseId: string, key = t.apiKey) => app.api.get(`/v1/clinical-cases/${caseId}/progress`, key);
   const post = (caseId: string, body: unknown, key = t.apiKey) => app.api.post(`/v1/clinical-cases/${caseId}/updates`, body, key);
   const message = (caseId: string, body: unknown, key = t.apiKey) => app.api.post(`/v1/clinical-cases/${caseId}/messages`, body, key);
@@ -478,7 +490,7 @@ describe('clinical cases (e2e, real HTTP)', () => {
     expect(ev!.data).toEqual({ caseId: c.caseId, patientId: c.patientId, status: 'processed', resolutionOutcome: null, resolutionNote: null });
     // again: 200, no second event
     expect((await app.api.post(`${t.env}/clinical-cases/${c.caseId}/acknowledge`, {}, t.staff)).status).toBe(200);
-    await new Promise((r) => setTimeout(r, 100));
+    await eventsUpTo(c.caseId);
     expect(caseEvents.seen.filter((m) => m.type === 'clinical_case.acknowledged' && m.data.caseId === c.caseId)).toHaveLength(1);
     expect((await app.api.post(`${t.env}/clinical-cases/${randomUUID()}/acknowledge`, {}, t.staff)).status).toBe(404);
     // only the four clinical_case.* types leave on the topic
@@ -505,24 +517,31 @@ describe('clinical cases (e2e, real HTTP)', () => {
     expect((await rawHttp(app, 'POST', ack, { authorization: `Bearer ${t.staff}`, 'content-type': 'application/json', 'content-encoding': 'utf-8' }, '{}')).status).toBe(200);
     expect((await rawRequest(app, 'POST', ack, { token: t.staff, body: '{}' })).status).toBe(200);
     expect((await rawRequest(app, 'POST', ack, { token: t.staff })).status).toBe(200);
+    // One event: the first acknowledgement that passed (none from the refused ones, none from the repeats).
+    await eventsUpTo(c.caseId);
+    expect(caseEvents.seen.filter((m) => m.type === 'clinical_case.acknowledged' && m.data.caseId === c.caseId).map((m) => m.data.status)).toEqual(['awaiting_processing']);
   });
 
   it('marks transportDelivered from the dispatcher event of the opened webhook (dedupe by event id)', async () => {
     const c = await openCase(app, t);
-    const { brokerOf } = await import('./case-helpers');
-    const msg = (eventType: string) => ({
+    const marker = await openCase(app, t);
+    // One stream key: the events reach the case-ledger in the order published (on Kafka, one partition).
+    const msg = (caseId: string, eventType: string) => ({
       type: IntegrationEventTypes.webhookDelivered,
-      data: { organizationId: t.orgId, environmentId: t.sandbox, eventId: randomUUID(), eventType, caseId: c.caseId, deliveredAt: new Date().toISOString() },
+      data: { organizationId: t.orgId, environmentId: t.sandbox, eventId: randomUUID(), eventType, caseId, deliveredAt: new Date().toISOString() },
       metadata: { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: t.orgId, environmentId: t.sandbox, actor: 'system', recordedAt: new Date().toISOString() },
-      streamId: 'webhook-dispatcher-delivery-x',
+      streamId: `webhook-dispatcher-delivery-${c.caseId}`,
       position: 1,
     });
-    await brokerOf(app).publish(Topics.dispatcherEvents, msg('clinical_case.acknowledged'));
+    await publishEvent(app, Topics.dispatcherEvents, msg(c.caseId, 'clinical_case.acknowledged'));
+    // The marker case's delivery comes after it: once the marker shows it, the acknowledged one was handled.
+    await publishEvent(app, Topics.dispatcherEvents, msg(marker.caseId, 'clinical_case.opened'));
+    expect((await eventually(() => progress(marker.caseId), (r) => r.body.transportDelivered === true, 15_000)).body.transportDelivered).toBe(true);
     expect((await progress(c.caseId)).body.transportDelivered).toBe(false);
-    const delivered = msg('clinical_case.opened');
-    await brokerOf(app).publish(Topics.dispatcherEvents, delivered);
-    await brokerOf(app).publish(Topics.dispatcherEvents, delivered);
-    const p = await eventually(() => progress(c.caseId), (r) => r.body.transportDelivered === true);
+    const delivered = msg(c.caseId, 'clinical_case.opened');
+    await publishEvent(app, Topics.dispatcherEvents, delivered);
+    await publishEvent(app, Topics.dispatcherEvents, delivered);
+    const p = await eventually(() => progress(c.caseId), (r) => r.body.transportDelivered === true, 15_000);
     expect(p.body.transportDelivered).toBe(true);
     expect(p.body.status).toBe('awaiting_processing');
   });

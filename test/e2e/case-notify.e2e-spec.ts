@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { MAILER, Mailer } from '@svc/platform';
-import { TestApp } from '@svc/testing';
+import { inProcess, TestApp } from '@svc/testing';
 import { created, emailsTo, setUpTenant, sleep, waitForEmails } from '../../apps/patient-pathway/test/e2e-helpers';
 
 /** Finding 2: the patient's email about a provider message is a durable follow-up, never lost. */
@@ -40,7 +40,7 @@ describe('provider message email (e2e, real HTTP)', () => {
     expect(await emailsTo(app.api, email)).toHaveLength(1);
   });
 
-  it('a mailer failure is retried: the email still goes out (the 200 was answered before)', async () => {
+  inProcess('replaces the mailer inside the process')('a mailer failure is retried: the email still goes out (the 200 was answered before)', async () => {
     const { t, email, caseId } = await enrolledCase('retry');
     const mailer = mailerOf();
     const original = mailer.send.bind(mailer);

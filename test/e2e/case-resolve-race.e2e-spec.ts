@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { EVENT_STORE, EventStore } from '@svc/eventstore';
 import { IntegrationMessage, Patterns, Topics } from '@svc/messaging';
-import { TestApp } from '@svc/testing';
-import { Tenant, brokerOf, busRequest, eventually, openCase, update, watchTopic, widgetToken } from './case-helpers';
+import { inProcess, TestApp } from '@svc/testing';
+import { Tenant, TopicWatch, brokerOf, busRequest, eventStoreOf, eventually, openCase, update, watchTopic, widgetToken } from './case-helpers';
 
 /**
  * A resolve and patient messages at the same moment (an audit found patient messages taken into the
@@ -14,20 +14,22 @@ import { Tenant, brokerOf, busRequest, eventually, openCase, update, watchTopic,
 describe('resolving a case while patient messages arrive (e2e, real HTTP)', () => {
   const app = new TestApp();
   let t: Tenant;
-  let caseEvents: ReturnType<typeof watchTopic>;
+  let caseEvents: TopicWatch;
   beforeAll(async () => {
     await app.start();
-    caseEvents = watchTopic(app, Topics.caseEvents);
+    caseEvents = await watchTopic(app, Topics.caseEvents);
     t = await app.tenant();
   });
   afterAll(async () => {
-    caseEvents.stop();
+    await caseEvents.stop();
     await app.stop();
   });
 
   const inbound = (caseId: string, message: string) => app.api.post(`/v1/conversations/${caseId}/messages`, { requestId: randomUUID(), message }, t.apiKey);
   const staffCase = async (caseId: string) => (await app.api.get(`${t.env}/clinical-cases/${caseId}`, t.staff)).body;
   const store = () => (app as unknown as { app: { get(token: symbol): EventStore } }).app.get(EVENT_STORE);
+  /** Reads only: the in-process store on standalone, the topology's event store there. */
+  const readStore = () => eventStoreOf(app);
 
   /**
    * Bus faults for one case: its thread's final close and the relayed clinical_case.resolved (the
@@ -126,11 +128,11 @@ describe('resolving a case while patient messages arrive (e2e, real HTTP)', () =
     expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, resolve, t.apiKey)).status).toBe(200);
     expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, resolve, t.apiKey)).body.duplicate).toBe(true);
     expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(3, 'resolved', { resolutionOutcome: 'other', resolutionNote: 'Resolved once more' }), t.apiKey)).body.code).toBe('CASE_RESOLVED');
-    const threadEvents = (await store().readStream(`conversation-conversation-${c.caseId}`)).map((e) => e.type).filter((x) => x.startsWith('CaseThread'));
+    const threadEvents = (await (await readStore()).readStream(`conversation-conversation-${c.caseId}`)).map((e) => e.type).filter((x) => x.startsWith('CaseThread'));
     expect(threadEvents).toEqual(['CaseThreadClosing', 'CaseThreadClosed']);
   });
 
-  it('messages waiting on a hold this process placed do not read the thread again and again', async () => {
+  inProcess('counts the event store reads inside the process')('messages waiting on a hold this process placed do not read the thread again and again', async () => {
     const c = await openCase(app, t);
     await busRequest(app, Patterns.caseThread, { control: 'begin_close_case_thread', organizationId: t.orgId, environmentId: t.sandbox, conversationId: c.caseId, kind: 'case', patientId: c.patientId });
     const reads = jest.spyOn(store(), 'readStream');
@@ -161,7 +163,7 @@ describe('resolving a case while patient messages arrive (e2e, real HTTP)', () =
     expect((await inbound(c.caseId, 'and again')).status).toBe(201);
   });
 
-  it('a hold whose resolve was recorded but never closed the thread (a crash after the resolution): after the lease the case being resolved refuses them', async () => {
+  inProcess('holds and fails bus messages on the in-process broker')('a hold whose resolve was recorded but never closed the thread (a crash after the resolution): after the lease the case being resolved refuses them', async () => {
     const c = await openCase(app, t);
     expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(1, 'processed'), t.apiKey)).status).toBe(200);
     const faults = busFaults(c.caseId);
@@ -180,7 +182,7 @@ describe('resolving a case while patient messages arrive (e2e, real HTTP)', () =
     expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, resolve, t.apiKey)).body).toMatchObject({ status: 'resolved', duplicate: true });
   });
 
-  it('a message settling an old hold never lifts the hold of a resolve begun since (its lease is another)', async () => {
+  inProcess('holds bus messages on the in-process broker')('a message settling an old hold never lifts the hold of a resolve begun since (its lease is another)', async () => {
     const c = await openCase(app, t);
     expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(1, 'processed'), t.apiKey)).status).toBe(200);
     // H1: a hold a crashed resolve left behind, its lease run out.

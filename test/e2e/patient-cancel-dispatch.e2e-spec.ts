@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { EVENT_STORE, EventStore } from '@svc/eventstore';
-import { TestApp } from '@svc/testing';
+import { onTopology, TestApp } from '@svc/testing';
 import { checkInStream, patientStream } from '../../apps/patient-pathway/src/domain/streams';
 import { DAY, created, setUpTenant, sleep } from '../../apps/patient-pathway/test/e2e-helpers';
+import { eventStoreOf, serviceDataDir } from './case-helpers';
 
 /**
  * A cancellation and a check-in falling due at the same moment (an audit saw the check-in email
@@ -17,10 +17,10 @@ describe('patient cancelled while a check-in falls due (e2e, real HTTP)', () => 
   beforeAll(() => app.start());
   afterAll(() => app.stop());
 
-  const store = () => (app as unknown as { app: { get(token: symbol): EventStore } }).app.get(EVENT_STORE);
-  /** When each check-in email to `to` was written (file times of the standalone outbox). */
+  const store = () => eventStoreOf(app);
+  /** When each check-in email to `to` was written (file times of the service's dev outbox). */
   const emailTimes = (to: string): number[] => {
-    const dir = join(app.dataDir, 'outbox');
+    const dir = join(serviceDataDir(app), 'outbox');
     if (!existsSync(dir)) return [];
     return readdirSync(dir)
       .filter((f) => f.startsWith('check-in-') && f.endsWith('.json'))
@@ -39,11 +39,14 @@ describe('patient cancelled while a check-in falls due (e2e, real HTTP)', () => 
       expect(r.status).toBe(202);
       patients.push({ email, externalPatientId, patientId: r.body.patientId });
     }
-    // The check-ins fall due; the cancellations arrive within the next ~60 ms, while they are dispatched.
+    // The check-ins fall due; the cancellations arrive within the next ~60 ms, while they are dispatched
+    // (on the topology the dispatch starts once the clock has reached patient-pathway, and each
+    // request crosses the gateway: spread over ~600 ms).
     const due = app.advanceClock(DAY + 5);
+    const spreadMs = onTopology() ? 600 : 60;
     const outcomes = await Promise.all(
       patients.map(async (p) => {
-        await sleep(Math.random() * 60);
+        await sleep(Math.random() * spreadMs);
         const r = await api.post('/client/patient-events', { eventId: randomUUID(), type: 'patient.cancelled', externalPatientId: p.externalPatientId }, t.apiKey);
         const answeredAt = Date.now();
         expect(r.status).toBe(202);
@@ -61,7 +64,7 @@ describe('patient cancelled while a check-in falls due (e2e, real HTTP)', () => 
     // The race took place: some check-ins were decided before their patient's cancellation.
     let decidedBeforeCancel = 0;
     for (const p of outcomes) {
-      const types = (await store().readStream(patientStream(p.patientId))).map((e) => e.type);
+      const types = (await (await store()).readStream(patientStream(p.patientId))).map((e) => e.type);
       if (types.indexOf('CheckInSent') >= 0 && types.indexOf('CheckInSent') < types.indexOf('PatientCancelled')) decidedBeforeCancel++;
     }
     expect(decidedBeforeCancel).toBeGreaterThan(0);
@@ -72,7 +75,7 @@ describe('patient cancelled while a check-in falls due (e2e, real HTTP)', () => 
     const checkInId = randomUUID();
     const meta = { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: t.orgId, environmentId: t.sandbox, actor: 'system', recordedAt: new Date().toISOString() };
     // What the dispatch records for a check-in whose patient was cancelled before it was issued.
-    await store().append(checkInStream(checkInId), [{ type: 'CheckInVoided', data: { at: meta.recordedAt }, metadata: meta }], 'no_stream');
+    await (await store()).append(checkInStream(checkInId), [{ type: 'CheckInVoided', data: { at: meta.recordedAt }, metadata: meta }], 'no_stream');
     for (const r of [
       await app.api.get(`/check-ins/${checkInId}?token=abc`),
       await app.api.get(`/widget/v1/check-ins/${checkInId}?token=abc`),

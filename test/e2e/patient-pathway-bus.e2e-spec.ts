@@ -1,14 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import { TestApp } from '@svc/testing';
+import { inProcess, onTopology, TestApp } from '@svc/testing';
 import { BrokerMessage, IntegrationMessage, Patterns, ReplyPacket, Topics } from '@svc/messaging';
 import { IN_PROCESS_BROKER, MAILER, Mailer } from '@svc/platform';
 import { CheckInsService } from '../../apps/patient-pathway/src/application/check-ins.service';
 import { DAY, created, emailsTo, link, setUpTenant, sleep, waitForEmails } from '../../apps/patient-pathway/test/e2e-helpers';
+import { eventually, watchTopic } from './case-helpers';
 
 /**
  * Issue 3: the pathway's side of the bus, over real HTTP. The broker's `request` is wrapped at the
  * transport to stand for a billing service that says "paused" and a case-ledger that is down: the
- * messages still go through the app's real in-process broker.
+ * messages still go through the app's real in-process broker (those tests run on standalone only).
  */
 
 describe('patient pathway on the bus (e2e)', () => {
@@ -24,6 +25,8 @@ describe('patient pathway on the bus (e2e)', () => {
 
   beforeAll(async () => {
     await app.start();
+    // The tests that stand in for billing or the case-ledger (inProcess) wrap the in-process broker.
+    if (onTopology()) return;
     broker = (app as unknown as { app: { get(t: unknown): Broker } }).app.get(IN_PROCESS_BROKER);
     original = broker.request.bind(broker);
     broker.request = (pattern, data, onReply, options) => {
@@ -43,8 +46,7 @@ describe('patient pathway on the bus (e2e)', () => {
   });
 
   it('emits check_in.sent on the pathway topic, once per check-in', async () => {
-    const seen: IntegrationMessage[] = [];
-    const off = broker.subscribe(Topics.pathwayEvents, (m) => void seen.push(m.data as IntegrationMessage));
+    const { seen, stop } = await watchTopic(app, Topics.pathwayEvents);
     try {
       const t = await setUpTenant(app);
       const email = `relay-${randomUUID()}@example.test`;
@@ -52,19 +54,20 @@ describe('patient pathway on the bus (e2e)', () => {
       await app.advanceClock(DAY + 60);
       const [mail] = await waitForEmails(app.api, email, 1);
       const { checkInId } = link(mail.text);
-      const until = Date.now() + 5000;
-      while (!seen.some((m) => m.data && (m.data as { checkInId: string }).checkInId === checkInId) && Date.now() < until) await sleep(50);
+      await eventually(async () => seen.some((m) => m.data && (m.data as { checkInId: string }).checkInId === checkInId), (v) => v);
+      // Anything published after it for this check-in would be here within the next moment.
+      await sleep(500);
       const mine = seen.filter((m) => (m.data as { checkInId: string }).checkInId === checkInId);
       expect(mine).toHaveLength(1);
       expect(mine[0].type).toBe('check_in.sent');
       expect(mine[0].data).toEqual({ organizationId: t.orgId, environmentId: t.sandbox, checkInId, patientId: p.body.patientId, sentAt: mail.sentAt });
       expect(mine[0].metadata).toMatchObject({ organizationId: t.orgId, environmentId: t.sandbox, eventId: expect.any(String) });
     } finally {
-      off();
+      await stop();
     }
   });
 
-  it('a check-in goes out once: one mailer call and one check_in.sent, also with several dispatchers at once (S3)', async () => {
+  inProcess('wraps the mailer and runs the dispatcher inside the process')('a check-in goes out once: one mailer call and one check_in.sent, also with several dispatchers at once (S3)', async () => {
     const nest = (app as unknown as { app: { get(t: unknown): unknown } }).app;
     const mailer = nest.get(MAILER) as Mailer;
     const checkIns = nest.get(CheckInsService) as CheckInsService;
@@ -110,7 +113,7 @@ describe('patient pathway on the bus (e2e)', () => {
     }
   });
 
-  it('reserves the credit with billing before a scheduled check-in and skips it (rescheduling the next) while usage is paused', async () => {
+  inProcess('stands in for billing on the in-process broker')('reserves the credit with billing before a scheduled check-in and skips it (rescheduling the next) while usage is paused', async () => {
     const t = await setUpTenant(app);
     const email = `paused-${randomUUID()}@example.test`;
     const patient = (await app.api.post('/client/patient-events', created('EXT-PAUSED', email, { checkInCadenceDays: 2 }), t.apiKey)).body.patientId;
@@ -135,7 +138,7 @@ describe('patient pathway on the bus (e2e)', () => {
     expect(await waitForEmails(app.api, email, 1)).toHaveLength(1);
   });
 
-  it('keeps a completion when the case-ledger is down and opens the case later (requestId = checkInId)', async () => {
+  inProcess('stands in for a case-ledger that is down on the in-process broker')('keeps a completion when the case-ledger is down and opens the case later (requestId = checkInId)', async () => {
     const t = await setUpTenant(app);
     const email = `down-${randomUUID()}@example.test`;
     const p = await app.api.post('/client/patient-events', created('EXT-DOWN', email, { checkInCadenceDays: 1 }), t.apiKey);
@@ -182,7 +185,7 @@ describe('patient pathway on the bus (e2e)', () => {
     expect(cases.filter((c) => c.patientId === p.body.patientId)).toEqual([expect.objectContaining({ priority: 'urgent' })]);
   });
 
-  it('stops retrying a case the case-ledger refuses with a 4xx, and records the failure (M1)', async () => {
+  inProcess('stands in for the case-ledger on the in-process broker and reads the check-in stream inside the process')('stops retrying a case the case-ledger refuses with a 4xx, and records the failure (M1)', async () => {
     const t = await setUpTenant(app);
     const email = `refused-${randomUUID()}@example.test`;
     await app.api.post('/client/patient-events', created('EXT-REFUSED', email, { checkInCadenceDays: 1 }), t.apiKey);

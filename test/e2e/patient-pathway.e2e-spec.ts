@@ -2,8 +2,9 @@ import { Keyring } from '@svc/security';
 import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { TestApp } from '@svc/testing';
+import { describeInProcess, onTopology, TestApp } from '@svc/testing';
 import { DAY, created, emailsTo, link, protocolBody, setUpTenant, sleep, waitForEmails } from '../../apps/patient-pathway/test/e2e-helpers';
+import { busRequest, serviceDataDir } from './case-helpers';
 
 /** Issue 3, "Must show": patient lifecycle, protocols and email check-ins over real HTTP. */
 
@@ -36,9 +37,10 @@ describe('patient pathway (e2e, real HTTP)', () => {
     // No clinical content and no profile data in the email.
     for (const word of ['pain', 'mood', 'fever', 'Ana', 'García', 'EXT-STORY-1']) expect(mail.text + mail.html + mail.subject).not.toContain(word);
     const { checkInId, token, url } = link(mail.text);
-    // docs/decisions.md, "Check-in links": `${WIDGET_BASE_URL}/check-ins/{id}?token=`, the base defaulting to the service's own base URL,
-    // and the link itself answers.
-    expect(url).toBe(`${app.baseUrl.replace('127.0.0.1', 'localhost')}/check-ins/${checkInId}?token=${token}`);
+    // docs/decisions.md, "Check-in links": `${WIDGET_BASE_URL}/check-ins/{id}?token=`, the base defaulting to the service's own base URL
+    // (the topology's command sets it to the gateway's public address), and the link itself answers.
+    const base = onTopology() ? app.baseUrl : app.baseUrl.replace('127.0.0.1', 'localhost');
+    expect(url).toBe(`${base}/check-ins/${checkInId}?token=${token}`);
     const opened = await api.get(`/check-ins/${checkInId}?token=${token}`);
     expect(opened.status).toBe(200);
     expect(opened.body).toEqual({ checkInId, questions: expect.any(Array), answered: {} });
@@ -498,7 +500,7 @@ describe('patient pathway (e2e, real HTTP)', () => {
     expect((await api.get(`/widget/v1/check-ins/${checkInId}?token=${token}`)).status).toBe(200);
     // The token is not a keyed hash of the kind stream names hold (external IDs): no external ID
     // an API key holder chooses can make it appear in the data dir.
-    const keyring = new Keyring(Buffer.from(readFileSync(join(app.dataDir, 'master.key'), 'utf8').trim(), 'base64'));
+    const keyring = new Keyring(Buffer.from(readFileSync(join(serviceDataDir(app), 'master.key'), 'utf8').trim(), 'base64'));
     expect(token).not.toBe(keyring.keyedHash(t.sandbox, `check-in-token:${checkInId}`));
     expect(token).toBe(keyring.purposeHash('check-in-token', t.sandbox, checkInId));
     await new Promise((r) => setTimeout(r, 700)); // a dispatch timer tick later: still one email
@@ -533,31 +535,28 @@ describe('patient pathway (e2e, real HTTP)', () => {
     const t = await setUpTenant(app);
     const email = `bus-${randomUUID()}@example.test`;
     const p = await api.post('/client/patient-events', created('EXT-BUS', email), t.apiKey);
-    const { lastValueFrom } = await import('rxjs');
-    const { BUS_CLIENT, Patterns } = await import('@svc/messaging');
-    const nest = (app as unknown as { app: { get(token: unknown): unknown } }).app;
-    const client = nest.get(BUS_CLIENT) as { send(p: string, d: unknown): import('rxjs').Observable<unknown> };
-    expect(await lastValueFrom(client.send(Patterns.findPatient, { environmentId: t.sandbox, externalPatientId: 'EXT-BUS' }))).toEqual({ patientId: p.body.patientId });
-    expect(await lastValueFrom(client.send(Patterns.findPatient, { environmentId: t.production, externalPatientId: 'EXT-BUS' }))).toEqual({ patientId: null });
-    expect(await lastValueFrom(client.send(Patterns.findPatient, { environmentId: t.sandbox, externalPatientId: 'EXT-NOBODY' }))).toEqual({ patientId: null });
-    expect(await lastValueFrom(client.send(Patterns.patientContact, { environmentId: t.sandbox, patientId: p.body.patientId }))).toEqual({ known: true, email, externalPatientId: null });
-    expect(await lastValueFrom(client.send(Patterns.patientContact, { environmentId: t.production, patientId: p.body.patientId }))).toEqual({ known: false, email: null, externalPatientId: null });
-    expect(await lastValueFrom(client.send(Patterns.patientContact, { environmentId: t.sandbox, patientId: randomUUID() }))).toEqual({ known: false, email: null, externalPatientId: null });
-    expect(await lastValueFrom(client.send(Patterns.patientContact, { environmentId: t.sandbox, patientId: 'not-a-uuid' }))).toEqual({ known: false, email: null, externalPatientId: null });
+    const { Patterns } = await import('@svc/messaging');
+    expect(await busRequest(app, Patterns.findPatient, { environmentId: t.sandbox, externalPatientId: 'EXT-BUS' })).toEqual({ patientId: p.body.patientId });
+    expect(await busRequest(app, Patterns.findPatient, { environmentId: t.production, externalPatientId: 'EXT-BUS' })).toEqual({ patientId: null });
+    expect(await busRequest(app, Patterns.findPatient, { environmentId: t.sandbox, externalPatientId: 'EXT-NOBODY' })).toEqual({ patientId: null });
+    expect(await busRequest(app, Patterns.patientContact, { environmentId: t.sandbox, patientId: p.body.patientId })).toEqual({ known: true, email, externalPatientId: null });
+    expect(await busRequest(app, Patterns.patientContact, { environmentId: t.production, patientId: p.body.patientId })).toEqual({ known: false, email: null, externalPatientId: null });
+    expect(await busRequest(app, Patterns.patientContact, { environmentId: t.sandbox, patientId: randomUUID() })).toEqual({ known: false, email: null, externalPatientId: null });
+    expect(await busRequest(app, Patterns.patientContact, { environmentId: t.sandbox, patientId: 'not-a-uuid' })).toEqual({ known: false, email: null, externalPatientId: null });
 
     // Enrolled patients only: once cancelled, findPatient answers null (a widget session gets no patientId).
     const cancel = await api.post('/client/patient-events', { eventId: randomUUID(), type: 'patient.cancelled', externalPatientId: 'EXT-BUS' }, t.apiKey);
     expect(cancel.status).toBe(202);
-    expect(await lastValueFrom(client.send(Patterns.findPatient, { environmentId: t.sandbox, externalPatientId: 'EXT-BUS' }))).toEqual({ patientId: null });
+    expect(await busRequest(app, Patterns.findPatient, { environmentId: t.sandbox, externalPatientId: 'EXT-BUS' })).toEqual({ patientId: null });
     // ...but still known to patientContact (staff may raise a case about a patient whose pathway ended).
-    expect(await lastValueFrom(client.send(Patterns.patientContact, { environmentId: t.sandbox, patientId: p.body.patientId }))).toEqual({ known: true, email, externalPatientId: null });
+    expect(await busRequest(app, Patterns.patientContact, { environmentId: t.sandbox, patientId: p.body.patientId })).toEqual({ known: true, email, externalPatientId: null });
     // Re-enrolled: found again, with the same patientId.
     expect((await api.post('/client/patient-events', created('EXT-BUS', email), t.apiKey)).body.patientId).toBe(p.body.patientId);
-    expect(await lastValueFrom(client.send(Patterns.findPatient, { environmentId: t.sandbox, externalPatientId: 'EXT-BUS' }))).toEqual({ patientId: p.body.patientId });
+    expect(await busRequest(app, Patterns.findPatient, { environmentId: t.sandbox, externalPatientId: 'EXT-BUS' })).toEqual({ patientId: p.body.patientId });
   });
 });
 
-describe('patient pathway: restart and PHI at rest', () => {
+describeInProcess('restarts the app in place and reads its data dir')('patient pathway: restart and PHI at rest', () => {
   const app = new TestApp();
   beforeAll(() => app.start());
   afterAll(() => app.stop());

@@ -1,22 +1,22 @@
 import { randomUUID } from 'node:crypto';
 import { InProcessBroker, Patterns, Topics } from '@svc/messaging';
 import { IN_PROCESS_BROKER } from '@svc/platform';
-import { TestApp } from '@svc/testing';
+import { inProcess, TestApp } from '@svc/testing';
 import { WebhookReceiver, until } from '../../apps/webhook-dispatcher/test/receiver';
-import { Tenant, watchTopic } from './case-helpers';
+import { Tenant, TopicWatch, eventually, watchTopic } from './case-helpers';
 
 /** Decisions "Staff cases need a known patient": `POST E/clinical-cases` only for a patient of that environment. */
 describe('staff cases need a patient the environment knows (e2e, real HTTP)', () => {
   const app = new TestApp();
   const receiver = new WebhookReceiver();
-  let caseEvents: ReturnType<typeof watchTopic>;
+  let caseEvents: TopicWatch;
   beforeAll(async () => {
     await receiver.start();
     await app.start();
-    caseEvents = watchTopic(app, Topics.caseEvents);
+    caseEvents = await watchTopic(app, Topics.caseEvents);
   });
   afterAll(async () => {
-    caseEvents.stop();
+    await caseEvents.stop();
     await app.stop();
     await receiver.stop();
   });
@@ -51,6 +51,8 @@ describe('staff cases need a patient the environment knows (e2e, real HTTP)', ()
     }, 10_000, 'the known patient case delivered');
     expect(list).toHaveLength(1);
     expect((await cases(t)).map((c) => c.caseId)).toEqual([ok.body.caseId]);
+    // (On the topology the watch consumer may get the event after the dispatcher delivered it.)
+    await eventually(async () => caseEvents.seen.some((m) => m.type === 'clinical_case.opened' && m.data.caseId === ok.body.caseId), (v) => v);
     const opened = caseEvents.seen.filter((m) => m.type === 'clinical_case.opened' && m.metadata.environmentId === t.sandbox);
     expect(opened.map((m) => m.data.patientId)).toEqual([patientId]);
     expect(receiver.on('/unknown-patient')).toHaveLength(1);
@@ -83,7 +85,7 @@ describe('staff cases need a patient the environment knows (e2e, real HTTP)', ()
     expect((await cases(t)).map((c) => c.caseId)).toEqual([r.body.caseId]);
   });
 
-  it('the patient-pathway not answering is 503 UNAVAILABLE with retry-after: 1, and nothing is written', async () => {
+  inProcess('takes the patient-pathway handler off the in-process broker')('the patient-pathway not answering is 503 UNAVAILABLE with retry-after: 1, and nothing is written', async () => {
     const t = await app.tenant();
     const { patientId } = await app.enrolledPatient(t);
     const broker = (app as unknown as { app: { get<T>(token: unknown): T } }).app.get<InProcessBroker>(IN_PROCESS_BROKER);

@@ -1,27 +1,26 @@
 import { randomUUID } from 'node:crypto';
 import { TestApp, enrollPatient } from '@svc/testing';
-import { EVENT_STORE, EventStore } from '@svc/eventstore';
-import { IntegrationMessage, InProcessBroker, Topics } from '@svc/messaging';
-import { IN_PROCESS_BROKER } from '@svc/platform';
+import { EventStore } from '@svc/eventstore';
+import { IntegrationMessage, Topics } from '@svc/messaging';
 import { periodStartOf, usageStream } from '../../apps/webhook-dispatcher/src/domain/usage';
+import { eventStoreOf, eventually, publishEvent } from './case-helpers';
 
 /** Credits are charged to the month of the fact (the source event's recordedAt), not of its processing. */
 describe('webhook-dispatcher credits (e2e)', () => {
   const app = new TestApp();
-  let broker: InProcessBroker;
   let store: EventStore;
 
   beforeAll(async () => {
     await app.start();
-    const nest = (app as unknown as { app: { get<T>(t: unknown): T } }).app;
-    broker = nest.get<InProcessBroker>(IN_PROCESS_BROKER);
-    store = nest.get<EventStore>(EVENT_STORE);
+    store = await eventStoreOf(app);
   });
   afterAll(() => app.stop());
 
   const serviceNow = async () => new Date(await app.advanceClock(0));
   const credits = async (orgId: string, at: Date) =>
     (await store.readStream(usageStream(orgId, periodStartOf(at)))).filter((e) => e.type === 'CreditUsed').map((e) => e.data as { source: string; sourceId: string; periodStart: string });
+  /** The credits of the month once `ok` holds (events published on the bus are charged when the dispatcher has consumed them). */
+  const creditsWhen = (orgId: string, at: Date, ok: (c: Awaited<ReturnType<typeof credits>>) => boolean) => eventually(() => credits(orgId, at), ok);
 
   it('a payment notice delivered late (occurredAt before the one that set the status) changes nothing; a later one does', async () => {
     const t = await app.tenant();
@@ -79,15 +78,23 @@ describe('webhook-dispatcher credits (e2e)', () => {
       streamId: `case-ledger-case-${caseId}`,
       position: 1,
     };
-    await broker.publish(Topics.caseEvents, message, { key: message.streamId });
-    expect(await credits(t.orgId, opened)).toEqual([expect.objectContaining({ source: 'clinical_case', sourceId: caseId, periodStart: periodStartOf(opened) })]);
+    await publishEvent(app, Topics.caseEvents, message);
+    expect(await creditsWhen(t.orgId, opened, (c) => c.length > 0)).toEqual([expect.objectContaining({ source: 'clinical_case', sourceId: caseId, periodStart: periodStartOf(opened) })]);
 
     await app.advanceClock(32 * 86_400);
     const later = await serviceNow();
     expect(periodStartOf(later)).not.toBe(periodStartOf(opened));
-    // The relay redelivers the same message (at least once) in the next month.
-    await broker.publish(Topics.caseEvents, message, { key: message.streamId });
-    expect(await credits(t.orgId, later)).toEqual([]);
+    // The relay redelivers the same message (at least once) in the next month; then another case
+    // opened this month, on the same stream key: consumed after the redelivery, charged to this month.
+    await publishEvent(app, Topics.caseEvents, message);
+    const next = randomUUID();
+    await publishEvent(app, Topics.caseEvents, {
+      ...message,
+      data: { ...(message.data as object), caseId: next },
+      metadata: { ...message.metadata, eventId: randomUUID(), recordedAt: later.toISOString() },
+      position: 2,
+    });
+    expect((await creditsWhen(t.orgId, later, (c) => c.length > 0)).map((c) => c.sourceId)).toEqual([next]);
     expect(await credits(t.orgId, opened)).toHaveLength(1);
   });
 
@@ -105,9 +112,9 @@ describe('webhook-dispatcher credits (e2e)', () => {
     });
     const checkInId = randomUUID();
     const runId = randomUUID();
-    await broker.publish(Topics.pathwayEvents, msg('check_in.sent', { organizationId: t.orgId, environmentId: t.sandbox, checkInId, patientId: randomUUID(), sentAt: sentAt.toISOString() }));
-    await broker.publish(Topics.workflowEvents, msg('workflow_run.started', { organizationId: t.orgId, environmentId: t.sandbox, runId, workflowId: randomUUID(), startedAt: sentAt.toISOString() }));
-    expect((await credits(t.orgId, sentAt)).map((c) => c.sourceId).sort()).toEqual([checkInId, runId].sort());
+    await publishEvent(app, Topics.pathwayEvents, msg('check_in.sent', { organizationId: t.orgId, environmentId: t.sandbox, checkInId, patientId: randomUUID(), sentAt: sentAt.toISOString() }));
+    await publishEvent(app, Topics.workflowEvents, msg('workflow_run.started', { organizationId: t.orgId, environmentId: t.sandbox, runId, workflowId: randomUUID(), startedAt: sentAt.toISOString() }));
+    expect((await creditsWhen(t.orgId, sentAt, (c) => c.length >= 2)).map((c) => c.sourceId).sort()).toEqual([checkInId, runId].sort());
     expect(await credits(t.orgId, now)).toEqual([]);
   });
 });

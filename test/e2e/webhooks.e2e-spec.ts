@@ -1,13 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { lastValueFrom } from 'rxjs';
-import { TestApp } from '@svc/testing';
-import { BUS_CLIENT, IntegrationMessage, InProcessBroker, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns, Topics } from '@svc/messaging';
-import { busRequest } from './case-helpers';
+import { inProcess, onTopology, TestApp } from '@svc/testing';
+import { IntegrationMessage, InProcessBroker, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns, Topics } from '@svc/messaging';
+import { TopicWatch, busRequest, eventStoreOf, publishEvent, watchTopic } from './case-helpers';
 import { IN_PROCESS_BROKER } from '@svc/platform';
 import { signWebhook, verifyWebhook, WebhookVerificationError } from '@svc/security';
 import { WebhookReceiver, eventSchemas, until } from '../../apps/webhook-dispatcher/test/receiver';
 import { RetryWorker } from '../../apps/webhook-dispatcher/src/application/retry-worker';
-import { EVENT_STORE, EventStore } from '@svc/eventstore';
 import { periodStartOf, usageStream } from '../../apps/webhook-dispatcher/src/domain/usage';
 
 /** Issue 5, "Must show": signed webhooks over real HTTP to a real receiver on loopback. */
@@ -17,17 +15,21 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
   const validate = eventSchemas();
   let broker: InProcessBroker;
   let webhooks: RetryWorker;
-  const busOut: IntegrationMessage[] = [];
+  /** What the dispatcher publishes (webhook.delivered, ...). */
+  let dispatcherEvents: TopicWatch;
 
   beforeAll(async () => {
     await receiver.start();
     await app.start();
+    dispatcherEvents = await watchTopic(app, Topics.dispatcherEvents);
+    // The in-process broker and retry worker: for the tests that run on standalone only (inProcess).
+    if (onTopology()) return;
     const nest = (app as unknown as { app: { get<T>(t: unknown): T } }).app;
     broker = nest.get<InProcessBroker>(IN_PROCESS_BROKER);
     webhooks = nest.get(RetryWorker);
-    broker.subscribe(Topics.dispatcherEvents, (m) => void busOut.push(m.data as IntegrationMessage));
   });
   afterAll(async () => {
+    await dispatcherEvents.stop();
     await app.stop();
     await receiver.stop();
   });
@@ -67,7 +69,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
       streamId: `case-ledger-case-${caseId}`,
       position: 1,
     };
-    await broker.publish(Topics.caseEvents, message, { key: message.streamId });
+    await publishEvent(app, Topics.caseEvents, message);
     return { caseId, eventId };
   }
 
@@ -134,7 +136,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     expect((await app.api.delete(`${t.env}/webhook-endpoints/${ep.id}`, t.staff)).status).toBe(404);
   });
 
-  it('holds a case event until the BAA is signed, then delivers it signed; webhook.delivered follows', async () => {
+  inProcess('settles the retry worker\'s timers inside the process')('holds a case event until the BAA is signed, then delivers it signed; webhook.delivered follows', async () => {
     const t = await app.tenant({ baa: false });
     const ep = await endpoint(t, '/held', ['clinical_case.opened']);
     const { eventId, caseId } = await publishCase(t.orgId, t.sandbox);
@@ -166,11 +168,11 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     }, 5000, 'delivered');
     expect(d.attempts).toEqual([{ at: expect.any(String), statusCode: 200, durationMs: expect.any(Number), error: null }]);
 
-    const delivered = await until(async () => busOut.find((m) => m.type === 'webhook.delivered' && (m.data as { caseId: string }).caseId === caseId), 5000, 'webhook.delivered');
+    const delivered = await until(async () => dispatcherEvents.seen.find((m) => m.type === 'webhook.delivered' && (m.data as { caseId: string }).caseId === caseId), 5000, 'webhook.delivered');
     expect(delivered.data).toEqual({ organizationId: t.orgId, environmentId: t.sandbox, eventId, eventType: 'clinical_case.opened', caseId, deliveredAt: expect.any(String) });
   });
 
-  it('real path: a case opened in the case-ledger before the BAA is held, goes out after signing, and the case shows transportDelivered', async () => {
+  inProcess('settles the retry worker\'s timers inside the process')('real path: a case opened in the case-ledger before the BAA is held, goes out after signing, and the case shows transportDelivered', async () => {
     const t = await app.tenant({ baa: false });
     const ep = await endpoint(t, '/real-held', ['clinical_case.opened']);
     // Before the BAA no patient can be enrolled (every API-key call is 403 BAA_REQUIRED), so a staff
@@ -215,7 +217,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     expect(progress.body.transportDelivered).toBe(true);
   });
 
-  it('retries 500, 500, 200 on the dev clock: three attempts, same event id, fresh valid signatures, same bytes', async () => {
+  inProcess('settles the retry worker\'s timers inside the process')('retries 500, 500, 200 on the dev clock: three attempts, same event id, fresh valid signatures, same bytes', async () => {
     const t = await app.tenant();
     const ep = await endpoint(t, '/flaky', ['clinical_case.opened'], [500, 500, 200]);
     await openCase(t);
@@ -282,7 +284,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     expect((await app.api.post(`${t.env}/webhook-endpoints/${ep.id}/deliveries/${randomUUID()}/retry`, undefined, t.staff)).status).toBe(404);
   });
 
-  it('stops at once on 410', async () => {
+  inProcess('settles the retry worker\'s timers inside the process')('stops at once on 410', async () => {
     const t = await app.tenant();
     const ep = await endpoint(t, '/gone', ['clinical_case.opened'], [410]);
     await openCase(t);
@@ -322,7 +324,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     expect(done.attempts.map((a: { statusCode: number }) => a.statusCode)).toEqual([400, 200]);
   });
 
-  it('an attempt still out when a manual retry is requested is logged when it answers: a late failure keeps the retry, a late 2xx delivers', async () => {
+  inProcess('settles the retry worker\'s timers inside the process')('an attempt still out when a manual retry is requested is logged when it answers: a late failure keeps the retry, a late 2xx delivers', async () => {
     const t = await app.tenant();
     // Each first attempt answers after 1.5 s; any later one at once.
     const lateFail = await endpoint(t, '/late-fail', ['clinical_case.opened'], [500, 200], [1500, 0]);
@@ -352,10 +354,10 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     expect(receiver.on('/late-ok')).toHaveLength(1);
     expect((await deliveries(t, lateOk.id))[0].attempts).toHaveLength(1);
     // webhook.delivered once per delivery (two endpoints, one event each).
-    await until(async () => busOut.filter((m) => m.type === 'webhook.delivered' && (m.data as { caseId: string }).caseId === caseId).length === 2, 5000, 'webhook.delivered');
+    await until(async () => dispatcherEvents.seen.filter((m) => m.type === 'webhook.delivered' && (m.data as { caseId: string }).caseId === caseId).length === 2, 5000, 'webhook.delivered');
   });
 
-  it('one sender per due attempt: senders racing for the same timer send it once (the lease)', async () => {
+  inProcess('runs the retry worker\'s attempt inside the process')('one sender per due attempt: senders racing for the same timer send it once (the lease)', async () => {
     const t = await app.tenant();
     const ep = await endpoint(t, '/lease', ['clinical_case.opened'], [500, 200], [0, 300]);
     await openCase(t);
@@ -402,8 +404,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     expect(plan.status).toBe(200);
     expect(plan.body).toMatchObject({ monthlyCredits: 5, creditsUsed: 0, paused: false, subscriptionStatus: 'active' });
 
-    const client = (app as unknown as { app: { get<T>(t: unknown): T } }).app.get<{ send(p: string, d: unknown): import('rxjs').Observable<unknown> }>(BUS_CLIENT);
-    const usage = () => lastValueFrom(client.send(Patterns.usageStatus, { organizationId: t.orgId })) as Promise<{ paused: boolean }>;
+    const usage = () => busRequest<{ paused: boolean }>(app, Patterns.usageStatus, { organizationId: t.orgId });
     expect(await usage()).toEqual({ paused: false });
 
     for (let i = 0; i < 3; i++) await openCase(t);
@@ -411,12 +412,12 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     // recordedAt from the service clock: a credit is charged to the month of its source event.
     const recordedAt = (await serviceNow()).toISOString();
     const pathwayMsg = (type: string, data: Record<string, unknown>): IntegrationMessage => ({ type, data, metadata: { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: t.orgId, environmentId: t.sandbox, actor: 'system', recordedAt }, streamId: 'x', position: 1 });
-    await broker.publish(Topics.pathwayEvents, pathwayMsg('check_in.sent', { organizationId: t.orgId, environmentId: t.sandbox, checkInId: randomUUID(), patientId: randomUUID(), sentAt: new Date().toISOString() }));
+    await publishEvent(app, Topics.pathwayEvents, pathwayMsg('check_in.sent', { organizationId: t.orgId, environmentId: t.sandbox, checkInId: randomUUID(), patientId: randomUUID(), sentAt: new Date().toISOString() }));
     const sent = await until(async () => receiver.on('/usage-sb').length >= 1 && receiver.on('/usage-prod').length >= 1, 10_000, '80% event');
     expect(sent).toBe(true);
     const run = pathwayMsg('workflow_run.started', { organizationId: t.orgId, environmentId: t.sandbox, runId: randomUUID(), workflowId: randomUUID(), startedAt: new Date().toISOString() });
-    await broker.publish(Topics.workflowEvents, run);
-    await broker.publish(Topics.workflowEvents, run); // a duplicate: no second credit
+    await publishEvent(app, Topics.workflowEvents, run);
+    await publishEvent(app, Topics.workflowEvents, run); // a duplicate: no second credit
     await receiver.waitFor('/usage-sb', 3);
     await receiver.waitFor('/usage-prod', 3);
 
@@ -432,7 +433,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     const { caseId: sixth } = await openCase(t);
     // Decided in the same append as the credit: once the sixth credit is in the month's stream, any
     // threshold it crossed is there too (none: every threshold was already reported).
-    const store = (app as unknown as { app: { get<T>(t: unknown): T } }).app.get<EventStore>(EVENT_STORE);
+    const store = await eventStoreOf(app);
     const month = usageStream(t.orgId, periodStartOf(await serviceNow()));
     const usageEvents = await until(async () => {
       const events = await store.readStream(month);
@@ -491,7 +492,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     const sb = await endpoint(t, '/usage-shrink', ['billing.usage_threshold_reached']);
     expect((await app.api.put(`/organizations/${t.orgId}/plan`, { monthlyCredits: 100 }, t.staff)).status).toBe(200);
     for (let i = 0; i < 5; i++) await openCase(t); // 5 of 100: nothing to report
-    const store = (app as unknown as { app: { get<T>(t: unknown): T } }).app.get<EventStore>(EVENT_STORE);
+    const store = await eventStoreOf(app);
     const month = usageStream(t.orgId, periodStartOf(await serviceNow()));
     await until(async () => (await store.readStream(month)).filter((e) => e.type === 'CreditUsed').length === 5 || null, 10_000, 'five credits');
     expect(receiver.on('/usage-shrink')).toHaveLength(0);
@@ -515,7 +516,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     expect(receiver.on('/usage-shrink')).toHaveLength(3);
   });
 
-  it('an account event of an organization the directory does not know (yet) fails, so the relay delivers it again; it is not dropped', async () => {
+  inProcess('sees the handler\'s failure through the in-process broker\'s publish')('an account event of an organization the directory does not know (yet) fails, so the relay delivers it again; it is not dropped', async () => {
     const orgId = randomUUID();
     const message: IntegrationMessage = {
       type: 'subscription.updated',
@@ -587,7 +588,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     expect(repeated.status).toBe(400);
   });
 
-  it('an endpoint gets the events recorded from its creation on, never older ones (a relay replaying the log sends a new endpoint no history)', async () => {
+  inProcess('settles the retry worker\'s timers inside the process')('an endpoint gets the events recorded from its creation on, never older ones (a relay replaying the log sends a new endpoint no history)', async () => {
     const t = await app.tenant();
     const before = new Date((await serviceNow()).getTime() - 60_000).toISOString();
     const early = await endpoint(t, '/early', ['clinical_case.opened']);
@@ -607,7 +608,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     expect(receiver.on('/late')).toHaveLength(1);
   });
 
-  it('survives a restart with a delivery pending', async () => {
+  inProcess('restarts the app in place')('survives a restart with a delivery pending', async () => {
     const t = await app.tenant();
     const ep = await endpoint(t, '/restart', ['clinical_case.opened'], [503, 200]);
     await openCase(t);

@@ -1,5 +1,5 @@
-import { EVENT_STORE, EventStore } from '@svc/eventstore';
 import { TestApp } from '@svc/testing';
+import { eventStoreOf } from './case-helpers';
 
 /** Issue 6: every change to a workflow is audited (who, what, when) in the workflow's own stream. */
 const definition = (text: string) => ({ category: 'support', description: 'Hours', triggerPhrases: ['hours'], steps: [{ id: 'r', type: 'reply', message: text }] });
@@ -24,7 +24,7 @@ describe('workflow audit trail (e2e, real HTTP)', () => {
     expect((await app.api.post(`${P}/${id}/archive`, undefined, t.staff)).status).toBe(200);
     expect((await app.api.post(`${P}/${id}/restore`, undefined, t.staff)).status).toBe(200);
 
-    const store = (app as unknown as { app: { get(token: symbol): EventStore } }).app.get(EVENT_STORE);
+    const store = await eventStoreOf(app);
     const events = await store.readStream(`workflow-engine-workflow-${id}`);
     expect(events.map((e) => e.type)).toEqual([
       'WorkflowCreated',

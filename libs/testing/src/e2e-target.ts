@@ -6,7 +6,10 @@
  * - `distributed` (`SVC_E2E_TARGET=distributed`, set by jest.distributed.config.js): every
  *   `TestApp` of the run is the one topology the run's global setup started (six processes from
  *   `scripts/start-distributed.js`, on Kafka, PostgreSQL and Redis), reached at the gateway's base
- *   URL (`SVC_E2E_BASE_URL`). Suites stay apart by the organizations they create.
+ *   URL (`SVC_E2E_BASE_URL`), its data dir (`SVC_E2E_DATA_DIR`: the master key widget tokens are
+ *   signed with), its Kafka brokers (`SVC_E2E_KAFKA_BROKERS`: topics watched, commands sent) and
+ *   its database (`SVC_E2E_DATABASE_URL`: the event store read), used by test/e2e/case-helpers.ts.
+ *   Suites stay apart by the organizations they create.
  *
  * A test that reaches inside the process (the Nest container, the event store, a mailer, a
  * restart in place, a custom environment) cannot run against the topology: it is declared with
@@ -27,6 +30,30 @@ export const onTopology = (): boolean => e2eTarget() === 'distributed';
 export function topologyBaseUrl(): string {
   const url = process.env.SVC_E2E_BASE_URL;
   if (!url) throw new Error('SVC_E2E_TARGET=distributed but SVC_E2E_BASE_URL is not set: run through jest.distributed.config.js (its global setup starts the topology)');
+  return url;
+}
+
+/**
+ * The shared topology's data dir (`SVC_E2E_DATA_DIR`, set by the global setup): every app of the
+ * topology reads its master key (`master.key`) and the dev tools' files there.
+ */
+export function topologyDataDir(): string {
+  const dir = process.env.SVC_E2E_DATA_DIR;
+  if (!dir) throw new Error('SVC_E2E_TARGET=distributed but SVC_E2E_DATA_DIR is not set: run through jest.distributed.config.js (its global setup starts the topology), or set it to the data dir of the topology at SVC_E2E_BASE_URL');
+  return dir;
+}
+
+/** The Kafka brokers of the shared topology (`SVC_E2E_KAFKA_BROKERS`, set by the global setup), for suites that watch its topics or send it commands. */
+export function topologyKafkaBrokers(): string[] {
+  const list = (process.env.SVC_E2E_KAFKA_BROKERS ?? '').split(',').map((b) => b.trim()).filter(Boolean);
+  if (list.length === 0) throw new Error('SVC_E2E_TARGET=distributed but SVC_E2E_KAFKA_BROKERS is not set: run through jest.distributed.config.js (its global setup starts the topology), or set it to the brokers of the topology at SVC_E2E_BASE_URL');
+  return list;
+}
+
+/** The shared topology's PostgreSQL database (`SVC_E2E_DATABASE_URL`, set by the global setup): its event store, read by suites as the audit CLI reads it. */
+export function topologyDatabaseUrl(): string {
+  const url = process.env.SVC_E2E_DATABASE_URL;
+  if (!url) throw new Error('SVC_E2E_TARGET=distributed but SVC_E2E_DATABASE_URL is not set: run through jest.distributed.config.js (its global setup starts the topology), or set it to the database of the topology at SVC_E2E_BASE_URL');
   return url;
 }
 

@@ -10,7 +10,7 @@ import type { OidcIssuer } from './oidc-issuer';
 export { OidcIssuer } from './oidc-issuer';
 export { TcpForwarder } from './tcp-forwarder';
 export { DistributedTopology } from './topology';
-export { describeInProcess, e2eTarget, inProcess, onTopology, topologyBaseUrl } from './e2e-target';
+export { describeInProcess, e2eTarget, inProcess, onTopology, topologyBaseUrl, topologyDatabaseUrl, topologyDataDir, topologyKafkaBrokers } from './e2e-target';
 import { onTopology, topologyBaseUrl } from './e2e-target';
 
 export function tempDataDir(prefix = 'svc-'): string {
