@@ -11,3 +11,4 @@ export * from './hash-chain';
 export * from './chain-checkpoints';
 export * from './chain-migration';
 export * from './wal-checkpointer';
+export * from './payload-crypto';
