@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import type { EventStore, RecordedEvent } from '@svc/eventstore';
@@ -139,6 +140,9 @@ export interface RebuildResult {
   /** Of which: reading and applying the log, and putting the models in place. */
   replaySeconds: number;
   replaceSeconds: number;
+  /** CPU time of the process (every thread), and of the main thread alone (null where the OS does not tell). */
+  cpuSeconds: number;
+  mainThreadCpuSeconds: number | null;
   projections: { name: string; events: number; documents: number; collections: readonly string[] }[];
 }
 
@@ -168,6 +172,8 @@ export async function rebuildReadModels(
   if (!readStore.replaceReadModels) throw new CliError('this read store cannot replace read models');
   const replay = new ProjectionReplay(projections);
   const started = process.hrtime.bigint();
+  const cpu = process.cpuUsage();
+  const mainCpu = mainThreadCpuSeconds();
   let from = 0;
   let count = 0;
   /** Pages read and being opened, in log order. */
@@ -208,7 +214,31 @@ export async function rebuildReadModels(
   await readStore.replaceReadModels(source.sealing ? source.sealing.models(models) : models);
   const done = process.hrtime.bigint();
   const seconds = Number(done - started) / 1e9;
-  return { head, events: count, seconds, replaySeconds: Number(replayed - started) / 1e9, replaceSeconds: Number(done - replayed) / 1e9, projections: replay.summary() };
+  const used = process.cpuUsage(cpu);
+  const mainUsed = mainCpu === null ? null : (mainThreadCpuSeconds() ?? mainCpu) - mainCpu;
+  return {
+    head,
+    events: count,
+    seconds,
+    replaySeconds: Number(replayed - started) / 1e9,
+    replaceSeconds: Number(done - replayed) / 1e9,
+    cpuSeconds: (used.user + used.system) / 1e6,
+    mainThreadCpuSeconds: mainUsed,
+    projections: replay.summary(),
+  };
+}
+
+/**
+ * CPU seconds of the calling thread so far (Linux: /proc/thread-self/stat, in clock ticks of 1/100 s),
+ * or null elsewhere: on a shared machine, what bounds the rebuild when its threads each have a core.
+ */
+function mainThreadCpuSeconds(): number | null {
+  try {
+    const fields = readFileSync('/proc/thread-self/stat', 'utf8').split(') ')[1].split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return null;
+  }
 }
 
 export async function rebuildCommand(ctx: Context, names: string[], options: RebuildOptions): Promise<number> {
@@ -264,7 +294,7 @@ export async function rebuildCommand(ctx: Context, names: string[], options: Reb
     const rate = Math.round(result.events / Math.max(result.seconds, 0.001));
     if (out.json) {
       for (const p of result.projections) await out.record({ kind: 'rebuilt', projection: p.name, position: head, events: p.events, documents: p.documents, collections: p.collections });
-      await out.record({ kind: 'summary', projections: result.projections.length, position: head, events: result.events, seconds: Number(result.seconds.toFixed(3)), replaySeconds: Number(result.replaySeconds.toFixed(3)), replaceSeconds: Number(result.replaceSeconds.toFixed(3)), eventsPerSecond: rate });
+      await out.record({ kind: 'summary', projections: result.projections.length, position: head, events: result.events, seconds: Number(result.seconds.toFixed(3)), replaySeconds: Number(result.replaySeconds.toFixed(3)), replaceSeconds: Number(result.replaceSeconds.toFixed(3)), eventsPerSecond: rate, cpuSeconds: Number(result.cpuSeconds.toFixed(3)), mainThreadCpuSeconds: result.mainThreadCpuSeconds === null ? null : Number(result.mainThreadCpuSeconds.toFixed(2)) });
       return 0;
     }
     await out.line(
