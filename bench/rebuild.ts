@@ -1,9 +1,10 @@
 /**
  * Read-model rebuild rate: `svc rebuild --all` (the real bin, as an operator runs it) over a data
  * set made through the store's append API (not HTTP, to be quick), on the SQLite event store and
- * on PostgreSQL, beside the service's own catch-up on the same log measured in the same run: the
- * ProjectionRunner of every app started on an empty read store until it has caught up (what a
- * service does at start when its read store is gone).
+ * on PostgreSQL, beside, on the same log in the same run: a plain read of the log (no payload
+ * opened), the same command with its AES-GCM on the main thread (SVC_REBUILD_CRYPTO_THREADS=0),
+ * and the service's own catch-up: the ProjectionRunner of every app started on an empty read store
+ * until it has caught up (what a service does at start when its read store is gone).
  *
  *   npm run build && node dist/bench/rebuild.js [--events 200000] [--stores sqlite,postgres] [--dir PATH] [--runner on|off]
  *
@@ -113,13 +114,13 @@ async function fill(store: EventStore, events: number): Promise<number> {
 }
 
 /** `svc rebuild --all --json` as a child process: its own figure (replay and swap) and the wall time of the process. */
-function runCli(env: Record<string, string>): { events: number; seconds: number; replay: number; replace: number; rate: number; wall: number } {
+function runCli(env: Record<string, string>, threads?: number): { events: number; seconds: number; replay: number; replace: number; rate: number; wall: number; cpu: number; mainCpu: number | null } {
   // dist/bench/rebuild.js → the checkout's root.
   const root = join(__dirname, '..', '..');
   const started = process.hrtime.bigint();
   // SVC_BENCH_CPU_PROF=<dir>: a CPU profile of the rebuild process there.
   const prof = process.env.SVC_BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.SVC_BENCH_CPU_PROF}`] : [];
-  const r = spawnSync(process.execPath, [...prof, join(root, 'bin', 'svc.js'), 'rebuild', '--all', '--json'], { cwd: root, env: { ...process.env, SVC_CLI_BUILD: '0', ...env }, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  const r = spawnSync(process.execPath, [...prof, join(root, 'bin', 'svc.js'), 'rebuild', '--all', '--json'], { cwd: root, env: { ...process.env, SVC_CLI_BUILD: '0', ...env, ...(threads === undefined ? {} : { SVC_REBUILD_CRYPTO_THREADS: String(threads) }) }, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
   const wall = Number(process.hrtime.bigint() - started) / 1e9;
   if (r.status !== 0) throw new Error(`svc rebuild failed (${r.status}): ${r.stderr}`);
   const summary = r.stdout
@@ -127,7 +128,19 @@ function runCli(env: Record<string, string>): { events: number; seconds: number;
     .filter((l) => l.trim())
     .map((l) => JSON.parse(l))
     .find((x) => x.kind === 'summary');
-  return { events: summary.events, seconds: summary.seconds, replay: summary.replaySeconds, replace: summary.replaceSeconds, rate: summary.eventsPerSecond, wall };
+  return { events: summary.events, seconds: summary.seconds, replay: summary.replaySeconds, replace: summary.replaceSeconds, rate: summary.eventsPerSecond, wall, cpu: summary.cpuSeconds, mainCpu: summary.mainThreadCpuSeconds };
+}
+
+/** A plain read of the log as stored (pages of 5000, no payload opened): the floor under any rebuild. */
+async function readLog(store: EventStore, head: number): Promise<number> {
+  const started = process.hrtime.bigint();
+  let from = 0;
+  while (from < head) {
+    const page = await store.readAll(from, 5000);
+    if (!page.length) break;
+    from = page[page.length - 1].position;
+  }
+  return Number(process.hrtime.bigint() - started) / 1e9;
 }
 
 /** The service's own catch-up: every app's projections on an empty SQLite read store, until at the head. */
@@ -172,8 +185,22 @@ async function main(): Promise<void> {
         const head = await fill(events, args.events);
         await raw.close();
         for (const suffix of ['', '-wal', '-shm']) rmSync(join(dir, `read-models.sqlite${suffix}`), { force: true });
-        const cli = runCli(env);
-        console.log(`  svc rebuild --all: ${cli.events.toLocaleString('en-US')} events in ${cli.seconds.toFixed(2)} s = ${cli.rate.toLocaleString('en-US')} events/s (replay ${cli.replay.toFixed(2)} s, swap ${cli.replace.toFixed(2)} s; process wall time ${cli.wall.toFixed(2)} s, start-up included)`);
+        const reader: EventStore = kind === 'sqlite' ? new SqliteEventStore(join(dir, 'events.sqlite')) : await PostgresEventStore.open({ connectionString: args.url, schema });
+        try {
+          const seconds = await readLog(reader, head);
+          console.log(`  plain read of the log (no payload opened): ${head.toLocaleString('en-US')} events in ${seconds.toFixed(2)} s = ${Math.round(head / seconds).toLocaleString('en-US')} events/s`);
+        } finally {
+          await reader.close();
+        }
+        // The same command with its AES-GCM on the main thread (SVC_REBUILD_CRYPTO_THREADS=0), then as shipped.
+        for (const threads of [0, undefined]) {
+          for (const suffix of ['', '-wal', '-shm']) rmSync(join(dir, `read-models.sqlite${suffix}`), { force: true });
+          const cli = runCli(env, threads);
+          const label = threads === 0 ? 'svc rebuild --all, crypto threads 0' : 'svc rebuild --all';
+          console.log(`  ${label}: ${cli.events.toLocaleString('en-US')} events in ${cli.seconds.toFixed(2)} s = ${cli.rate.toLocaleString('en-US')} events/s (replay ${cli.replay.toFixed(2)} s, swap ${cli.replace.toFixed(2)} s; process wall time ${cli.wall.toFixed(2)} s, start-up included)`);
+          const perMain = cli.mainCpu ? `, main thread ${cli.mainCpu.toFixed(2)} s = ${Math.round(cli.events / cli.mainCpu).toLocaleString('en-US')} events per main-thread CPU second` : '';
+          console.log(`    CPU: all threads ${cli.cpu.toFixed(2)} s${perMain}`);
+        }
         if (args.runner) {
           const reopened: EventStore = kind === 'sqlite' ? new SqliteEventStore(join(dir, 'events.sqlite')) : await PostgresEventStore.open({ connectionString: args.url, schema });
           try {

@@ -166,18 +166,29 @@ export class EncryptingEventStore implements EventStore {
  */
 export function openSealedData(e: RecordedEvent, keyFor: (keyId: string) => Buffer): unknown {
   if (!isEncryptedData(e.data)) return e.data;
-  const keyId = e.metadata?.environmentId || GLOBAL_KEY_ID;
+  return JSON.parse(openSealedText(e as RecordedEvent & { data: EncryptedData }, keyFor));
+}
+
+/** The key id a sealed event's data is sealed under: its environment, or `global`. */
+export function sealedKeyId(e: Pick<RecordedEvent, 'metadata'>): string {
+  return e.metadata?.environmentId || GLOBAL_KEY_ID;
+}
+
+/**
+ * The JSON text a sealed event's data holds (what `openSealedData` parses), for a reader that
+ * parses it elsewhere (`svc rebuild` opens payloads on worker threads). Throws as `openSealedData`.
+ */
+export function openSealedText(e: Pick<RecordedEvent, 'streamId' | 'revision' | 'type' | 'metadata'> & { data: EncryptedData }, keyFor: (keyId: string) => Buffer): string {
+  const keyId = sealedKeyId(e);
   const decipher = createDecipheriv('aes-256-gcm', keyFor(keyId), Buffer.from(e.data.iv, 'base64'), { authTagLength: 16 });
   decipher.setAAD(aad(e.streamId, e.type, keyId));
   decipher.setAuthTag(Buffer.from(e.data.tag, 'base64'));
-  let plain: string;
   try {
-    plain = Buffer.concat([decipher.update(Buffer.from(e.data.ct, 'base64')), decipher.final()]).toString('utf8');
+    return Buffer.concat([decipher.update(Buffer.from(e.data.ct, 'base64')), decipher.final()]).toString('utf8');
   } catch {
     // No detail: the message must not echo anything of the payload.
     throw new Error(`event data of ${e.streamId}@${e.revision} failed authentication`);
   }
-  return JSON.parse(plain);
 }
 
 function aad(streamId: string, type: string, keyId: string): Buffer {

@@ -14,3 +14,4 @@ export * from './wal-checkpointer';
 export * from './leases';
 export * from './postgres-leases';
 export * from './sqlite-positions';
+export * from './payload-crypto';

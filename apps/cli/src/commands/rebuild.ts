@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import type { EventStore } from '@svc/eventstore';
+import type { EventStore, RecordedEvent } from '@svc/eventstore';
 import type { Projection, ReadStore, RebuiltReadModel } from '@svc/read-store';
-import type { Keyring } from '@svc/security';
 import { Context } from '../context';
 import { CliError, Output } from '../output';
 import { serviceProjections } from '../projections';
@@ -15,8 +16,9 @@ export interface RebuildOptions {
   progress?: boolean;
 }
 
-/** Events read from the log per page. */
-const PAGE = 2000;
+/** Events read from the log per page, and pages read ahead of the one being applied. */
+const PAGE = 5000;
+const PAGES_AHEAD = 2;
 /** How often a --json run writes a progress record. */
 const JSON_PROGRESS_MS = 1000;
 
@@ -117,17 +119,18 @@ async function openReadStore(ctx: Context, options: RebuildOptions): Promise<{ s
   return { store, where: `Redis prefix ${prefix}` };
 }
 
-/** The master key's key ring: the projections read payloads in clear and seal what they store. */
-async function serviceKeyring(ctx: Context): Promise<Keyring> {
+/** The master key (the projections read payloads in clear and seal what they store). */
+async function serviceMasterKey(ctx: Context): Promise<Buffer> {
   const { readMasterKey } = await import('@svc/platform');
   const { Keyring } = await import('@svc/security');
   const key = readMasterKey({ dataDir: ctx.dataDir }, process.env);
   if (!key) throw new CliError(`rebuild needs the master key (projections read payloads and seal what they store): set SVC_MASTER_KEY (base64), or run where ${ctx.dataDir}/master.key is readable`);
   try {
-    return new Keyring(key);
+    new Keyring(key);
   } catch (err) {
     throw new CliError(`the master key cannot be used: ${(err as Error).message}`);
   }
+  return key;
 }
 
 export interface RebuildResult {
@@ -137,15 +140,29 @@ export interface RebuildResult {
   /** Of which: reading and applying the log, and putting the models in place. */
   replaySeconds: number;
   replaceSeconds: number;
+  /** CPU time of the process (every thread), and of the main thread alone (null where the OS does not tell). */
+  cpuSeconds: number;
+  mainThreadCpuSeconds: number | null;
   projections: { name: string; events: number; documents: number; collections: readonly string[] }[];
+}
+
+/** What the replay reads the log through. */
+export interface RebuildSource {
+  /** The log as stored (the raw adapter: sealed payloads, chain fields). */
+  events: EventStore;
+  /** A page's payloads opened, as the service's read path opens them (PayloadCrypto.open). */
+  open(page: RecordedEvent[]): Promise<RecordedEvent[]>;
+  /** The projections' key ring when it defers sealing (DeferredSealingKeyring), else null. */
+  sealing: { flush(): void; settle(): Promise<void>; models(models: RebuiltReadModel[]): RebuiltReadModel[] } | null;
 }
 
 /**
  * Replays the log (position 1 to `head`) through `projections` in memory and puts the read
- * models in place in one step. `onProgress(position, events)` after each page.
+ * models in place in one step. Pages are read ahead (up to PAGES_AHEAD being opened while one is
+ * applied); `onProgress(position, events)` after each page.
  */
 export async function rebuildReadModels(
-  events: EventStore,
+  source: RebuildSource,
   readStore: ReadStore,
   projections: Projection[],
   head: number,
@@ -155,35 +172,97 @@ export async function rebuildReadModels(
   if (!readStore.replaceReadModels) throw new CliError('this read store cannot replace read models');
   const replay = new ProjectionReplay(projections);
   const started = process.hrtime.bigint();
+  const cpu = process.cpuUsage();
+  const mainCpu = mainThreadCpuSeconds();
   let from = 0;
   let count = 0;
-  while (from < head) {
-    const page = await events.readAll(from, PAGE);
-    if (!page.length) break;
-    for (const e of page) {
-      if (e.position > head) break;
-      await replay.apply(e);
-      count++;
+  /** Pages read and being opened, in log order. */
+  const ahead: Promise<RecordedEvent[]>[] = [];
+  let more = true;
+  const readAhead = async () => {
+    while (more && ahead.length < PAGES_AHEAD) {
+      const raw = await source.events.readAll(from, PAGE);
+      const page = raw.filter((e) => e.position <= head);
+      if (page.length < raw.length || raw.length < PAGE) more = false;
+      if (!page.length) break;
+      from = page[page.length - 1].position;
+      if (from >= head) more = false;
+      const opened = source.open(page);
+      opened.catch(() => undefined); // awaited in order below; a failure is thrown there
+      ahead.push(opened);
     }
-    from = page[page.length - 1].position;
-    onProgress(Math.min(from, head), count);
+  };
+  try {
+    await readAhead();
+    while (ahead.length) {
+      const page = await (ahead.shift() as Promise<RecordedEvent[]>);
+      await readAhead();
+      for (const e of page) {
+        await replay.apply(e);
+        count++;
+      }
+      source.sealing?.flush();
+      onProgress(page[page.length - 1].position, count);
+    }
+    await source.sealing?.settle();
+  } finally {
+    more = false;
+    await Promise.allSettled(ahead);
   }
   const replayed = process.hrtime.bigint();
   const models: RebuiltReadModel[] = replay.readModels(head);
-  await readStore.replaceReadModels(models);
+  await readStore.replaceReadModels(source.sealing ? source.sealing.models(models) : models);
   const done = process.hrtime.bigint();
   const seconds = Number(done - started) / 1e9;
-  return { head, events: count, seconds, replaySeconds: Number(replayed - started) / 1e9, replaceSeconds: Number(done - replayed) / 1e9, projections: replay.summary() };
+  const used = process.cpuUsage(cpu);
+  const mainUsed = mainCpu === null ? null : (mainThreadCpuSeconds() ?? mainCpu) - mainCpu;
+  return {
+    head,
+    events: count,
+    seconds,
+    replaySeconds: Number(replayed - started) / 1e9,
+    replaceSeconds: Number(done - replayed) / 1e9,
+    cpuSeconds: (used.user + used.system) / 1e6,
+    mainThreadCpuSeconds: mainUsed,
+    projections: replay.summary(),
+  };
+}
+
+/**
+ * CPU seconds of the calling thread so far (Linux: /proc/thread-self/stat, in clock ticks of 1/100 s),
+ * or null elsewhere: on a shared machine, what bounds the rebuild when its threads each have a core.
+ */
+function mainThreadCpuSeconds(): number | null {
+  try {
+    const fields = readFileSync('/proc/thread-self/stat', 'utf8').split(') ')[1].split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return null;
+  }
 }
 
 export async function rebuildCommand(ctx: Context, names: string[], options: RebuildOptions): Promise<number> {
   const { out } = ctx;
-  const keyring = await serviceKeyring(ctx);
-  const selected = selectProjections(await serviceProjections(keyring), names, options);
-  const { serviceEventStore } = await import('@svc/platform');
-  // Read as the service reads: payloads opened with the key ring, the chain fields set aside.
-  const events = serviceEventStore(ctx.store, keyring);
-  const { store, where } = await openReadStore(ctx, options);
+  const masterKey = await serviceMasterKey(ctx);
+  const { PayloadCrypto } = await import('@svc/eventstore');
+  const { Keyring } = await import('@svc/security');
+  const { DeferredSealingKeyring } = await import('./rebuild-sealing');
+  const keyring = new Keyring(masterKey);
+  // AES-GCM (opening payloads, sealing stored fields) on threads beside the replay: one per core but one.
+  const crypto = new PayloadCrypto((keyId) => keyring.encryptionKey(keyId), { threads: cryptoThreads() });
+  const sealing = new DeferredSealingKeyring(masterKey, crypto);
+  const selected = selectProjections(await serviceProjections(sealing), names, options);
+  // Read as the service reads (EncryptingEventStore over the hash chain): payloads opened with the
+  // key ring, the chain fields passed over (the rebuild trusts the log; `svc verify` checks it).
+  const source: RebuildSource = { events: ctx.store, open: (page) => crypto.open(page), sealing };
+  let store: ReadStore;
+  let where: string;
+  try {
+    ({ store, where } = await openReadStore(ctx, options));
+  } catch (err) {
+    await crypto.close();
+    throw err;
+  }
   try {
     const head = await ctx.store.headPosition();
     out.note(`rebuilding ${selected.map((p) => p.name).join(', ')} from ${ctx.where} (log head ${head}) into ${where}`);
@@ -204,7 +283,7 @@ export async function rebuildCommand(ctx: Context, names: string[], options: Reb
     };
     let result: RebuildResult;
     try {
-      result = await rebuildReadModels(events, store, selected, head, onProgress);
+      result = await rebuildReadModels(source, store, selected, head, onProgress);
     } catch (err) {
       bar?.stop();
       const { ProjectionReplayError } = await import('@svc/read-store');
@@ -215,7 +294,7 @@ export async function rebuildCommand(ctx: Context, names: string[], options: Reb
     const rate = Math.round(result.events / Math.max(result.seconds, 0.001));
     if (out.json) {
       for (const p of result.projections) await out.record({ kind: 'rebuilt', projection: p.name, position: head, events: p.events, documents: p.documents, collections: p.collections });
-      await out.record({ kind: 'summary', projections: result.projections.length, position: head, events: result.events, seconds: Number(result.seconds.toFixed(3)), replaySeconds: Number(result.replaySeconds.toFixed(3)), replaceSeconds: Number(result.replaceSeconds.toFixed(3)), eventsPerSecond: rate });
+      await out.record({ kind: 'summary', projections: result.projections.length, position: head, events: result.events, seconds: Number(result.seconds.toFixed(3)), replaySeconds: Number(result.replaySeconds.toFixed(3)), replaceSeconds: Number(result.replaceSeconds.toFixed(3)), eventsPerSecond: rate, cpuSeconds: Number(result.cpuSeconds.toFixed(3)), mainThreadCpuSeconds: result.mainThreadCpuSeconds === null ? null : Number(result.mainThreadCpuSeconds.toFixed(2)) });
       return 0;
     }
     await out.line(
@@ -227,6 +306,18 @@ export async function rebuildCommand(ctx: Context, names: string[], options: Reb
     await out.line(`${out.c.green('rebuilt')} ${result.projections.length} read models from ${result.events.toLocaleString('en-US')} events in ${result.seconds.toFixed(2)} s (${rate.toLocaleString('en-US')} events/s)`);
     return 0;
   } finally {
+    await crypto.close();
     await store.close().catch(() => undefined);
   }
+}
+
+/** Threads for AES-GCM beside the replay: SVC_REBUILD_CRYPTO_THREADS, else one per core but one (at least one). */
+function cryptoThreads(): number {
+  const set = process.env.SVC_REBUILD_CRYPTO_THREADS;
+  if (set !== undefined && set !== '') {
+    const n = Number(set);
+    if (!Number.isInteger(n) || n < 0 || n > 64) throw new CliError('SVC_REBUILD_CRYPTO_THREADS must be a whole number from 0 to 64');
+    return n;
+  }
+  return Math.max(1, availableParallelism() - 1);
 }
