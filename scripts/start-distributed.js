@@ -461,7 +461,7 @@ async function main() {
     await shutdown(1);
     return;
   }
-  for (const a of apps) say(`${a.instance.padEnd(18)} pid ${a.pid}  port ${a.port}  ${a.name === 'gateway' ? urlOf(a) : `${urlOf(a)} (internal)`}`);
+  for (const a of apps) say(`${a.instance.padEnd(20)} pid ${a.pid}  port ${a.port}  ${a.name === 'gateway' ? urlOf(a) : `${urlOf(a)} (internal)`}`);
   say(`every app is ready (${apps.length} processes; state in ${stateFile})`);
   process.stdout.write(`Patient-care integration service (distributed) listening at ${publicBase}\n`);
 
@@ -489,7 +489,7 @@ async function main() {
       try {
         await a.waitReady(Date.now() + READY_TIMEOUT_MS);
         markReady(a);
-        say(`${a.instance.padEnd(18)} pid ${a.pid}  ready again on port ${a.port}`);
+        say(`${a.instance.padEnd(20)} pid ${a.pid}  ready again on port ${a.port}`);
       } catch (err) {
         if (!stopping.now && a.running()) fail(err.message);
       }

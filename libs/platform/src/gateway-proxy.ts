@@ -294,7 +294,7 @@ export class GatewayProxy {
           if (!connected) {
             // Refused or no connection: the replica got nothing. Another one, if any is left.
             this.pool.markDown(replica);
-            getLogger().warn({ reqId: req.id, upstream: app, instance: replica.instance, reason: (err as NodeJS.ErrnoException).code ?? (err instanceof UpstreamUnavailable ? err.reason : err.name) }, 'gateway: replica not reachable');
+            getLogger().warn({ reqId: req.id, upstream: app, replica: replica.instance, reason: (err as NodeJS.ErrnoException).code ?? (err instanceof UpstreamUnavailable ? err.reason : err.name) }, 'gateway: replica not reachable');
             lastError = err;
             if (replayable && !this.closed) return send();
           }

@@ -65,7 +65,7 @@ async function deadPort(): Promise<number> {
 const unreachable = (instance: string) =>
   readFileSync(logFile, 'utf8')
     .split('\n')
-    .filter((l) => l.includes('"gateway: replica not reachable"') && l.includes(`"instance":"${instance}"`)).length;
+    .filter((l) => l.includes('"gateway: replica not reachable"') && l.includes(`"replica":"${instance}"`)).length;
 
 describe('GatewayProxy across replicas', () => {
   let dir: string;
