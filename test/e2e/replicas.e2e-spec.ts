@@ -1,6 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { DistributedTopology } from '@svc/testing';
 
 /**
@@ -69,8 +67,7 @@ describe('two replicas of case-ledger behind the gateway', () => {
 
   it('started one process per replica, each with its port, and lists them in the state file', () => {
     expect([...topology.pids.keys()].sort()).toEqual(['case-ledger-1', 'case-ledger-2', 'conversation', 'gateway', 'patient-pathway', 'webhook-dispatcher', 'workflow-engine']);
-    const state = JSON.parse(readFileSync(join(topology.dataDir, 'distributed-state.json'), 'utf8')) as { instances: { app: string; instance: string; pid: number; port: number; state: string }[] };
-    const ledgers = state.instances.filter((i) => i.app === 'case-ledger');
+    const ledgers = topology.instances().filter((i) => i.app === 'case-ledger');
     expect(ledgers.map((i) => [i.instance, i.pid, i.state])).toEqual([
       ['case-ledger-1', topology.pids.get('case-ledger-1'), 'ready'],
       ['case-ledger-2', topology.pids.get('case-ledger-2'), 'ready'],
