@@ -88,7 +88,11 @@ async function startTopology(replicas: string): Promise<Topology> {
     REDIS_KEY_PREFIX: prefix,
     SVC_REPLICAS: replicas,
   };
-  const child: ChildProcess = spawn(process.execPath, [join(ROOT, 'scripts', 'start-distributed.js'), '--no-build'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = spawn(process.execPath, [join(ROOT, 'scripts', 'start-distributed.js'), '--no-build'], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   const base = await new Promise<string>((res, rej) => {
     const timer = setTimeout(() => rej(new Error(`topology not ready:\n${out.slice(-3000)}`)), 300_000);
@@ -169,11 +173,37 @@ async function tenant(base: string, name: string): Promise<Tenant> {
   const E = `${base}/organizations/${org.id}/environments/${envId}`;
   const key = (await json('POST', `${E}/api-keys`, { name: 'bench' }, staff)).key as string;
   await json('POST', `${base}/organizations/${org.id}/baa`, { signerName: 'B', signerTitle: 'C' }, staff);
-  const protocol = await json('POST', `${E}/protocols`, { programKey: `bench-${name}`, name: 'Bench', defaultCadenceDays: 30, questions: [{ key: 'pain', text: 'Pain?', type: 'scale', min: 0, max: 10 }], redFlags: { emergencyTerms: true } }, staff);
+  const protocol = await json(
+    'POST',
+    `${E}/protocols`,
+    {
+      programKey: `bench-${name}`,
+      name: 'Bench',
+      defaultCadenceDays: 30,
+      questions: [{ key: 'pain', text: 'Pain?', type: 'scale', min: 0, max: 10 }],
+      redFlags: { emergencyTerms: true },
+    },
+    staff,
+  );
   await json('POST', `${E}/protocols/${protocol.id}/activate`, undefined, staff);
   const patients: string[] = [];
   for (let i = 0; i < 20; i++) {
-    patients.push((await json('POST', `${base}/client/patient-events`, { eventId: randomUUID(), type: 'patient.created', externalPatientId: `BENCH-${name}-${i}`, email: `bench-${name}-${i}@example.test`, programKey: `bench-${name}` }, key)).patientId as string);
+    patients.push(
+      (
+        await json(
+          'POST',
+          `${base}/client/patient-events`,
+          {
+            eventId: randomUUID(),
+            type: 'patient.created',
+            externalPatientId: `BENCH-${name}-${i}`,
+            email: `bench-${name}-${i}@example.test`,
+            programKey: `bench-${name}`,
+          },
+          key,
+        )
+      ).patientId as string,
+    );
   }
   return { staff, key, E, patients };
 }
@@ -186,7 +216,9 @@ async function openCases(t: Tenant, n: number, concurrency: number): Promise<str
     Array.from({ length: concurrency }, async () => {
       while (next < n) {
         const i = next++;
-        ids.push((await json('POST', `${t.E}/clinical-cases`, { patientId: t.patients[i % t.patients.length], request: 'bench request' }, t.staff)).caseId as string);
+        ids.push(
+          (await json('POST', `${t.E}/clinical-cases`, { patientId: t.patients[i % t.patients.length], request: 'bench request' }, t.staff)).caseId as string,
+        );
       }
     }),
   );
@@ -254,10 +286,15 @@ async function deliveries(base: string, args: Args): Promise<DeliveriesRow> {
   await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
   try {
     const t = await tenant(base, 'webhooks');
-    await json('POST', `${t.E}/webhook-endpoints`, { url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/`, events: ['clinical_case.opened'] }, t.staff);
+    await json(
+      'POST',
+      `${t.E}/webhook-endpoints`,
+      { url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/`, events: ['clinical_case.opened'] },
+      t.staff,
+    );
     await openCases(t, args.deliveries, 16);
     // Every delivery failed twice (at once, then 5 s later): its next attempt is 5 min away.
-    for (const until = Date.now() + 120_000; ; ) {
+    for (const until = Date.now() + 120_000; ;) {
       const twice = [...attempts.values()].filter((n) => n >= 2).length;
       if (twice >= args.deliveries) break;
       if (Date.now() > until) throw new Error(`only ${twice} of ${args.deliveries} deliveries failed twice within 120 s`);
@@ -266,7 +303,7 @@ async function deliveries(base: string, args: Args): Promise<DeliveriesRow> {
     accept = true;
     const t0 = performance.now();
     await json('POST', `${base}/dev/clock`, { advanceSeconds: 7 * 60 });
-    for (const until = Date.now() + 300_000; delivered.size < args.deliveries; ) {
+    for (const until = Date.now() + 300_000; delivered.size < args.deliveries;) {
       if (Date.now() > until) throw new Error(`only ${delivered.size} of ${args.deliveries} delivered within 300 s`);
       await sleep(50);
     }
@@ -281,7 +318,9 @@ async function deliveries(base: string, args: Args): Promise<DeliveriesRow> {
 
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
-  console.log(`cores ${cpus().length} (${cpus()[0]?.model ?? '?'}); ${args.cases} cases, ${args.connections} connections, ${args.seconds} s per update run; ${args.deliveries} deliveries per burst`);
+  console.log(
+    `cores ${cpus().length} (${cpus()[0]?.model ?? '?'}); ${args.cases} cases, ${args.connections} connections, ${args.seconds} s per update run; ${args.deliveries} deliveries per burst`,
+  );
   const rows: { replicas: string; updates: UpdatesRow; deliveries: DeliveriesRow; load: string }[] = [];
   for (const replicas of ['', 'case-ledger=2,webhook-dispatcher=2']) {
     const topology = await startTopology(replicas);
@@ -291,12 +330,21 @@ async function main(): Promise<void> {
       console.log(`  updates ${Math.round(u.rps)}/s`);
       const d = await deliveries(topology.base, args);
       console.log(`  deliveries ${Math.round(d.rps)}/s`);
-      rows.push({ replicas: replicas || 'every app once', updates: u, deliveries: d, load: loadavg().map((x) => x.toFixed(1)).join(' ') });
+      rows.push({
+        replicas: replicas || 'every app once',
+        updates: u,
+        deliveries: d,
+        load: loadavg()
+          .map((x) => x.toFixed(1))
+          .join(' '),
+      });
     } finally {
       await topology.stop();
     }
   }
-  console.log('\n| replicas | updates 2xx/s | p50 ms | p99 ms | non-2xx | errors | deliveries/s | burst (deliveries in s) | delivered twice | load avg after |');
+  console.log(
+    '\n| replicas | updates 2xx/s | p50 ms | p99 ms | non-2xx | errors | deliveries/s | burst (deliveries in s) | delivered twice | load avg after |',
+  );
   console.log('|---|---:|---:|---:|---:|---:|---:|---|---:|---|');
   for (const r of rows) {
     console.log(
@@ -304,7 +352,10 @@ async function main(): Promise<void> {
     );
   }
   const [one, two] = rows;
-  if (one && two) console.log(`updates: 2 case-ledger replicas ${(two.updates.rps / one.updates.rps).toFixed(2)}x one; deliveries: 2 webhook-dispatcher replicas ${(two.deliveries.rps / one.deliveries.rps).toFixed(2)}x one`);
+  if (one && two)
+    console.log(
+      `updates: 2 case-ledger replicas ${(two.updates.rps / one.updates.rps).toFixed(2)}x one; deliveries: 2 webhook-dispatcher replicas ${(two.deliveries.rps / one.deliveries.rps).toFixed(2)}x one`,
+    );
 }
 
 main().catch((err) => {

@@ -35,9 +35,31 @@ describe('two replicas of case-ledger behind the gateway', () => {
     const env = `/organizations/${org.body.id}/environments/${envId}`;
     expect((await api.post(`/organizations/${org.body.id}/baa`, { signerName: 'Ada Owner', signerTitle: 'CEO' }, staff)).status).toBe(201);
     apiKey = (await api.post(`${env}/api-keys`, { name: 'replicas' }, staff)).body.key as string;
-    const protocol = await api.post(`${env}/protocols`, { programKey: 'replicas', name: 'Replicas', defaultCadenceDays: 30, questions: [{ key: 'pain', text: 'How bad is your pain today?', type: 'scale', min: 0, max: 10 }], redFlags: { emergencyTerms: true } }, staff);
+    const protocol = await api.post(
+      `${env}/protocols`,
+      {
+        programKey: 'replicas',
+        name: 'Replicas',
+        defaultCadenceDays: 30,
+        questions: [{ key: 'pain', text: 'How bad is your pain today?', type: 'scale', min: 0, max: 10 }],
+        redFlags: { emergencyTerms: true },
+      },
+      staff,
+    );
     expect((await api.post(`${env}/protocols/${protocol.body.id}/activate`, undefined, staff)).status).toBe(200);
-    const patient = await api.post('/client/patient-events', { eventId: randomUUID(), type: 'patient.created', externalPatientId: `ext-${randomUUID()}`, email: `patient-${randomUUID()}@example.test`, firstName: 'Rep', lastName: 'Lica', programKey: 'replicas' }, apiKey);
+    const patient = await api.post(
+      '/client/patient-events',
+      {
+        eventId: randomUUID(),
+        type: 'patient.created',
+        externalPatientId: `ext-${randomUUID()}`,
+        email: `patient-${randomUUID()}@example.test`,
+        firstName: 'Rep',
+        lastName: 'Lica',
+        programKey: 'replicas',
+      },
+      apiKey,
+    );
     expect(patient.status).toBe(202);
     // Each staff case asks patient-pathway over Kafka from whichever replica took it: the answer
     // must come back to that replica (its own reply partition), else the open would time out.
@@ -66,7 +88,15 @@ describe('two replicas of case-ledger behind the gateway', () => {
   }
 
   it('started one process per replica, each with its port, and lists them in the state file', () => {
-    expect([...topology.pids.keys()].sort()).toEqual(['case-ledger-1', 'case-ledger-2', 'conversation', 'gateway', 'patient-pathway', 'webhook-dispatcher', 'workflow-engine']);
+    expect([...topology.pids.keys()].sort()).toEqual([
+      'case-ledger-1',
+      'case-ledger-2',
+      'conversation',
+      'gateway',
+      'patient-pathway',
+      'webhook-dispatcher',
+      'workflow-engine',
+    ]);
     const ledgers = topology.instances().filter((i) => i.app === 'case-ledger');
     expect(ledgers.map((i) => [i.instance, i.pid, i.state])).toEqual([
       ['case-ledger-1', topology.pids.get('case-ledger-1'), 'ready'],
@@ -127,7 +157,7 @@ describe('two replicas of case-ledger behind the gateway', () => {
     await topology.waitFor(/distributed: case-ledger-1\s+pid (\d+)\s+ready again/, 120_000, mark);
     expect(topology.pids.get('case-ledger-1')).not.toBe(killed);
     const back = topology.output.length;
-    for (let until = Date.now() + 30_000; Date.now() < until && !servedBy(back).get('case-ledger-1'); ) await new Promise((r) => setTimeout(r, 250));
+    for (let until = Date.now() + 30_000; Date.now() < until && !servedBy(back).get('case-ledger-1');) await new Promise((r) => setTimeout(r, 250));
     stop = true;
     await Promise.all(writers);
     expect(servedBy(back).get('case-ledger-1')).toBeGreaterThan(0);

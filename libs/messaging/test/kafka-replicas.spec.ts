@@ -126,7 +126,9 @@ type Answer = { from: string; n: number; servedBy: string };
     expect(split.every((p) => p.length > 0)).toBe(true);
     const [a, b] = callers.map(replyPartitionOf);
     expect(a).not.toBe(b);
-    const sends = callers.flatMap((c, i) => Array.from({ length: 40 }, (_, n) => askFrom(c, `caller-${i + 1}`, n).then((r) => ({ asked: `caller-${i + 1}`, r }))));
+    const sends = callers.flatMap((c, i) =>
+      Array.from({ length: 40 }, (_, n) => askFrom(c, `caller-${i + 1}`, n).then((r) => ({ asked: `caller-${i + 1}`, r }))),
+    );
     const results = await Promise.all(sends);
     for (const { asked, r } of results) expect(r.from).toBe(asked);
     expect(results).toHaveLength(80);

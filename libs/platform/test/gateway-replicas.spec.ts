@@ -80,7 +80,20 @@ describe('GatewayProxy across replicas', () => {
   let heart: NodeJS.Timeout;
 
   const announce = () =>
-    Promise.all([...beating].map(([instance, a]) => announceUpstream(store, { app: a.app, instance, origin: a.origin, routes: [{ method: 'GET', url: a.url }, { method: 'POST', url: a.url }], announcedAt: `beat-${++beat}` })));
+    Promise.all(
+      [...beating].map(([instance, a]) =>
+        announceUpstream(store, {
+          app: a.app,
+          instance,
+          origin: a.origin,
+          routes: [
+            { method: 'GET', url: a.url },
+            { method: 'POST', url: a.url },
+          ],
+          announcedAt: `beat-${++beat}`,
+        }),
+      ),
+    );
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'gateway-replicas-'));
@@ -101,7 +114,14 @@ describe('GatewayProxy across replicas', () => {
 
     const config = loadConfig({ NODE_ENV: 'test', SVC_DATA_DIR: dir, PORT: '0', HOST: '127.0.0.1', SVC_RATE_LIMITS: 'off' }, 'distributed');
     gateway = await createHttpApp(GatewayTestModule, config);
-    proxy = new GatewayProxy({ readStore: store, self: 'gateway', timeoutMs: 2000, refreshMs: 100, bodyLimit: 1024 * 1024, replicas: { downMs: DOWN_MS, staleMs: STALE_MS } });
+    proxy = new GatewayProxy({
+      readStore: store,
+      self: 'gateway',
+      timeoutMs: 2000,
+      refreshMs: 100,
+      bodyLimit: 1024 * 1024,
+      replicas: { downMs: DOWN_MS, staleMs: STALE_MS },
+    });
     await proxy.start();
     proxy.register(gateway.getHttpAdapter().getInstance() as never);
     await gateway.listen(0, '127.0.0.1');
@@ -121,7 +141,8 @@ describe('GatewayProxy across replicas', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const post = (path: string, n: number) => fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ n }) });
+  const post = (path: string, n: number) =>
+    fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ n }) });
 
   it('spreads requests over the live replicas, and one that refuses connections costs no 503 and is tried last for a while', async () => {
     const [one, two] = replicas;
@@ -142,7 +163,12 @@ describe('GatewayProxy across replicas', () => {
     const tries = unreachable(`ledger-3-${RUN}`);
     expect(tries).toBeGreaterThanOrEqual(1);
     expect(tries).toBeLessThanOrEqual(Math.ceil(elapsed / DOWN_MS) + 1);
-    expect(proxy.liveReplicas('case-ledger').map((r) => r.instance).sort()).toEqual([`ledger-1-${RUN}`, `ledger-2-${RUN}`, `ledger-3-${RUN}`]);
+    expect(
+      proxy
+        .liveReplicas('case-ledger')
+        .map((r) => r.instance)
+        .sort(),
+    ).toEqual([`ledger-1-${RUN}`, `ledger-2-${RUN}`, `ledger-3-${RUN}`]);
   });
 
   it('a request that reached a replica and got no answer is 503 with Retry-After, never sent to a second replica', async () => {
@@ -173,7 +199,12 @@ describe('GatewayProxy across replicas', () => {
   it('a replica that stopped announcing is not tried while another one announces', async () => {
     beating.delete(`ledger-3-${RUN}`);
     await new Promise((r) => setTimeout(r, STALE_MS + DOWN_MS + 300));
-    expect(proxy.liveReplicas('case-ledger').map((r) => r.instance).sort()).toEqual([`ledger-1-${RUN}`, `ledger-2-${RUN}`]);
+    expect(
+      proxy
+        .liveReplicas('case-ledger')
+        .map((r) => r.instance)
+        .sort(),
+    ).toEqual([`ledger-1-${RUN}`, `ledger-2-${RUN}`]);
     const before = unreachable(`ledger-3-${RUN}`);
     for (let n = 0; n < 20; n++) {
       const res = await fetch(`${base}/api/ledger`);
