@@ -105,6 +105,30 @@ describe('two replicas of case-ledger behind the gateway', () => {
     expect(new Set(ledgers.map((i) => i.port)).size).toBe(2);
   });
 
+  it('the two replicas are one consumer group: each topic the app consumes has its partitions split between them', async () => {
+    const { Kafka, AssignerProtocol, logLevel } = await import('kafkajs');
+    const admin = new Kafka({ clientId: 'replicas-e2e', brokers: (/^distributed: kafka (\S+) \(/m.exec(topology.output)?.[1] ?? brokers ?? '').split(','), logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
+    try {
+      let members: Record<string, number[]>[] = [];
+      for (const until = Date.now() + 60_000; Date.now() < until; await new Promise((r) => setTimeout(r, 500))) {
+        const group = (await admin.describeGroups(['case-ledger-server'])).groups[0];
+        if (group.state !== 'Stable' || group.members.length !== 2) continue;
+        members = group.members.map((m) => AssignerProtocol.MemberAssignment.decode(m.memberAssignment)?.assignment ?? {});
+        break;
+      }
+      expect(members).toHaveLength(2);
+      const topics = [...new Set(members.flatMap((m) => Object.keys(m)))];
+      expect(topics.length).toBeGreaterThan(0);
+      for (const topic of topics) {
+        const [a, b] = members.map((m) => m[topic] ?? []);
+        expect({ topic, a: a.length > 0, b: b.length > 0, shared: a.filter((p) => b.includes(p)) }).toEqual({ topic, a: true, b: true, shared: [] });
+      }
+    } finally {
+      await admin.disconnect();
+    }
+  });
+
   it('requests through the gateway reach both replicas', async () => {
     const mark = topology.output.length;
     for (let i = 0; i < 30; i++) {
