@@ -107,7 +107,11 @@ describe('two replicas of case-ledger behind the gateway', () => {
 
   it('the two replicas are one consumer group: each topic the app consumes has its partitions split between them', async () => {
     const { Kafka, AssignerProtocol, logLevel } = await import('kafkajs');
-    const admin = new Kafka({ clientId: 'replicas-e2e', brokers: (/^distributed: kafka (\S+) \(/m.exec(topology.output)?.[1] ?? brokers ?? '').split(','), logLevel: logLevel.NOTHING }).admin();
+    const admin = new Kafka({
+      clientId: 'replicas-e2e',
+      brokers: (/^distributed: kafka (\S+) \(/m.exec(topology.output)?.[1] ?? brokers ?? '').split(','),
+      logLevel: logLevel.NOTHING,
+    }).admin();
     await admin.connect();
     try {
       let members: Record<string, number[]>[] = [];
