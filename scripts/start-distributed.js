@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// Over 400 lines: one command that prepares, starts and supervises the topology, its doc comment doubling as --help.
 /**
  * `npm run start:distributed`: distributed mode on this machine (decisions section 1), the six
  * apps as six processes on Kafka, PostgreSQL and Redis, the gateway the one public address.
