@@ -49,7 +49,9 @@ export function upstreamKey(announcement: Pick<UpstreamAnnouncement, 'app' | 'in
 
 export async function announceUpstream(readStore: ReadStore, announcement: UpstreamAnnouncement): Promise<void> {
   const routes = announcement.routes.filter((r) => !r.url.startsWith(INTERNAL_PREFIX));
-  await readStore.write([{ op: 'put', collection: UPSTREAMS_COLLECTION, key: upstreamKey(announcement), partition: PARTITION, doc: { ...announcement, routes } }]);
+  await readStore.write([
+    { op: 'put', collection: UPSTREAMS_COLLECTION, key: upstreamKey(announcement), partition: PARTITION, doc: { ...announcement, routes } },
+  ]);
 }
 
 /** Deletes the announcements of replicas gone for good (keys of `upstreamKey`). */
