@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// Over 400 lines: one command that prepares, starts and supervises the topology, its doc comment doubling as --help.
 /**
  * `npm run start:distributed`: distributed mode on this machine (decisions section 1), the six
  * apps as six processes on Kafka, PostgreSQL and Redis, the gateway the one public address.
@@ -23,6 +24,19 @@
  *    apps (the gateway signalled first; SIGKILL after 15 s) and ends this process. The apps end
  *    with it in any case: each watches its IPC channel to this process (./exit-with-parent.js).
  *
+ * Replicas: `--replicas case-ledger=2,webhook-dispatcher=2` (or SVC_REPLICAS with the same
+ * syntax; the option wins) runs that many processes of an app, 1 to 6 each (an app's reply
+ * consumers need a partition of each 6-partition reply topic apiece). Each replica is a process
+ * of its own on an internal port of its own, with its own restart policy and readiness, and an
+ * instance id (SVC_INSTANCE_ID): the app's name when it runs once, else `<app>-<n>`
+ * (`case-ledger-2`), which its log lines and its route announcement carry; the gateway spreads
+ * an app's routes over its live replicas. Gateway replicas (`gateway=2`) listen on PORT and on
+ * free ports after it, each a public address of its own (a load balancer goes in front).
+ *
+ * `<data dir>/distributed-state.json` lists every process as it runs now, rewritten on each
+ * start, exit and restart: `{ pid, publicBase, instances: [{ app, instance, pid, port, url,
+ * state: "starting" | "ready" | "exited" }] }` (fault tests kill a replica by its pid).
+ *
  * Every app shares one data dir (SVC_DATA_DIR, default ./data/distributed): the dev tools'
  * issuer key and outbox, and the generated master key when SVC_MASTER_KEY is not set. Two runs
  * on one machine are kept apart by their PORT, data dir, REDIS_KEY_PREFIX and SVC_DB_NAME (or
@@ -30,7 +44,9 @@
  * apps, so a run refuses a broker whose groups another run's apps are in. Every other variable of
  * deploy/README.md passes through to the six apps.
  *
- * Output: this script's own lines start with `distributed:`; the apps' JSON log lines pass through.
+ * Output: this script's own lines start with `distributed:` (`distributed: <instance> pid <pid>
+ * port <port> <url>` once ready, `... pid <pid> ready again on port <port>` after a restart); the
+ * apps' JSON log lines pass through.
  */
 'use strict';
 const { spawn, spawnSync } = require('node:child_process');
@@ -51,11 +67,36 @@ const fail = (msg) => {
   process.stderr.write(`distributed: ${msg}\n`);
 };
 
+const ALL_APPS = [...INTERNAL_APPS, 'gateway'];
+/** At most this many replicas of one app: each needs a partition of every reply topic (6, deploy/topics.md). */
+const MAX_REPLICAS = 6;
+
+/** `case-ledger=2,webhook-dispatcher=2` as `{ 'case-ledger': 2, ... }` (every other app: 1). */
+function parseReplicas(text, source) {
+  const counts = Object.fromEntries(ALL_APPS.map((a) => [a, 1]));
+  for (const part of String(text).split(',').map((p) => p.trim()).filter(Boolean)) {
+    const m = /^([a-z-]+)=(\d+)$/.exec(part);
+    if (!m) throw new Error(`${source}: "${part}" is not <app>=<count>`);
+    if (!ALL_APPS.includes(m[1])) throw new Error(`${source}: unknown app ${m[1]} (one of ${ALL_APPS.join(', ')})`);
+    const n = Number(m[2]);
+    if (!Number.isInteger(n) || n < 1 || n > MAX_REPLICAS) throw new Error(`${source}: ${m[1]} needs 1 to ${MAX_REPLICAS} replicas, got ${m[2]}`);
+    counts[m[1]] = n;
+  }
+  return counts;
+}
+
 function parseArgs(argv) {
-  const options = { build: true };
-  for (const a of argv) {
+  const options = { build: true, replicas: parseReplicas(process.env.SVC_REPLICAS ?? '', 'SVC_REPLICAS') };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
     if (a === '--no-build') {
       options.build = false;
+      continue;
+    }
+    if (a === '--replicas' || a.startsWith('--replicas=')) {
+      const value = a === '--replicas' ? argv[++i] : a.slice('--replicas='.length);
+      if (value === undefined) throw new Error('--replicas needs <app>=<count>[,<app>=<count>...]');
+      options.replicas = parseReplicas(value, '--replicas');
       continue;
     }
     if (a === '--help' || a === '-h') {
@@ -64,8 +105,7 @@ function parseArgs(argv) {
       process.stdout.write(text.map((l) => l.replace(/^ \* ?/, '')).join('\n') + '\n');
       process.exit(0);
     }
-    // Several instances per app (issue 21) need a load-balanced route table; one each for now.
-    throw new Error(`unknown option ${a} (--no-build only: settings come from the environment; see --help)`);
+    throw new Error(`unknown option ${a} (--no-build and --replicas only: settings come from the environment; see --help)`);
   }
   return options;
 }
@@ -222,11 +262,14 @@ async function ready(port) {
   }
 }
 
+/** One process of an app: `name` is the app, `instance` its instance id (the label of its lines). */
 class App {
-  constructor(name, port, env) {
+  constructor(name, instance, port, env) {
     this.name = name;
+    this.instance = instance;
     this.port = port;
     this.env = env;
+    this.state = 'starting';
     this.child = null;
     this.startedAt = 0;
     this.quickExits = 0;
@@ -239,7 +282,7 @@ class App {
     // detached: a Ctrl-C in the terminal reaches this process only, which stops the apps in order.
     const child = spawn(process.execPath, ['--require', path.join(__dirname, 'exit-with-parent.js'), main], {
       cwd: ROOT,
-      env: { ...this.env, PORT: String(this.port) },
+      env: { ...this.env, PORT: String(this.port), SVC_INSTANCE_ID: this.instance },
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
       detached: true,
     });
@@ -275,11 +318,11 @@ class App {
 
   async waitReady(deadline) {
     while (Date.now() < deadline) {
-      if (!this.running()) throw new Error(`${this.name} exited during start-up:\n${this.tail.join('\n')}`);
+      if (!this.running()) throw new Error(`${this.instance} exited during start-up:\n${this.tail.join('\n')}`);
       if (await ready(this.port)) return;
       await sleep(250);
     }
-    throw new Error(`${this.name} was not ready within ${Math.round(READY_TIMEOUT_MS / 1000)} s:\n${this.tail.join('\n')}`);
+    throw new Error(`${this.instance} was not ready within ${Math.round(READY_TIMEOUT_MS / 1000)} s:\n${this.tail.join('\n')}`);
   }
 
   stop(signal = 'SIGTERM') {
@@ -317,14 +360,14 @@ async function main() {
     stopping.now = true;
     // The gateway first (it stops taking requests), then the others at once: each app's own
     // shutdown (consumers leaving their groups, stores closing) takes seconds.
-    const order = [apps.find((a) => a.name === 'gateway'), ...apps.filter((a) => a.name !== 'gateway')].filter(Boolean);
+    const order = [...apps.filter((a) => a.name === 'gateway'), ...apps.filter((a) => a.name !== 'gateway')];
     for (const a of order) a.stop('SIGTERM');
     const all = Promise.all(order.map((a) => a.exited()));
     const timedOut = await Promise.race([all.then(() => false), sleep(STOP_GRACE_MS).then(() => true)]);
     if (timedOut) {
       for (const a of order) {
         if (!a.running()) continue;
-        fail(`${a.name} did not stop within ${STOP_GRACE_MS / 1000} s; killed`);
+        fail(`${a.instance} did not stop within ${STOP_GRACE_MS / 1000} s; killed`);
         a.stop('SIGKILL');
       }
     }
@@ -368,50 +411,86 @@ async function main() {
     // The links in patient emails lead to the public address, never to an app's internal port.
     WIDGET_BASE_URL: env.WIDGET_BASE_URL || publicBase,
   };
+  const instanceId = (name, i) => (options.replicas[name] === 1 ? name : `${name}-${i}`);
   for (const name of INTERNAL_APPS) {
-    const port = await freePort();
-    // Internal: loopback only, reached through the gateway, whose X-Forwarded-For it trusts.
-    apps.push(new App(name, port, { ...common, HOST: '127.0.0.1', SVC_TRUST_PROXY: 'loopback', SVC_INTERNAL_URL: `http://127.0.0.1:${port}` }));
+    for (let i = 1; i <= options.replicas[name]; i++) {
+      const port = await freePort();
+      // Internal: loopback only, reached through the gateway, whose X-Forwarded-For it trusts.
+      apps.push(new App(name, instanceId(name, i), port, { ...common, HOST: '127.0.0.1', SVC_TRUST_PROXY: 'loopback', SVC_INTERNAL_URL: `http://127.0.0.1:${port}` }));
+    }
   }
-  const gateway = new App('gateway', gatewayPort, { ...common, HOST: gatewayHost });
+  const gateways = [];
+  for (let i = 1; i <= options.replicas.gateway; i++) {
+    gateways.push(new App('gateway', instanceId('gateway', i), i === 1 ? gatewayPort : await freePort(), { ...common, HOST: gatewayHost }));
+  }
+  const urlOf = (a) => (a.name === 'gateway' ? publicBase.replace(`:${gatewayPort}/`, `:${a.port}/`) : `http://127.0.0.1:${a.port}/api`);
+
+  // Every process as it runs now, for tools and fault tests (rewritten whole, then renamed into place).
+  const stateFile = path.join(dataDir, 'distributed-state.json');
+  const writeState = () => {
+    const state = {
+      pid: process.pid,
+      publicBase,
+      instances: apps.map((a) => ({ app: a.name, instance: a.instance, pid: a.pid ?? null, port: a.port, url: urlOf(a), state: a.state })),
+    };
+    try {
+      fs.writeFileSync(`${stateFile}.tmp`, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
+      fs.renameSync(`${stateFile}.tmp`, stateFile);
+    } catch (err) {
+      fail(`state file not written: ${err.message}`);
+    }
+  };
+  const markReady = (a) => {
+    a.state = 'ready';
+    writeState();
+  };
 
   const deadline = Date.now() + READY_TIMEOUT_MS;
   for (const a of apps) a.start();
+  writeState();
   try {
-    await Promise.all(apps.map((a) => a.waitReady(deadline)));
+    await Promise.all(apps.map((a) => a.waitReady(deadline).then(() => markReady(a))));
     // Last: the others have announced their routes when it reads the route table.
-    apps.push(gateway);
-    gateway.start();
-    await gateway.waitReady(deadline);
+    for (const g of gateways) {
+      apps.push(g);
+      g.start();
+    }
+    writeState();
+    await Promise.all(gateways.map((g) => g.waitReady(deadline).then(() => markReady(g))));
   } catch (err) {
     fail(err.message);
     await shutdown(1);
     return;
   }
-  for (const a of apps) say(`${a.name.padEnd(18)} pid ${a.pid}  ${a === gateway ? publicBase : `http://127.0.0.1:${a.port}/api (internal)`}`);
-  say(`every app is ready (${apps.length} processes)`);
+  for (const a of apps) say(`${a.instance.padEnd(20)} pid ${a.pid}  port ${a.port}  ${a.name === 'gateway' ? urlOf(a) : `${urlOf(a)} (internal)`}`);
+  say(`every app is ready (${apps.length} processes; state in ${stateFile})`);
   process.stdout.write(`Patient-care integration service (distributed) listening at ${publicBase}\n`);
 
-  // Supervision: an app that exits is started again on its port.
+  // Supervision: a process that exits is started again on its port (each replica on its own).
   for (const a of apps) watch(a);
   function watch(a) {
     a.child.once('exit', async (code, signal) => {
       if (stopping.now) return;
+      a.state = 'exited';
+      writeState();
       const quick = Date.now() - a.startedAt < QUICK_EXIT_MS;
       a.quickExits = quick ? a.quickExits + 1 : 0;
       if (a.quickExits >= QUICK_EXITS_ALLOWED) {
-        fail(`${a.name} exited ${a.quickExits} times in a row within ${QUICK_EXIT_MS / 1000} s of its start; stopping:\n${a.tail.join('\n')}`);
+        fail(`${a.instance} exited ${a.quickExits} times in a row within ${QUICK_EXIT_MS / 1000} s of its start; stopping:\n${a.tail.join('\n')}`);
         await shutdown(1);
         return;
       }
-      say(`${a.name} exited (${signal ?? `code ${code}`}); starting it again`);
+      say(`${a.instance} exited (${signal ?? `code ${code}`}); starting it again`);
       await sleep(quick ? 1000 * a.quickExits : 250);
       if (stopping.now) return;
+      a.state = 'starting';
       a.start();
+      writeState();
       watch(a);
       try {
         await a.waitReady(Date.now() + READY_TIMEOUT_MS);
-        say(`${a.name.padEnd(18)} pid ${a.pid}  ready again`);
+        markReady(a);
+        say(`${a.instance.padEnd(20)} pid ${a.pid}  ready again on port ${a.port}`);
       } catch (err) {
         if (!stopping.now && a.running()) fail(err.message);
       }

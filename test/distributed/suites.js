@@ -71,6 +71,7 @@ const excluded = {
   'test/e2e/gateway-restart.e2e-spec.ts': 'kills and restarts a built process',
   'test/e2e/patient-pathway-restart.e2e-spec.ts': 'kills and restarts the standalone process on one data dir',
   'test/e2e/postgres-event-store.e2e-spec.ts': 'starts standalone on an event-store schema of its own and restarts it',
+  'test/e2e/replicas.e2e-spec.ts': 'starts a topology of its own with two case-ledger replicas and kills one by pid: runs in the standalone pass already',
   'test/e2e/quickstart.e2e-spec.ts': 'starts the built standalone process as npm start does (the README flow; the topology flow is distributed-topology.e2e-spec.ts)',
   'test/e2e/redis-mode.e2e-spec.ts': 'starts standalone on a Redis prefix of its own and restarts it',
   'test/e2e/webhooks-restart.e2e-spec.ts': 'kills and restarts the built standalone process',

@@ -131,6 +131,13 @@ export class KafkaBusClient extends ClientKafka {
     // Registered before Nest's own GROUP_JOIN listener: the assignments are set here first.
     consumer.on(consumer.events.GROUP_JOIN, (event: ConsumerGroupJoinEvent) => {
       this.setConsumerAssignments(event);
+      // Each replica of an app needs a partition of every reply topic of its own (the replies to
+      // its requests come there): with more replicas than partitions, this one's requests wait and fail.
+      const without = this.responsePatterns.filter((t) => this.consumerAssignments[t] === undefined);
+      if (without.length)
+        this.logger.warn(
+          `reply group ${this.groupId}: no partition of ${without.length} reply topic(s) for this replica (more replicas than reply partitions?); its bus requests answer 503`,
+        );
       this.setState('joined');
     });
     consumer.on(consumer.events.REBALANCING, () => this.setState('rebalancing'));

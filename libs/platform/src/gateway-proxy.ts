@@ -1,9 +1,11 @@
+// Over 400 lines: the forwarding rules of one request (edge, body, failover across replicas) read as one path.
 import { Agent, IncomingMessage, OutgoingHttpHeaders, request as httpRequest } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import ipaddr from 'ipaddr.js';
 import { getLogger, isUuid, toErrorResponse } from '@svc/http';
 import type { ReadStore } from '@svc/read-store';
-import { RouteMatch, RouteTable, UpstreamAnnouncement, readUpstreams } from './upstreams';
+import { Replica, ReplicaPool, ReplicaPoolOptions } from './replica-pool';
+import { RouteMatch, RouteTable, UpstreamAnnouncement, readUpstreams, withdrawUpstreams } from './upstreams';
 
 /**
  * The gateway's reverse proxy in distributed mode (docs/decisions.md, "Distributed topology"):
@@ -23,10 +25,14 @@ import { RouteMatch, RouteTable, UpstreamAnnouncement, readUpstreams } from './u
  *   lines share their id.
  * - The answer comes back as the app wrote it (status, headers but hop-by-hop ones, body
  *   streamed); the gateway's security headers are the same values.
- * - An app that refuses the connection (down, restarting), does not connect within
- *   `connectTimeoutMs`, or has not begun its answer `timeoutMs` after the request was sent, is 503
- *   UNAVAILABLE with `Retry-After: 1`: never a hang. The request may have been applied (a timeout
- *   after it was sent); the contract's idempotency ids make the same request again safe.
+ * - An app may run as several replicas (./replica-pool.ts): each request goes to the live replica
+ *   with the fewest requests in flight. A replica that refuses the connection or does not connect
+ *   within `connectTimeoutMs` has received nothing: the request goes to another replica (when
+ *   the whole request is at hand: no body, or a JSON body read here) and that one is tried last
+ *   for a few seconds. No replica reachable, a streamed body, or no answer begun `timeoutMs` after
+ *   the request was sent: 503 UNAVAILABLE with `Retry-After: 1`, never a hang and never a second
+ *   send of a request that may have been applied (the contract's idempotency ids make the same
+ *   request again safe).
  * - A route no app announced is 404 like any unknown route.
  */
 export interface GatewayProxyOptions {
@@ -41,6 +47,8 @@ export interface GatewayProxyOptions {
   refreshMs?: number;
   /** The apps' body limit (bytes): a JSON body over it is 413 here. */
   bodyLimit: number;
+  /** Heartbeat and down-marking of replicas (defaults: REPLICA_DEFAULTS). */
+  replicas?: ReplicaPoolOptions;
 }
 
 /** Headers of one hop (RFC 9110 section 7.6.1), never forwarded either way. */
@@ -84,14 +92,18 @@ class UpstreamUnavailable extends Error {
 
 export class GatewayProxy {
   private table = new RouteTable([]);
+  /** Each app's routes: the union of what its replicas announced. */
   private readonly upstreams = new Map<string, UpstreamAnnouncement>();
+  private readonly pool: ReplicaPool;
   private readonly agent = new Agent({ keepAlive: true, maxSockets: 512, maxFreeSockets: 64, scheduling: 'lifo' });
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
   /** The gateway's own routes (`METHOD url`): never forwarded, so never in the table; null until it listens. */
   private own: Set<string> | null = null;
 
-  constructor(private readonly options: GatewayProxyOptions) {}
+  constructor(private readonly options: GatewayProxyOptions) {
+    this.pool = new ReplicaPool(options.replicas);
+  }
 
   /** Reads the table once (the apps that announced before the gateway started), then keeps reading it. */
   async start(): Promise<void> {
@@ -103,17 +115,26 @@ export class GatewayProxy {
   }
 
   /**
-   * Takes the apps' latest announcements. An app whose announcement is gone from the store (a
-   * read store that lost its content) keeps its last one here: its routes stay routed.
+   * Takes the replicas' latest announcements. An app whose announcements are gone from the store
+   * (a read store that lost its content) keeps its last ones here: its routes stay routed.
    */
   async refresh(): Promise<void> {
-    const announced = await readUpstreams(this.options.readStore);
+    const announced = (await readUpstreams(this.options.readStore)).filter((a) => a.app !== this.options.self);
+    const forgotten = this.pool.update(announced);
+    if (forgotten.length) {
+      getLogger().info({ replicas: forgotten }, 'gateway: replicas that stopped announcing forgotten');
+      await withdrawUpstreams(this.options.readStore, forgotten);
+    }
     let changed = false;
-    for (const a of announced) {
-      if (a.app === this.options.self) continue;
-      const known = this.upstreams.get(a.app);
-      if (known && known.origin === a.origin && JSON.stringify(known.routes) === JSON.stringify(a.routes)) continue;
-      this.upstreams.set(a.app, a);
+    const byApp = new Map<string, UpstreamAnnouncement[]>();
+    for (const a of announced) byApp.set(a.app, [...(byApp.get(a.app) ?? []), a]);
+    for (const [app, list] of byApp) {
+      const seen = new Set<string>();
+      const routes = list.flatMap((a) => a.routes).filter((r) => !seen.has(`${r.method} ${r.url}`) && !!seen.add(`${r.method} ${r.url}`));
+      routes.sort((x, y) => `${x.method} ${x.url}`.localeCompare(`${y.method} ${y.url}`));
+      const known = this.upstreams.get(app);
+      if (known && JSON.stringify(known.routes) === JSON.stringify(routes)) continue;
+      this.upstreams.set(app, { app, origin: list[0].origin, routes, announcedAt: list[0].announcedAt });
       changed = true;
     }
     if (changed) this.rebuild();
@@ -138,9 +159,14 @@ export class GatewayProxy {
     getLogger().info({ apps: [...this.upstreams.keys()].sort() }, 'gateway: route table');
   }
 
-  /** The apps the gateway forwards to and their internal origins (the dev clock is pushed to them). */
-  origins(): { app: string; origin: string }[] {
-    return [...this.upstreams.values()].map((u) => ({ app: u.app, origin: u.origin }));
+  /** The replicas the gateway forwards to and their internal origins (the dev clock is pushed to them). */
+  origins(): { app: string; instance: string; origin: string }[] {
+    return this.pool.all().map((r) => ({ app: r.app, instance: r.instance, origin: r.origin }));
+  }
+
+  /** The replicas of `app` that keep announcing. */
+  liveReplicas(app: string): { instance: string; origin: string; inFlight: number }[] {
+    return this.pool.live(app).map((r) => ({ instance: r.instance, origin: r.origin, inFlight: r.inFlight }));
   }
 
   /** The app serving a method and path, or null. */
@@ -180,8 +206,7 @@ export class GatewayProxy {
       return reply;
     }
     (req as unknown as { [PROXIED]?: RouteMatch })[PROXIED] = match;
-    const upstream = this.upstreams.get(match.app)!;
-    return this.forward(req, reply, upstream).catch((err: unknown) => {
+    return this.forward(req, reply, match.app).catch((err: unknown) => {
       // The client went away, or the edge answered the request itself (408 for a body that stopped coming).
       if (err instanceof ClientGone || reply.raw.headersSent || raw.socket.destroyed) {
         if (!reply.sent) reply.hijack();
@@ -204,7 +229,7 @@ export class GatewayProxy {
    * can be sent again on a new connection. Any other body is streamed: the app answers it without
    * reading it (415, or 401 first) and reads what is left off the connection.
    */
-  private async forward(req: FastifyRequest, reply: FastifyReply, upstream: UpstreamAnnouncement): Promise<unknown> {
+  private async forward(req: FastifyRequest, reply: FastifyReply, app: string): Promise<unknown> {
     const raw = req.raw;
     const hasBody = raw.headers['transfer-encoding'] !== undefined || (raw.headers['content-length'] !== undefined && raw.headers['content-length'] !== '0');
     const headers = forwardedHeaders(raw, req.ip, req.id);
@@ -218,12 +243,30 @@ export class GatewayProxy {
       for (const name of Object.keys(headers)) if (name.toLowerCase() === 'content-length') delete headers[name];
       headers['content-length'] = String(body.length);
     }
-    const target = new URL(upstream.origin);
+    // The whole request is at hand (no body, or one read here): it can be sent again.
+    const replayable = !hasBody || body !== null;
     return new Promise((resolve, reject) => {
-      let attempt = 0;
+      const tried = new Set<string>();
+      let reusedRetry = false;
+      let lastError: Error | undefined;
+      let clientGone = false;
       let current: ReturnType<typeof httpRequest> | undefined;
-      const send = (): void => {
-        attempt++;
+      const send = (same?: Replica): void => {
+        const replica = same ?? this.pool.pick(app, tried);
+        if (!replica) {
+          reject(lastError ?? new UpstreamUnavailable('no replica'));
+          return;
+        }
+        tried.add(replica.instance);
+        const target = new URL(replica.origin);
+        replica.inFlight++;
+        let counted = true;
+        const done = () => {
+          if (counted) replica.inFlight--;
+          counted = false;
+        };
+        // Connected: from here on the app may have the request (never sent twice).
+        let connected = false;
         let settled = false;
         let connectTimer: NodeJS.Timeout | undefined;
         let answerTimer: NodeJS.Timeout | undefined;
@@ -240,17 +283,33 @@ export class GatewayProxy {
           if (settled) return;
           settled = true;
           clear();
+          done();
           out.destroy();
-          // A kept-alive connection the app closed as it was reused: once more on a new one, when
-          // the whole request is still at hand (no body, or one read here).
-          const replayable = !hasBody || body !== null;
-          if (replayable && attempt === 1 && out.reusedSocket && !this.closed && ['ECONNRESET', 'EPIPE'].includes((err as NodeJS.ErrnoException).code ?? '')) return send();
+          if (clientGone) return;
+          // A kept-alive connection the app closed as it was reused: once more on a new one.
+          if (replayable && !reusedRetry && out.reusedSocket && !this.closed && ['ECONNRESET', 'EPIPE'].includes((err as NodeJS.ErrnoException).code ?? '')) {
+            reusedRetry = true;
+            return send(replica);
+          }
+          if (!connected) {
+            // Refused or no connection: the replica got nothing. Another one, if any is left.
+            this.pool.markDown(replica);
+            getLogger().warn({ reqId: req.id, upstream: app, replica: replica.instance, reason: (err as NodeJS.ErrnoException).code ?? (err instanceof UpstreamUnavailable ? err.reason : err.name) }, 'gateway: replica not reachable');
+            lastError = err;
+            if (replayable && !this.closed) return send();
+          }
           reject(err);
         };
         out.on('socket', (socket) => {
-          if (!(socket as { connecting?: boolean }).connecting) return;
+          if (!(socket as { connecting?: boolean }).connecting) {
+            connected = true;
+            return;
+          }
           connectTimer = setTimeout(() => fail(new UpstreamUnavailable('connect timeout')), this.options.connectTimeoutMs ?? 2000);
-          socket.once('connect', () => clearTimeout(connectTimer));
+          socket.once('connect', () => {
+            connected = true;
+            clearTimeout(connectTimer);
+          });
         });
         // Once the whole request is sent, the app has `timeoutMs` to begin its answer.
         out.on('finish', () => {
@@ -265,6 +324,7 @@ export class GatewayProxy {
           }
           settled = true;
           clear();
+          res.once('close', done);
           resolve(this.answer(reply, res, raw.method === 'HEAD'));
         });
         if (body !== null) out.end(body);
@@ -274,6 +334,7 @@ export class GatewayProxy {
       // The client went away: so does the request to the app.
       reply.raw.once('close', () => {
         if (reply.raw.writableFinished) return;
+        clientGone = true;
         current?.destroy();
         reject(new ClientGone());
       });

@@ -10,13 +10,18 @@ import { GATEWAY_CATCH_ALL, GatewayProxy } from './gateway-proxy';
 import { routesOf } from './served-routes';
 import { announceUpstream } from './upstreams';
 
-/** How often each app of distributed mode announces its routes again (a read store that lost them gets them back). */
-const ANNOUNCE_EVERY_MS = 30_000;
+/**
+ * How often each replica of distributed mode announces itself again: the gateway's heartbeat (a
+ * replica silent for 10 s is tried last, ./replica-pool.ts), and a read store that lost the
+ * announcements gets them back.
+ */
+export const ANNOUNCE_EVERY_MS = 2_000;
 
 /**
  * Distributed mode's wiring of one app (docs/decisions.md, "Distributed topology"): the gateway
- * forwards what it does not serve itself (./gateway-proxy.ts); every app announces its routes and
- * internal address once it listens (./upstreams.ts); with the dev tools on, every app but the
+ * forwards what it does not serve itself (./gateway-proxy.ts); every replica of every app announces
+ * its routes, instance id and internal address once it listens, and again every 2 s
+ * (./upstreams.ts); with the dev tools on, every app but the
  * gateway takes the shared dev clock's offset on an internal route (./dev-clock-sync.ts).
  */
 export async function distributedRoutes(
@@ -60,8 +65,10 @@ export async function distributedRoutes(
     proxy?.setOwnRoutes(routesOf(app));
     // The gateway's catch-all is not a route of the contract.
     const routes = routesOf(app).filter((r) => !(proxy && r.url === GATEWAY_CATCH_ALL));
+    // SVC_INSTANCE_ID (the start script's `case-ledger-2`, a pod's name); else host and port, unique per listener.
+    const instance = process.env.SVC_INSTANCE_ID || `${hostname()}:${port}`;
     const announce = () =>
-      announceUpstream(readStore, { app: serviceName, origin: config.internalUrl ?? `http://${host}:${port}`, routes, announcedAt: new Date().toISOString() });
+      announceUpstream(readStore, { app: serviceName, instance, origin: config.internalUrl ?? `http://${host}:${port}`, routes, announcedAt: new Date().toISOString() });
     await announce();
     timer = setInterval(() => {
       announce().catch((err) => getLogger().warn({ error: (err as Error)?.name }, 'routes not announced; retrying'));

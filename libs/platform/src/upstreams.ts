@@ -8,7 +8,9 @@ import type { ReadStore } from '@svc/read-store';
  * openapi.yaml), so a route added to an app is reachable through the gateway without a second
  * list to keep.
  *
- * Announcements are documents of the shared read store (Redis in distributed mode). They stay
+ * Announcements are documents of the shared read store (Redis in distributed mode), one per
+ * replica (app + instance id), written again every few seconds as a heartbeat: the gateway
+ * spreads an app's routes over its replicas that keep announcing (./replica-pool.ts). They stay
  * when an app stops, so that its routes answer 503 UNAVAILABLE while it is down instead of 404.
  */
 export const UPSTREAMS_COLLECTION = 'platform-upstreams';
@@ -22,19 +24,39 @@ export interface AnnouncedRoute {
 
 export interface UpstreamAnnouncement {
   app: string;
+  /**
+   * The replica (SVC_INSTANCE_ID: `case-ledger-2`, a pod's name). Absent in an announcement of
+   * one replica written without it: the app's name.
+   */
+  instance?: string;
   /** Scheme, host and port of the app's internal listener (`http://127.0.0.1:41234`); no path. */
   origin: string;
   routes: AnnouncedRoute[];
-  /** Wall time of the announcement (for people reading the store; nothing decides on it). */
+  /**
+   * Wall time of the announcement. The gateway compares it only with the replica's previous
+   * one: a change is a heartbeat, seen on the gateway's own clock.
+   */
   announcedAt: string;
 }
 
 /** Routes the gateway never forwards: the internal routes of each app (the dev clock it follows). */
 export const INTERNAL_PREFIX = '/internal/';
 
+/** The store key of a replica's announcement: `app/instance`. */
+export function upstreamKey(announcement: Pick<UpstreamAnnouncement, 'app' | 'instance'>): string {
+  return `${announcement.app}/${announcement.instance ?? announcement.app}`;
+}
+
 export async function announceUpstream(readStore: ReadStore, announcement: UpstreamAnnouncement): Promise<void> {
   const routes = announcement.routes.filter((r) => !r.url.startsWith(INTERNAL_PREFIX));
-  await readStore.write([{ op: 'put', collection: UPSTREAMS_COLLECTION, key: announcement.app, partition: PARTITION, doc: { ...announcement, routes } }]);
+  await readStore.write([
+    { op: 'put', collection: UPSTREAMS_COLLECTION, key: upstreamKey(announcement), partition: PARTITION, doc: { ...announcement, routes } },
+  ]);
+}
+
+/** Deletes the announcements of replicas gone for good (keys of `upstreamKey`). */
+export async function withdrawUpstreams(readStore: ReadStore, keys: string[]): Promise<void> {
+  if (keys.length) await readStore.write(keys.map((key) => ({ op: 'delete' as const, collection: UPSTREAMS_COLLECTION, key })));
 }
 
 /** Every announcement in the store (a few apps: one small read). */
@@ -48,6 +70,7 @@ function isAnnouncement(d: unknown): d is UpstreamAnnouncement {
   return (
     !!a &&
     typeof a.app === 'string' &&
+    (a.instance === undefined || typeof a.instance === 'string') &&
     typeof a.origin === 'string' &&
     /^https?:\/\/[^/]+$/.test(a.origin) &&
     Array.isArray(a.routes) &&

@@ -1,7 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { rmSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { readFileSync, rmSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { Api, freePort, tempDataDir } from './index';
 
 /**
@@ -15,7 +15,11 @@ export class DistributedTopology {
   output = '';
   baseUrl!: string;
   api!: Api;
-  /** The app processes by name, as the command printed them (updated when it restarts one). */
+  /**
+   * The processes by instance id, as the command printed them (updated when it restarts one):
+   * the app's name for an app that runs once, `<app>-<n>` for each replica of one that runs several
+   * (SVC_REPLICAS).
+   */
   readonly pids = new Map<string, number>();
   readonly dbName = `svc_topo_${randomBytes(5).toString('hex')}`;
   readonly redisKeyPrefix = `topo-${randomBytes(5).toString('hex')}`;
@@ -78,7 +82,12 @@ export class DistributedTopology {
     }
   }
 
-  /** SIGKILL to one app by its pid (the command starts it again). */
+  /** The command's state file (`<data dir>/distributed-state.json`): every process as it runs now. */
+  instances(): { app: string; instance: string; pid: number | null; port: number; url: string; state: 'starting' | 'ready' | 'exited' }[] {
+    return JSON.parse(readFileSync(join(this.dataDir, 'distributed-state.json'), 'utf8')).instances;
+  }
+
+  /** SIGKILL to one process by its pid (the command starts it again): an app's name, or a replica's instance id. */
   kill9(app: string): number {
     const pid = this.pids.get(app);
     if (!pid) throw new Error(`no pid for ${app}`);
