@@ -14,7 +14,10 @@ const rule = (regex, message) => ({ regex, message });
 // Every source file.
 const ACROSS_PACKAGES = [
   rule('^\\.{1,2}/(?:.*/)?src(?:/|$)', "A relative path into another package's src/: import it through its path alias (@svc/<lib>, @apps/<app>)."),
-  rule('^(?:\\.\\./)*(?:apps|libs|packages|test|bench|dist|scripts)(?:/|$)', 'A path from the repository root: import another package through its path alias (@svc/<lib>, @apps/<app>).'),
+  rule(
+    '^(?:\\.\\./)*(?:apps|libs|packages|test|bench|dist|scripts)(?:/|$)',
+    'A path from the repository root: import another package through its path alias (@svc/<lib>, @apps/<app>).',
+  ),
   rule('^@(?:svc|apps)/[^/]+/', "A deep import into a package: import its index (the alias itself), which is the package's public surface."),
 ];
 const NO_APPS_IN_LIBS = rule('^@apps/', 'Libs never import apps.');
@@ -45,13 +48,20 @@ const NO_CLIENTS_IN_APPLICATION = rule(
   '^(?:node:)?(?:http|https|http2|net|tls|dgram)$|^(?:nodemailer|undici)$',
   'An outbound client (HTTP, sockets, SMTP) lives under adapters/outbound/; application/ calls it through a port it declares.',
 );
-const READ_MODEL_ONLY = rule('^(?!\\.{1,2}/|@svc/)', 'A read model imports only domain code of its app and libs (@svc/*): no framework, driver or other package.');
+const READ_MODEL_ONLY = rule(
+  '^(?!\\.{1,2}/|@svc/)',
+  'A read model imports only domain code of its app and libs (@svc/*): no framework, driver or other package.',
+);
 /** A relative path that climbs out of read-model/ from a file `depth` folders below it, into anything but domain/. */
 const outOfReadModel = (depth) =>
   rule(`^(?:\\.\\./){${depth + 1}}(?!domain(?:/|$))`, 'A read model imports only domain code of its app and libs (not application/, adapters/ or the module).');
 const CORE_ONLY = rule('^(?!\\.{1,2}/)', 'The core (libs/decider) imports nothing: every domain module loads it.');
 const CLINICAL_ONLY = rule('^(?!\\.{1,2}/|snowball-stemmers$)', 'libs/clinical is used by domain code: it imports only itself and snowball-stemmers.');
-const NODE_CRYPTO_HASHING = { name: 'node:crypto', allowImportNames: ['createHash'], message: 'Domain code uses node:crypto for hashing only (no randomness).' };
+const NODE_CRYPTO_HASHING = {
+  name: 'node:crypto',
+  allowImportNames: ['createHash'],
+  message: 'Domain code uses node:crypto for hashing only (no randomness).',
+};
 
 /** esquery cannot hold a "/" inside a regular expression literal. */
 const esqueryRegex = (source) => `/${source.replaceAll('/', '\\x2F')}/`;

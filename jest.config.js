@@ -4,7 +4,13 @@ module.exports = {
   roots: ['<rootDir>/apps', '<rootDir>/libs', '<rootDir>/test', '<rootDir>/packages'],
   testRegex: '.*\\.(spec|e2e-spec)\\.ts$',
   transform: {
-    '^.+\\.ts$': ['@swc/jest', { jsc: { parser: { syntax: 'typescript', decorators: true }, transform: { legacyDecorator: true, decoratorMetadata: true }, target: 'es2022' }, module: { type: 'commonjs' } }],
+    '^.+\\.ts$': [
+      '@swc/jest',
+      {
+        jsc: { parser: { syntax: 'typescript', decorators: true }, transform: { legacyDecorator: true, decoratorMetadata: true }, target: 'es2022' },
+        module: { type: 'commonjs' },
+      },
+    ],
   },
   moduleNameMapper: {
     '^@svc/(eventstore|messaging|read-store|security|http|clock|testing|platform|clinical|decider|access)$': '<rootDir>/libs/$1/src',

@@ -60,7 +60,13 @@ interface Target {
 }
 
 /** Spawns `args` and resolves once a line of its output matches `ready` (its first group is the base URL). */
-async function spawnUntil(name: string, args: string[], env: Record<string, string>, ready: RegExp, timeoutMs: number): Promise<{ child: ChildProcess; url: string }> {
+async function spawnUntil(
+  name: string,
+  args: string[],
+  env: Record<string, string>,
+  ready: RegExp,
+  timeoutMs: number,
+): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   const url = await new Promise<string>((res, rej) => {
@@ -104,7 +110,13 @@ async function standalone(): Promise<Target> {
   const dir = mkdtempSync(join(tmpdir(), 'svc-bench-standalone-'));
   const port = await freePort();
   const main = join(ROOT, 'dist', 'apps', 'standalone', 'main.js');
-  const { child, url } = await spawnUntil('standalone', ['--max-semi-space-size=64', main], { ...common, SVC_DATA_DIR: dir, PORT: String(port) }, /listening at (http:\/\/\S+)/, 60_000);
+  const { child, url } = await spawnUntil(
+    'standalone',
+    ['--max-semi-space-size=64', main],
+    { ...common, SVC_DATA_DIR: dir, PORT: String(port) },
+    /listening at (http:\/\/\S+)/,
+    60_000,
+  );
   return {
     name: 'standalone (1 process, SQLite)',
     base: url.replace('localhost', '127.0.0.1'),
@@ -121,7 +133,13 @@ async function distributed(): Promise<Target> {
   const prefix = `bench-${randomBytes(4).toString('hex')}`;
   const port = await freePort();
   const env = { ...common, SVC_DATA_DIR: dir, PORT: String(port), SVC_DB_NAME: db, REDIS_KEY_PREFIX: prefix };
-  const { child, url } = await spawnUntil('start-distributed', [join(ROOT, 'scripts', 'start-distributed.js'), '--no-build'], env, /\(distributed\) listening at (http:\/\/\S+)/, 240_000);
+  const { child, url } = await spawnUntil(
+    'start-distributed',
+    [join(ROOT, 'scripts', 'start-distributed.js'), '--no-build'],
+    env,
+    /\(distributed\) listening at (http:\/\/\S+)/,
+    240_000,
+  );
   return {
     name: 'distributed (6 processes via the gateway; Kafka, PostgreSQL, Redis)',
     base: url,
@@ -166,15 +184,37 @@ async function seed(base: string, n: number): Promise<{ key: string; cases: stri
   const E = `${base}/organizations/${org.id}/environments/${envId}`;
   const key = (await json('POST', `${E}/api-keys`, { name: 'bench' }, staff)).key as string;
   await json('POST', `${base}/organizations/${org.id}/baa`, { signerName: 'B', signerTitle: 'C' }, staff);
-  const protocol = await json('POST', `${E}/protocols`, { programKey: 'bench', name: 'Bench', defaultCadenceDays: 30, questions: [{ key: 'pain', text: 'Pain?', type: 'scale', min: 0, max: 10 }], redFlags: { emergencyTerms: true } }, staff);
+  const protocol = await json(
+    'POST',
+    `${E}/protocols`,
+    {
+      programKey: 'bench',
+      name: 'Bench',
+      defaultCadenceDays: 30,
+      questions: [{ key: 'pain', text: 'Pain?', type: 'scale', min: 0, max: 10 }],
+      redFlags: { emergencyTerms: true },
+    },
+    staff,
+  );
   await json('POST', `${E}/protocols/${protocol.id}/activate`, undefined, staff);
   const patients: string[] = [];
   for (let i = 0; i < 50; i++) {
-    patients.push((await json('POST', `${base}/client/patient-events`, { eventId: randomUUID(), type: 'patient.created', externalPatientId: `BENCH-${i}`, email: `bench-${i}@example.test`, programKey: 'bench' }, key)).patientId as string);
+    patients.push(
+      (
+        await json(
+          'POST',
+          `${base}/client/patient-events`,
+          { eventId: randomUUID(), type: 'patient.created', externalPatientId: `BENCH-${i}`, email: `bench-${i}@example.test`, programKey: 'bench' },
+          key,
+        )
+      ).patientId as string,
+    );
   }
   const cases: string[] = [];
   for (let i = 0; i < n; i += 50) {
-    const batch = await Promise.all(Array.from({ length: Math.min(50, n - i) }, (_, j) => json('POST', `${E}/clinical-cases`, { patientId: patients[j], request: 'bench request' }, staff)));
+    const batch = await Promise.all(
+      Array.from({ length: Math.min(50, n - i) }, (_, j) => json('POST', `${E}/clinical-cases`, { patientId: patients[j], request: 'bench request' }, staff)),
+    );
     cases.push(...batch.map((b) => b.caseId as string));
   }
   return { key, cases };
@@ -210,8 +250,22 @@ async function measure(t: Target, args: Args): Promise<Row[]> {
     const body = { updateId: randomUUID(), sequence: seq, status: seq === 1 ? 'processed' : 'clinician_responded', externalReference: `bench-${seq}` };
     return { path: `${url.pathname}/v1/clinical-cases/${caseId}/updates`, body: JSON.stringify(body) };
   };
-  const w = await cannon({ url: url.origin, connections: args.connections, duration: args.seconds, headers, requests: [{ method: 'POST', setupRequest: (req: Record<string, unknown>) => ({ ...req, ...update() }) }] });
-  const row = (run: string, r: any): Row => ({ target: t.name, run, rps: r['2xx'] / args.seconds, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors + r.timeouts });
+  const w = await cannon({
+    url: url.origin,
+    connections: args.connections,
+    duration: args.seconds,
+    headers,
+    requests: [{ method: 'POST', setupRequest: (req: Record<string, unknown>) => ({ ...req, ...update() }) }],
+  });
+  const row = (run: string, r: any): Row => ({
+    target: t.name,
+    run,
+    rps: r['2xx'] / args.seconds,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    non2xx: r.non2xx,
+    errors: r.errors + r.timeouts,
+  });
   return [row('GET progress', p), row('POST updates (durable)', w)];
 }
 
@@ -229,12 +283,17 @@ async function main(): Promise<void> {
   }
   console.log('\n| target | run | 2xx/s | p50 ms | p99 ms | non-2xx | errors |');
   console.log('|---|---|---:|---:|---:|---:|---:|');
-  for (const r of rows) console.log(`| ${r.target} | ${r.run} | ${Math.round(r.rps).toLocaleString('en-US')} | ${r.p50} | ${r.p99} | ${r.non2xx} | ${r.errors} |`);
+  for (const r of rows)
+    console.log(`| ${r.target} | ${r.run} | ${Math.round(r.rps).toLocaleString('en-US')} | ${r.p50} | ${r.p99} | ${r.non2xx} | ${r.errors} |`);
   for (const run of ['GET progress', 'POST updates (durable)']) {
     const [s, d] = rows.filter((r) => r.run === run);
     console.log(`${run}: distributed ${(d.rps / s.rps).toFixed(2)}x standalone`);
   }
-  console.log(`load average ${loadavg().map((x: number) => x.toFixed(1)).join(' ')}`);
+  console.log(
+    `load average ${loadavg()
+      .map((x: number) => x.toFixed(1))
+      .join(' ')}`,
+  );
 }
 
 main().catch((err) => {

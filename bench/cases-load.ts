@@ -44,7 +44,15 @@ interface Args {
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { seconds: 10, connections: 50, cases: 3000, clients: ['inproc', 'process'], only: new Set(['bare', 'progress', 'updates']), profile: false, dynamicProgress: false };
+  const args: Args = {
+    seconds: 10,
+    connections: 50,
+    cases: 3000,
+    clients: ['inproc', 'process'],
+    only: new Set(['bare', 'progress', 'updates']),
+    profile: false,
+    dynamicProgress: false,
+  };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const v = () => argv[++i];
@@ -189,7 +197,14 @@ async function worker(): Promise<void> {
 /** Only what the report reads (autocannon's result carries histograms). */
 function slim(r: Result | PacedResult): Result | PacedResult {
   if ('perSecond' in r) return r;
-  return { requests: { average: r.requests.average }, latency: { p50: r.latency.p50, p99: r.latency.p99, average: r.latency.average }, non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts, '2xx': r['2xx'] };
+  return {
+    requests: { average: r.requests.average },
+    latency: { p50: r.latency.p50, p99: r.latency.p99, average: r.latency.average },
+    non2xx: r.non2xx,
+    errors: r.errors,
+    timeouts: r.timeouts,
+    '2xx': r['2xx'],
+  };
 }
 
 /** Open-loop load at a fixed rate; latency from each request's due time. */
@@ -208,14 +223,18 @@ async function pacedRun(
   const one = (due: number) =>
     new Promise<void>((resolve) => {
       const r = next();
-      const req = http.request(`${origin}${r.path}`, { method: r.method, headers: { ...r.headers, 'content-length': Buffer.byteLength(r.body) }, agent }, (res) => {
-        res.resume();
-        res.on('end', () => {
-          if (res.statusCode && res.statusCode < 300) latencies.push(performance.now() - due);
-          else failed++;
-          resolve();
-        });
-      });
+      const req = http.request(
+        `${origin}${r.path}`,
+        { method: r.method, headers: { ...r.headers, 'content-length': Buffer.byteLength(r.body) }, agent },
+        (res) => {
+          res.resume();
+          res.on('end', () => {
+            if (res.statusCode && res.statusCode < 300) latencies.push(performance.now() - due);
+            else failed++;
+            resolve();
+          });
+        },
+      );
       req.on('error', () => {
         failed++;
         resolve();
@@ -261,7 +280,14 @@ async function main(): Promise<void> {
   const base = baseUrl.replace('localhost', '127.0.0.1');
 
   const bare = Fastify({ logger: false });
-  bare.get('/bare', async () => ({ caseId: randomUUID(), status: 'processed', sequence: 1, nextSequence: 2, confirmationOverdue: false, transportDelivered: false }));
+  bare.get('/bare', async () => ({
+    caseId: randomUUID(),
+    status: 'processed',
+    sequence: 1,
+    nextSequence: 2,
+    confirmationOverdue: false,
+    transportDelivered: false,
+  }));
   await bare.listen({ port: 0, host: '127.0.0.1' });
   const bareUrl = `http://127.0.0.1:${(bare.server.address() as { port: number }).port}/bare`;
   const child = args.clients.includes('process') ? new ChildClient() : null;
@@ -277,7 +303,13 @@ async function main(): Promise<void> {
     const protocol = await json(
       'POST',
       `${E}/protocols`,
-      { programKey: 'bench', name: 'Bench', defaultCadenceDays: 30, questions: [{ key: 'pain', text: 'Pain?', type: 'scale', min: 0, max: 10 }], redFlags: { emergencyTerms: true } },
+      {
+        programKey: 'bench',
+        name: 'Bench',
+        defaultCadenceDays: 30,
+        questions: [{ key: 'pain', text: 'Pain?', type: 'scale', min: 0, max: 10 }],
+        redFlags: { emergencyTerms: true },
+      },
       staff,
     );
     await json('POST', `${E}/protocols/${protocol.id}/activate`, undefined, staff);
@@ -289,7 +321,9 @@ async function main(): Promise<void> {
     const cases: string[] = [];
     for (let i = 0; i < args.cases; i += 50) {
       const batch = await Promise.all(
-        Array.from({ length: Math.min(50, args.cases - i) }, (_, j) => json('POST', `${E}/clinical-cases`, { patientId: patients[j], request: 'bench request' }, staff)),
+        Array.from({ length: Math.min(50, args.cases - i) }, (_, j) =>
+          json('POST', `${E}/clinical-cases`, { patientId: patients[j], request: 'bench request' }, staff),
+        ),
       );
       cases.push(...batch.map((b) => b.caseId as string));
     }
@@ -327,7 +361,14 @@ async function main(): Promise<void> {
       const bareRps = (bareRes.r as Result).requests.average;
       const summary: string[] = [];
       if (args.only.has('progress')) {
-        const progressJob: Job = { kind: 'autocannon', target: 'progress', url: url.origin, headers: { authorization: `Bearer ${key}` }, dynamicProgress: args.dynamicProgress, ...base0 };
+        const progressJob: Job = {
+          kind: 'autocannon',
+          target: 'progress',
+          url: url.origin,
+          headers: { authorization: `Bearer ${key}` },
+          dynamicProgress: args.dynamicProgress,
+          ...base0,
+        };
         // Warmed up as the bare route is (2 s): the first read of each case fills the app's progress views.
         await go(mode, { ...progressJob, seconds: 2 });
         const pr = await go(mode, progressJob, 'progress');
@@ -352,9 +393,13 @@ async function main(): Promise<void> {
         const ratio = peakRps / bareRps;
         const p99 = (paced.r as PacedResult).p99;
         summary.push(`updates / bare = ${ratio.toFixed(2)} (target >= 0.3: ${ratio >= 0.3 ? 'met' : 'NOT met'})`);
-        summary.push(`updates p99 at half peak, evenly paced = ${p99.toFixed(1)} ms (target < 25 ms: ${p99 < 25 ? 'met' : 'NOT met'}); with autocannon's bursts ${(halfRes.r as Result).latency.p99} ms`);
+        summary.push(
+          `updates p99 at half peak, evenly paced = ${p99.toFixed(1)} ms (target < 25 ms: ${p99 < 25 ? 'met' : 'NOT met'}); with autocannon's bursts ${(halfRes.r as Result).latency.p99} ms`,
+        );
       }
-      console.log(`\nclinical-case load, client ${mode === 'inproc' ? 'in this process' : 'in a child process'}: ${args.connections} connections, ${args.seconds} s per run, ${args.cases} cases, node ${process.version}\n`);
+      console.log(
+        `\nclinical-case load, client ${mode === 'inproc' ? 'in this process' : 'in a child process'}: ${args.connections} connections, ${args.seconds} s per run, ${args.cases} cases, node ${process.version}\n`,
+      );
       console.log('| run | req/s | p50 ms | p99 ms | non-2xx/errors | server CPU µs/req | client CPU |');
       console.log('|---|---|---|---|---|---|---|');
       for (const r of rows) console.log(r);

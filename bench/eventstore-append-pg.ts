@@ -105,7 +105,11 @@ async function rawSingleRowInserts(url: string, schema: string, writers: number,
     clients.map(async (c, w) => {
       for (let revision = 0; process.hrtime.bigint() < deadline; revision++) {
         const m = metadata();
-        await c.query({ name: 'raw-insert', text, values: [`raw-${w}`, revision, m.eventId, 'BenchEvent', JSON.stringify(payload(revision)), JSON.stringify(m)] });
+        await c.query({
+          name: 'raw-insert',
+          text,
+          values: [`raw-${w}`, revision, m.eventId, 'BenchEvent', JSON.stringify(payload(revision)), JSON.stringify(m)],
+        });
         n++;
       }
     }),
@@ -117,7 +121,9 @@ async function rawSingleRowInserts(url: string, schema: string, writers: number,
 }
 
 async function storeWriters(url: string, schema: string, writers: number, storeCount: number, seconds: number): Promise<Row> {
-  const stores = await Promise.all(Array.from({ length: storeCount }, () => PostgresEventStore.open({ connectionString: url, schema, listen: false, poolSize: 2 })));
+  const stores = await Promise.all(
+    Array.from({ length: storeCount }, () => PostgresEventStore.open({ connectionString: url, schema, listen: false, poolSize: 2 })),
+  );
   const start = process.hrtime.bigint();
   const deadline = start + BigInt(Math.round(seconds * 1e9));
   let total = 0;
@@ -185,7 +191,9 @@ async function main(): Promise<void> {
     const rawOne = rows.find((r) => r.avgBatch === undefined && r.writers === 1);
     if (rawOne) {
       for (const r of rows.filter((x) => x.avgBatch !== undefined && x.writers > 1)) {
-        console.log(`${r.label}, ${r.writers} writers: ${fmt(r.perSecond / rawOne.perSecond, 1)}x raw single-row commits on one connection (${fmt(rawOne.perSecond)}/s)`);
+        console.log(
+          `${r.label}, ${r.writers} writers: ${fmt(r.perSecond / rawOne.perSecond, 1)}x raw single-row commits on one connection (${fmt(rawOne.perSecond)}/s)`,
+        );
       }
     }
   } finally {

@@ -50,9 +50,10 @@ function parseArgs(argv: string[]): Args {
       const v = next();
       if (!['on', 'off', 'both'].includes(v)) throw new Error('--chain on, off or both');
       args.chain = v === 'both' ? [false, true] : [v === 'on'];
-    }
-    else if (a === '--help' || a === '-h') {
-      console.log('usage: node dist/bench/eventstore-append.js [--seconds N] [--writers 1,16,64] [--dir PATH] [--writer-thread on|off|both] [--chain off|on|both]');
+    } else if (a === '--help' || a === '-h') {
+      console.log(
+        'usage: node dist/bench/eventstore-append.js [--seconds N] [--writers 1,16,64] [--dir PATH] [--writer-thread on|off|both] [--chain off|on|both]',
+      );
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
   }
@@ -98,9 +99,7 @@ function rawSingleRowInserts(file: string, seconds: number): Row {
     position INTEGER PRIMARY KEY, event_id TEXT NOT NULL, stream_id TEXT NOT NULL,
     revision INTEGER NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL, metadata TEXT NOT NULL,
     UNIQUE (stream_id, revision))`);
-  const insert = db.prepare(
-    'INSERT INTO events (event_id, stream_id, revision, type, data, metadata) VALUES (?, ?, ?, ?, ?, ?)',
-  );
+  const insert = db.prepare('INSERT INTO events (event_id, stream_id, revision, type, data, metadata) VALUES (?, ?, ?, ?, ?, ?)');
   const start = process.hrtime.bigint();
   const deadline = start + BigInt(Math.round(seconds * 1e9));
   let n = 0;
@@ -124,11 +123,7 @@ async function storeWriters(file: string, writers: number, seconds: number, writ
   const writer = async (w: number) => {
     const stream = `bench-${w}`;
     for (let revision = -1; process.hrtime.bigint() < deadline; revision++) {
-      await store.append(
-        stream,
-        [{ type: 'BenchEvent', data: payload(revision + 1), metadata: metadata() }],
-        revision < 0 ? 'no_stream' : revision,
-      );
+      await store.append(stream, [{ type: 'BenchEvent', data: payload(revision + 1), metadata: metadata() }], revision < 0 ? 'no_stream' : revision);
       total++;
     }
   };

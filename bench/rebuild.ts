@@ -69,24 +69,101 @@ async function appendCase(store: EventStore, orgId: string, envId: string, at: D
   const caseId = randomUUID();
   const patientId = randomUUID();
   const iso = (plusMs: number) => new Date(at.getTime() + plusMs).toISOString();
-  const meta = (): EventMetadata => ({ eventId: randomUUID(), correlationId: caseId, causationId: null, organizationId: orgId, environmentId: envId, actor: 'bench', recordedAt: at.toISOString() });
+  const meta = (): EventMetadata => ({
+    eventId: randomUUID(),
+    correlationId: caseId,
+    causationId: null,
+    organizationId: orgId,
+    environmentId: envId,
+    actor: 'bench',
+    recordedAt: at.toISOString(),
+  });
   await store.append(
     `case-ledger-case-${caseId}`,
     [
-      { type: 'CaseRegistered', data: { caseId, organizationId: orgId, environmentId: envId, reference: `C-${caseId.slice(0, 8)}`, openedAt: iso(0), confirmationDueAt: iso(3_600_000), internalNote: 'Review the medication plan with the patient' }, metadata: meta() },
-      { type: 'clinical_case.opened', data: { caseId, patientId, priority: 'routine', source: 'staff_chat', patientNotes: 'Dizzy after the new dose', symptomScores: { dizziness: 3 }, matchedRules: [], stoppedEarly: false }, metadata: meta() },
-      { type: 'CaseUpdateAccepted', data: { caseId, updateId: randomUUID(), sequence: 1, status: 'processed', externalReference: 'ehr-1', acceptedAt: iso(60_000), scheduledFor: null, resolutionOutcome: null, resolutionNote: null }, metadata: meta() },
-      { type: 'CaseUpdateAccepted', data: { caseId, updateId: randomUUID(), sequence: 2, status: 'resolved', externalReference: 'ehr-2', acceptedAt: iso(120_000), scheduledFor: null, resolutionOutcome: 'advice_given', resolutionNote: 'Dose lowered' }, metadata: meta() },
+      {
+        type: 'CaseRegistered',
+        data: {
+          caseId,
+          organizationId: orgId,
+          environmentId: envId,
+          reference: `C-${caseId.slice(0, 8)}`,
+          openedAt: iso(0),
+          confirmationDueAt: iso(3_600_000),
+          internalNote: 'Review the medication plan with the patient',
+        },
+        metadata: meta(),
+      },
+      {
+        type: 'clinical_case.opened',
+        data: {
+          caseId,
+          patientId,
+          priority: 'routine',
+          source: 'staff_chat',
+          patientNotes: 'Dizzy after the new dose',
+          symptomScores: { dizziness: 3 },
+          matchedRules: [],
+          stoppedEarly: false,
+        },
+        metadata: meta(),
+      },
+      {
+        type: 'CaseUpdateAccepted',
+        data: {
+          caseId,
+          updateId: randomUUID(),
+          sequence: 1,
+          status: 'processed',
+          externalReference: 'ehr-1',
+          acceptedAt: iso(60_000),
+          scheduledFor: null,
+          resolutionOutcome: null,
+          resolutionNote: null,
+        },
+        metadata: meta(),
+      },
+      {
+        type: 'CaseUpdateAccepted',
+        data: {
+          caseId,
+          updateId: randomUUID(),
+          sequence: 2,
+          status: 'resolved',
+          externalReference: 'ehr-2',
+          acceptedAt: iso(120_000),
+          scheduledFor: null,
+          resolutionOutcome: 'advice_given',
+          resolutionNote: 'Dose lowered',
+        },
+        metadata: meta(),
+      },
     ],
     'no_stream',
   );
-  const messages = [0, 1, 2].map((i) => ({ id: randomUUID(), sequence: i + 1, sender: i % 2 ? 'patient' : 'provider', message: `Message ${i} about the dose`, externalMessageId: `x-${i}`, attachments: [], createdAt: iso(180_000 + i) }));
+  const messages = [0, 1, 2].map((i) => ({
+    id: randomUUID(),
+    sequence: i + 1,
+    sender: i % 2 ? 'patient' : 'provider',
+    message: `Message ${i} about the dose`,
+    externalMessageId: `x-${i}`,
+    attachments: [],
+    createdAt: iso(180_000 + i),
+  }));
   await store.append(
     `conversation-conversation-${caseId}`,
     [
-      { type: 'ConversationStarted', data: { conversationId: caseId, kind: 'case', organizationId: orgId, environmentId: envId, patientId, startedAt: iso(0) }, metadata: meta() },
+      {
+        type: 'ConversationStarted',
+        data: { conversationId: caseId, kind: 'case', organizationId: orgId, environmentId: envId, patientId, startedAt: iso(0) },
+        metadata: meta(),
+      },
       ...messages.map((m) => ({ type: 'ConversationMessageAppended', data: { conversationId: caseId, ...m }, metadata: meta() })),
-      { type: 'MessageDeliveryReported', data: { conversationId: caseId, messageId: messages[0].id, status: 'delivered', errorCode: null, externalMessageId: 'x-0', reportedAt: iso(200_000) }, metadata: meta() },
+      {
+        type: 'MessageDeliveryReported',
+        data: { conversationId: caseId, messageId: messages[0].id, status: 'delivered', errorCode: null, externalMessageId: 'x-0', reportedAt: iso(200_000) },
+        metadata: meta(),
+      },
     ],
     'no_stream',
   );
@@ -109,18 +186,28 @@ async function fill(store: EventStore, events: number): Promise<number> {
     }),
   );
   const head = await store.headPosition();
-  console.log(`  data set: ${head.toLocaleString('en-US')} events (${cases.toLocaleString('en-US')} cases) appended in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  console.log(
+    `  data set: ${head.toLocaleString('en-US')} events (${cases.toLocaleString('en-US')} cases) appended in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+  );
   return head;
 }
 
 /** `svc rebuild --all --json` as a child process: its own figure (replay and swap) and the wall time of the process. */
-function runCli(env: Record<string, string>, threads?: number): { events: number; seconds: number; replay: number; replace: number; rate: number; wall: number; cpu: number; mainCpu: number | null } {
+function runCli(
+  env: Record<string, string>,
+  threads?: number,
+): { events: number; seconds: number; replay: number; replace: number; rate: number; wall: number; cpu: number; mainCpu: number | null } {
   // dist/bench/rebuild.js → the checkout's root.
   const root = join(__dirname, '..', '..');
   const started = process.hrtime.bigint();
   // SVC_BENCH_CPU_PROF=<dir>: a CPU profile of the rebuild process there.
   const prof = process.env.SVC_BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.SVC_BENCH_CPU_PROF}`] : [];
-  const r = spawnSync(process.execPath, [...prof, join(root, 'bin', 'svc.js'), 'rebuild', '--all', '--json'], { cwd: root, env: { ...process.env, SVC_CLI_BUILD: '0', ...env, ...(threads === undefined ? {} : { SVC_REBUILD_CRYPTO_THREADS: String(threads) }) }, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  const r = spawnSync(process.execPath, [...prof, join(root, 'bin', 'svc.js'), 'rebuild', '--all', '--json'], {
+    cwd: root,
+    env: { ...process.env, SVC_CLI_BUILD: '0', ...env, ...(threads === undefined ? {} : { SVC_REBUILD_CRYPTO_THREADS: String(threads) }) },
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
   const wall = Number(process.hrtime.bigint() - started) / 1e9;
   if (r.status !== 0) throw new Error(`svc rebuild failed (${r.status}): ${r.stderr}`);
   const summary = r.stdout
@@ -128,7 +215,16 @@ function runCli(env: Record<string, string>, threads?: number): { events: number
     .filter((l) => l.trim())
     .map((l) => JSON.parse(l))
     .find((x) => x.kind === 'summary');
-  return { events: summary.events, seconds: summary.seconds, replay: summary.replaySeconds, replace: summary.replaceSeconds, rate: summary.eventsPerSecond, wall, cpu: summary.cpuSeconds, mainCpu: summary.mainThreadCpuSeconds };
+  return {
+    events: summary.events,
+    seconds: summary.seconds,
+    replay: summary.replaySeconds,
+    replace: summary.replaceSeconds,
+    rate: summary.eventsPerSecond,
+    wall,
+    cpu: summary.cpuSeconds,
+    mainCpu: summary.mainThreadCpuSeconds,
+  };
 }
 
 /** A plain read of the log as stored (pages of 5000, no payload opened): the floor under any rebuild. */
@@ -178,17 +274,24 @@ async function main(): Promise<void> {
     for (const kind of args.stores) {
       console.log(`\n${kind === 'sqlite' ? 'SQLite event store' : 'PostgreSQL event store'} (read store: SQLite)`);
       const schema = `bench_rebuild_${randomBytes(4).toString('hex')}`;
-      const raw: EventStore = kind === 'sqlite' ? new SqliteEventStore(join(dir, 'events.sqlite')) : await PostgresEventStore.open({ connectionString: args.url, schema });
-      const env: Record<string, string> = kind === 'sqlite' ? { SVC_DATA_DIR: dir, EVENT_STORE: 'sqlite' } : { SVC_DATA_DIR: dir, EVENT_STORE: 'postgres', DATABASE_URL: args.url, EVENT_STORE_SCHEMA: schema };
+      const raw: EventStore =
+        kind === 'sqlite' ? new SqliteEventStore(join(dir, 'events.sqlite')) : await PostgresEventStore.open({ connectionString: args.url, schema });
+      const env: Record<string, string> =
+        kind === 'sqlite'
+          ? { SVC_DATA_DIR: dir, EVENT_STORE: 'sqlite' }
+          : { SVC_DATA_DIR: dir, EVENT_STORE: 'postgres', DATABASE_URL: args.url, EVENT_STORE_SCHEMA: schema };
       try {
         const events = serviceEventStore(raw, keyring);
         const head = await fill(events, args.events);
         await raw.close();
         for (const suffix of ['', '-wal', '-shm']) rmSync(join(dir, `read-models.sqlite${suffix}`), { force: true });
-        const reader: EventStore = kind === 'sqlite' ? new SqliteEventStore(join(dir, 'events.sqlite')) : await PostgresEventStore.open({ connectionString: args.url, schema });
+        const reader: EventStore =
+          kind === 'sqlite' ? new SqliteEventStore(join(dir, 'events.sqlite')) : await PostgresEventStore.open({ connectionString: args.url, schema });
         try {
           const seconds = await readLog(reader, head);
-          console.log(`  plain read of the log (no payload opened): ${head.toLocaleString('en-US')} events in ${seconds.toFixed(2)} s = ${Math.round(head / seconds).toLocaleString('en-US')} events/s`);
+          console.log(
+            `  plain read of the log (no payload opened): ${head.toLocaleString('en-US')} events in ${seconds.toFixed(2)} s = ${Math.round(head / seconds).toLocaleString('en-US')} events/s`,
+          );
         } finally {
           await reader.close();
         }
@@ -197,15 +300,22 @@ async function main(): Promise<void> {
           for (const suffix of ['', '-wal', '-shm']) rmSync(join(dir, `read-models.sqlite${suffix}`), { force: true });
           const cli = runCli(env, threads);
           const label = threads === 0 ? 'svc rebuild --all, crypto threads 0' : 'svc rebuild --all';
-          console.log(`  ${label}: ${cli.events.toLocaleString('en-US')} events in ${cli.seconds.toFixed(2)} s = ${cli.rate.toLocaleString('en-US')} events/s (replay ${cli.replay.toFixed(2)} s, swap ${cli.replace.toFixed(2)} s; process wall time ${cli.wall.toFixed(2)} s, start-up included)`);
-          const perMain = cli.mainCpu ? `, main thread ${cli.mainCpu.toFixed(2)} s = ${Math.round(cli.events / cli.mainCpu).toLocaleString('en-US')} events per main-thread CPU second` : '';
+          console.log(
+            `  ${label}: ${cli.events.toLocaleString('en-US')} events in ${cli.seconds.toFixed(2)} s = ${cli.rate.toLocaleString('en-US')} events/s (replay ${cli.replay.toFixed(2)} s, swap ${cli.replace.toFixed(2)} s; process wall time ${cli.wall.toFixed(2)} s, start-up included)`,
+          );
+          const perMain = cli.mainCpu
+            ? `, main thread ${cli.mainCpu.toFixed(2)} s = ${Math.round(cli.events / cli.mainCpu).toLocaleString('en-US')} events per main-thread CPU second`
+            : '';
           console.log(`    CPU: all threads ${cli.cpu.toFixed(2)} s${perMain}`);
         }
         if (args.runner) {
-          const reopened: EventStore = kind === 'sqlite' ? new SqliteEventStore(join(dir, 'events.sqlite')) : await PostgresEventStore.open({ connectionString: args.url, schema });
+          const reopened: EventStore =
+            kind === 'sqlite' ? new SqliteEventStore(join(dir, 'events.sqlite')) : await PostgresEventStore.open({ connectionString: args.url, schema });
           try {
             const seconds = await runRunner(serviceEventStore(reopened, keyring), keyring, dir, head);
-            console.log(`  service catch-up (ProjectionRunner, empty read store): ${head.toLocaleString('en-US')} events in ${seconds.toFixed(2)} s = ${Math.round(head / seconds).toLocaleString('en-US')} events/s`);
+            console.log(
+              `  service catch-up (ProjectionRunner, empty read store): ${head.toLocaleString('en-US')} events in ${seconds.toFixed(2)} s = ${Math.round(head / seconds).toLocaleString('en-US')} events/s`,
+            );
           } finally {
             await reopened.close();
           }

@@ -97,7 +97,13 @@ async function inProcessReceiver(): Promise<Receiver> {
     req.on('end', async () => {
       const rawBody = Buffer.concat(chunks);
       try {
-        const env = await verifyWebhook<{ caseId?: string }>({ rawBody, headers: req.headers as Record<string, string>, secret, seen: null, toleranceSec: 3600 });
+        const env = await verifyWebhook<{ caseId?: string }>({
+          rawBody,
+          headers: req.headers as Record<string, string>,
+          secret,
+          seen: null,
+          toleranceSec: 3600,
+        });
         const key = env.data.caseId ?? env.id;
         if (!arrivals.has(key)) {
           arrivals.set(key, now());
@@ -187,7 +193,12 @@ async function childReceiver(): Promise<Receiver> {
 async function signedPostLoop(receiver: Receiver, total: number, concurrency: number): Promise<number> {
   const secret = 'whsec_baseline';
   await receiver.setSecret(secret);
-  const sample = JSON.stringify({ id: randomUUID(), type: 'clinical_case.opened', createdAt: new Date().toISOString(), data: { caseId: 'x', patientNotes: 'y'.repeat(200) } });
+  const sample = JSON.stringify({
+    id: randomUUID(),
+    type: 'clinical_case.opened',
+    createdAt: new Date().toISOString(),
+    data: { caseId: 'x', patientNotes: 'y'.repeat(200) },
+  });
   let sent = 0;
   const t0 = now();
   await Promise.all(
@@ -197,7 +208,18 @@ async function signedPostLoop(receiver: Receiver, total: number, concurrency: nu
         const id = randomUUID();
         const body = sample.replace(/"id":"[^"]+"/, `"id":"${id}"`).replace('"caseId":"x"', `"caseId":"${id}"`);
         const ts = Math.floor(Date.now() / 1000);
-        await fetch(receiver.url, { method: 'POST', headers: { 'content-type': 'application/json', 'x-svc-event-id': id, 'x-svc-event-type': 'clinical_case.opened', 'x-svc-timestamp': String(ts), 'x-svc-signature': signWebhook(secret, ts, body), 'idempotency-key': id }, body }).then((r) => r.arrayBuffer());
+        await fetch(receiver.url, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            'x-svc-event-id': id,
+            'x-svc-event-type': 'clinical_case.opened',
+            'x-svc-timestamp': String(ts),
+            'x-svc-signature': signWebhook(secret, ts, body),
+            'idempotency-key': id,
+          },
+          body,
+        }).then((r) => r.arrayBuffer());
       }
     }),
   );
@@ -307,7 +329,9 @@ async function main() {
       if (plan.status !== 200) throw new Error(`plan: ${plan.status}`);
       /** Opens n cases (closed loop at --concurrency, or open loop at `rate`): [caseId, sentAt, answeredAt] each. */
       const open = (n: number, rate?: number) => {
-        const bodies = Array.from({ length: n }, (_, i) => JSON.stringify({ patientId: patients[i % patients.length].patientId, request: 'Please call the patient back about the medication' }));
+        const bodies = Array.from({ length: n }, (_, i) =>
+          JSON.stringify({ patientId: patients[i % patients.length].patientId, request: 'Please call the patient back about the medication' }),
+        );
         return opener.open(`${app.baseUrl}${t.env}/clinical-cases`, t.staff, bodies, concurrency, rate);
       };
       return { t, patients, open };
@@ -460,25 +484,43 @@ async function main() {
     await opener.close();
   }
 
-  console.log(`webhook delivery bench: ${cases} cases, concurrency ${concurrency}, node ${process.version}, receivers: ${receivers.map((r) => r.name).join(', ')} (in that order), open requests from ${openClient === 'child' ? 'a child process' : 'this process'}`);
+  console.log(
+    `webhook delivery bench: ${cases} cases, concurrency ${concurrency}, node ${process.version}, receivers: ${receivers.map((r) => r.name).join(', ')} (in that order), open requests from ${openClient === 'child' ? 'a child process' : 'this process'}`,
+  );
   console.log(`  baseline  open cases, no endpoint                ${f(openOnlyPerS)} cases/s`);
   for (const r of results) {
     console.log(`receiver: ${r.receiver}`);
     console.log(`  baseline  signed POST loop → receiver            ${f(r.baselinePerS)} req/s`);
-    console.log(`  measured  open + deliver (end to end)            ${f(r.perS)} deliveries/s  (${r.delivered}/${cases} delivered; opens took ${f(r.opensTookS)} s)`);
-    console.log(`  latency   201 of open → webhook received          p50 ${f(pct(r.latencies, 50))} ms  p95 ${f(pct(r.latencies, 95))} ms  p99 ${f(pct(r.latencies, 99))} ms  max ${f(Math.max(...r.latencies))} ms`);
+    console.log(
+      `  measured  open + deliver (end to end)            ${f(r.perS)} deliveries/s  (${r.delivered}/${cases} delivered; opens took ${f(r.opensTookS)} s)`,
+    );
+    console.log(
+      `  latency   201 of open → webhook received          p50 ${f(pct(r.latencies, 50))} ms  p95 ${f(pct(r.latencies, 95))} ms  p99 ${f(pct(r.latencies, 99))} ms  max ${f(Math.max(...r.latencies))} ms`,
+    );
     if (r.paced) {
       const p = r.paced;
-      console.log(`  paced     ${rate} cases/s for ${pacedSeconds} s (sent at ${f(p.achieved)}/s, 201s at ${f(p.answered)}/s): ${p.got}/${p.total} delivered (target p99 < 100 ms)`);
-      console.log(`  latency   case opened (event createdAt) → received p50 ${f(pct(p.fromOpened, 50))} ms  p99 ${f(pct(p.fromOpened, 99))} ms  max ${f(Math.max(...p.fromOpened))} ms  (createdAt: the service clock when the open was decided, ms)`);
-      console.log(`  latency   201 of open → webhook received          p50 ${f(pct(p.lat, 50))} ms  p99 ${f(pct(p.lat, 99))} ms  max ${f(Math.max(...p.lat))} ms`);
-      console.log(`  latency   open request sent → webhook received    p50 ${f(pct(p.fromSend, 50))} ms  p99 ${f(pct(p.fromSend, 99))} ms  max ${f(Math.max(...p.fromSend))} ms  (an upper bound: includes the open request itself)`);
+      console.log(
+        `  paced     ${rate} cases/s for ${pacedSeconds} s (sent at ${f(p.achieved)}/s, 201s at ${f(p.answered)}/s): ${p.got}/${p.total} delivered (target p99 < 100 ms)`,
+      );
+      console.log(
+        `  latency   case opened (event createdAt) → received p50 ${f(pct(p.fromOpened, 50))} ms  p99 ${f(pct(p.fromOpened, 99))} ms  max ${f(Math.max(...p.fromOpened))} ms  (createdAt: the service clock when the open was decided, ms)`,
+      );
+      console.log(
+        `  latency   201 of open → webhook received          p50 ${f(pct(p.lat, 50))} ms  p99 ${f(pct(p.lat, 99))} ms  max ${f(Math.max(...p.lat))} ms`,
+      );
+      console.log(
+        `  latency   open request sent → webhook received    p50 ${f(pct(p.fromSend, 50))} ms  p99 ${f(pct(p.fromSend, 99))} ms  max ${f(Math.max(...p.fromSend))} ms  (an upper bound: includes the open request itself)`,
+      );
     }
     if (r.burst) {
       const b = r.burst;
       console.log(`  measured  burst: ${burst} held deliveries released by the BAA signature   ${f(b.perS)} deliveries/s  (${b.delivered}/${burst} delivered)`);
-      console.log(`  latency   BAA signed → webhook received           p50 ${f(pct(b.latency, 50))} ms  p99 ${f(pct(b.latency, 99))} ms  max ${f(Math.max(...b.latency))} ms`);
-      console.log(`  cpu       burst window, CPU time / wall time: service process ${b.serviceCpu.toFixed(2)}${Number.isNaN(b.receiverCpu) ? ' (receiver included)' : `, receiver process ${b.receiverCpu.toFixed(2)}`} (1.00 = one core)`);
+      console.log(
+        `  latency   BAA signed → webhook received           p50 ${f(pct(b.latency, 50))} ms  p99 ${f(pct(b.latency, 99))} ms  max ${f(Math.max(...b.latency))} ms`,
+      );
+      console.log(
+        `  cpu       burst window, CPU time / wall time: service process ${b.serviceCpu.toFixed(2)}${Number.isNaN(b.receiverCpu) ? ' (receiver included)' : `, receiver process ${b.receiverCpu.toFixed(2)}`} (1.00 = one core)`,
+      );
       if (b.profile) console.log(`  cpu profile of the burst window: ${b.profile}`);
     }
     console.log(`  bad signatures at this receiver (baseline included): ${r.bad}`);

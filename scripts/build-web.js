@@ -47,10 +47,17 @@ const OUTSIDE = [path.join(root, 'apps', 'workflow-engine', 'src', 'domain'), pa
 
 if (process.argv.includes('--if-needed') && fs.existsSync(manifestFile)) {
   const built = fs.statSync(manifestFile).mtimeMs;
-  if (Math.max(newest(src), ...OUTSIDE.map(newest), fs.statSync(__filename).mtimeMs, fs.statSync(path.join(root, 'scripts', 'webhook-receiver.js')).mtimeMs) < built) process.exit(0);
+  if (
+    Math.max(newest(src), ...OUTSIDE.map(newest), fs.statSync(__filename).mtimeMs, fs.statSync(path.join(root, 'scripts', 'webhook-receiver.js')).mtimeMs) <
+    built
+  )
+    process.exit(0);
 }
 
-execFileSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', path.join(src, 'tsconfig.json')], { cwd: root, stdio: 'inherit' });
+execFileSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', path.join(src, 'tsconfig.json')], {
+  cwd: root,
+  stdio: 'inherit',
+});
 
 const esbuild = require('esbuild');
 fs.rmSync(out, { recursive: true, force: true });

@@ -56,7 +56,10 @@ const SERVICES = [
     start() {
       for (const dir of ['/var/lib/redis', '/var/log/redis']) fs.mkdirSync(dir, { recursive: true });
       const common = ['--daemonize', 'yes', '--port', '6379', '--save', '', '--appendonly', 'no'];
-      let r = spawnSync('redis-server', [...common, '--bind', '127.0.0.1', '-::1', '--dir', '/var/lib/redis', '--logfile', '/var/log/redis/ci.log'], { encoding: 'utf8', timeout: 30_000 });
+      let r = spawnSync('redis-server', [...common, '--bind', '127.0.0.1', '-::1', '--dir', '/var/lib/redis', '--logfile', '/var/log/redis/ci.log'], {
+        encoding: 'utf8',
+        timeout: 30_000,
+      });
       // Without IPv6 the first form fails; the second binds the default addresses.
       if (r.status !== 0) r = spawnSync('redis-server', common, { encoding: 'utf8', timeout: 30_000 });
       return r.status === 0 ? null : (r.stderr || r.stdout || `exit ${r.status}`).trim();

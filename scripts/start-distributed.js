@@ -74,7 +74,10 @@ const MAX_REPLICAS = 6;
 /** `case-ledger=2,webhook-dispatcher=2` as `{ 'case-ledger': 2, ... }` (every other app: 1). */
 function parseReplicas(text, source) {
   const counts = Object.fromEntries(ALL_APPS.map((a) => [a, 1]));
-  for (const part of String(text).split(',').map((p) => p.trim()).filter(Boolean)) {
+  for (const part of String(text)
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const m = /^([a-z-]+)=(\d+)$/.exec(part);
     if (!m) throw new Error(`${source}: "${part}" is not <app>=<count>`);
     if (!ALL_APPS.includes(m[1])) throw new Error(`${source}: unknown app ${m[1]} (one of ${ALL_APPS.join(', ')})`);
@@ -128,7 +131,8 @@ function databaseUrl(env) {
   const url = new URL(env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres');
   const name = env.SVC_DB_NAME;
   if (name !== undefined && name !== '') {
-    if (!/^[a-z_][a-z0-9_]{0,62}$/.test(name)) throw new Error('SVC_DB_NAME must be lower-case letters, digits and _, not starting with a digit, at most 63 characters');
+    if (!/^[a-z_][a-z0-9_]{0,62}$/.test(name))
+      throw new Error('SVC_DB_NAME must be lower-case letters, digits and _, not starting with a digit, at most 63 characters');
     url.pathname = `/${name}`;
   }
   return url.toString();
@@ -227,7 +231,9 @@ async function brokerFree(brokers) {
       const busy = described.filter((g) => g.members.length > 0).map((g) => g.groupId);
       if (busy.length === 0) return;
       if (Date.now() > deadline) {
-        throw new Error(`another topology's apps consume from this Kafka broker (groups ${busy.join(', ')} have members): stop it, or give this run a broker of its own (KAFKA_BROKERS)`);
+        throw new Error(
+          `another topology's apps consume from this Kafka broker (groups ${busy.join(', ')} have members): stop it, or give this run a broker of its own (KAFKA_BROKERS)`,
+        );
       }
       await sleep(1000);
     }
@@ -349,7 +355,10 @@ async function main() {
     throw new Error('dist/apps is missing: run npm run build (or leave out --no-build)');
   }
 
-  let brokers = (env.KAFKA_BROKERS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  let brokers = (env.KAFKA_BROKERS ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   const kafka = require('./kafka');
   const stopping = { now: false };
   const apps = [];
@@ -394,7 +403,9 @@ async function main() {
   await ensureRedis(redisUrl);
   await brokerFree(brokers);
   const topics = await ensureTopics(brokers);
-  say(`kafka ${brokers.join(',')} (${topics.created} topics created, ${topics.existing} there already); postgres database ${new URL(dbUrl).pathname.slice(1)}; redis prefix ${env.REDIS_KEY_PREFIX || 'svc'}; data dir ${dataDir}`);
+  say(
+    `kafka ${brokers.join(',')} (${topics.created} topics created, ${topics.existing} there already); postgres database ${new URL(dbUrl).pathname.slice(1)}; redis prefix ${env.REDIS_KEY_PREFIX || 'svc'}; data dir ${dataDir}`,
+  );
 
   const gatewayHost = env.HOST || '127.0.0.1';
   const gatewayPort = publicPort === 0 ? await freePort() : publicPort;
@@ -416,7 +427,9 @@ async function main() {
     for (let i = 1; i <= options.replicas[name]; i++) {
       const port = await freePort();
       // Internal: loopback only, reached through the gateway, whose X-Forwarded-For it trusts.
-      apps.push(new App(name, instanceId(name, i), port, { ...common, HOST: '127.0.0.1', SVC_TRUST_PROXY: 'loopback', SVC_INTERNAL_URL: `http://127.0.0.1:${port}` }));
+      apps.push(
+        new App(name, instanceId(name, i), port, { ...common, HOST: '127.0.0.1', SVC_TRUST_PROXY: 'loopback', SVC_INTERNAL_URL: `http://127.0.0.1:${port}` }),
+      );
     }
   }
   const gateways = [];

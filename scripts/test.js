@@ -103,7 +103,13 @@ if (fullRun) {
   const t0 = Date.now();
   spawnSync(
     process.execPath,
-    [path.join(root, 'node_modules', 'jest', 'bin', 'jest.js'), '-c', path.join(root, 'jest.distributed.config.js'), '--json', `--outputFile=${distributedResults}`],
+    [
+      path.join(root, 'node_modules', 'jest', 'bin', 'jest.js'),
+      '-c',
+      path.join(root, 'jest.distributed.config.js'),
+      '--json',
+      `--outputFile=${distributedResults}`,
+    ],
     { cwd: root, stdio: 'inherit', env: { ...process.env, ...kafkaEnv, SVC_LOG_LEVEL: logLevel, SVC_LOG_FILE: logFile, SVC_E2E_TARGET: 'distributed' } },
   );
   distributedSeconds = Math.round((Date.now() - t0) / 1000);
@@ -129,14 +135,18 @@ if (fullRun) {
     failed += r.numFailedTests + (r.numRuntimeErrorTestSuites || 0);
     // Jest reports a global setup that threw (the topology did not start) as no test run at all.
     if (!r.success && r.numFailedTests === 0 && !r.numRuntimeErrorTestSuites) failed += 1;
-    console.log(`distributed target: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${r.numPendingTests} standalone-only skipped, in ${distributedSeconds} s`);
+    console.log(
+      `distributed target: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${r.numPendingTests} standalone-only skipped, in ${distributedSeconds} s`,
+    );
   } else {
     failed += 1;
     console.log('distributed target FAILED: the topology did not start or Jest gave no results (see above)');
   }
   console.log(`distributed target: ${distributed.length} suites against the six-process topology (${distributed.map(name).join(', ')})`);
   console.log(`distributed target: ${browser.length} browser suites against it (${browser.map(name).join(', ')})`);
-  console.log(`distributed target: ${Object.keys(excluded).length} excluded, reasons in test/distributed/suites.js (${Object.keys(excluded).map(name).join(', ')})`);
+  console.log(
+    `distributed target: ${Object.keys(excluded).length} excluded, reasons in test/distributed/suites.js (${Object.keys(excluded).map(name).join(', ')})`,
+  );
 }
 // The log check counts as one test: planted patient data, emails, keys, secrets, tokens.
 {
@@ -161,7 +171,10 @@ if (fullRun) {
 // The type check of the whole tree, tests included (the build compiles the sources only, and Jest
 // strips types without checking them): one test, on full runs.
 if (fullRun) {
-  const tsc = spawnSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '--noEmit', '-p', path.join(root, 'tsconfig.json')], { cwd: root, encoding: 'utf8' });
+  const tsc = spawnSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '--noEmit', '-p', path.join(root, 'tsconfig.json')], {
+    cwd: root,
+    encoding: 'utf8',
+  });
   if (tsc.status === 0) {
     passed += 1;
     console.log('type check: the sources and the tests type-check');

@@ -10,7 +10,15 @@ import { onTopology } from '@svc/testing';
  * (`.ci/run` installs it); elsewhere they are skipped with one line saying so.
  */
 export const CHROMIUM = process.env.SVC_CHROMIUM ?? '/usr/bin/chromium';
-const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 export const browserAvailable = existsSync(CHROMIUM);
 const ci = process.env.CI === 'true' || process.env.CI === '1';
@@ -64,7 +72,12 @@ export function watch(page: Page) {
   page.on('request', (r) => {
     const entry = { url: r.url(), referer: null as string | null };
     requests.push(entry);
-    pending.push(r.headerValue('referer').then((v) => void (entry.referer = v || null), () => undefined));
+    pending.push(
+      r.headerValue('referer').then(
+        (v) => void (entry.referer = v || null),
+        () => undefined,
+      ),
+    );
   });
   page.on('console', (m) => {
     if (m.type() === 'error' && /Content Security Policy|Refused to/i.test(m.text())) problems.push(m.text());

@@ -75,7 +75,12 @@ describeInBrowser('check-in page (browser)', () => {
     const seen = watch(page);
     await page.goto(url);
 
-    expect(await poll(() => page.locator('h2').innerText(), (v) => v === 'How bad is your pain today?')).toBe('How bad is your pain today?');
+    expect(
+      await poll(
+        () => page.locator('h2').innerText(),
+        (v) => v === 'How bad is your pain today?',
+      ),
+    ).toBe('How bad is your pain today?');
     // The token is out of the address bar (and so of the history entry) at once.
     expect(page.url()).toBe(`${origin}/api/check-ins/${checkInId}`);
     expect(await page.locator('html').getAttribute('lang')).toBe('en');
@@ -87,10 +92,20 @@ describeInBrowser('check-in page (browser)', () => {
 
     // Next without an answer: told kindly, nothing sent.
     await page.getByRole('button', { name: 'Next' }).click();
-    expect(await poll(() => page.getByRole('alert').innerText(), (v) => v === 'Please choose an answer to go on.')).toBe('Please choose an answer to go on.');
+    expect(
+      await poll(
+        () => page.getByRole('alert').innerText(),
+        (v) => v === 'Please choose an answer to go on.',
+      ),
+    ).toBe('Please choose an answer to go on.');
     await page.getByRole('radio', { name: '8' }).check();
     await page.getByRole('button', { name: 'Next' }).click();
-    expect(await poll(() => page.locator('h2').innerText(), (v) => v === 'How is your mood?')).toBe('How is your mood?');
+    expect(
+      await poll(
+        () => page.locator('h2').innerText(),
+        (v) => v === 'How is your mood?',
+      ),
+    ).toBe('How is your mood?');
     expect(await mainText(page)).toContain('Question 2 of 4');
     // The new step's heading has the focus.
     const focused = () => page.evaluate('document.activeElement && document.activeElement.textContent') as Promise<string | null>;
@@ -98,10 +113,20 @@ describeInBrowser('check-in page (browser)', () => {
 
     // Back: the first answer is still there; forward again.
     await page.getByRole('button', { name: 'Back' }).click();
-    expect(await poll(() => page.locator('h2').innerText(), (v) => v === 'How bad is your pain today?')).toBe('How bad is your pain today?');
+    expect(
+      await poll(
+        () => page.locator('h2').innerText(),
+        (v) => v === 'How bad is your pain today?',
+      ),
+    ).toBe('How bad is your pain today?');
     expect(await page.getByRole('radio', { name: '8' }).isChecked()).toBe(true);
     await page.getByRole('button', { name: 'Next' }).click();
-    expect(await poll(() => page.locator('h2').innerText(), (v) => v === 'How is your mood?')).toBe('How is your mood?');
+    expect(
+      await poll(
+        () => page.locator('h2').innerText(),
+        (v) => v === 'How is your mood?',
+      ),
+    ).toBe('How is your mood?');
 
     // Keyboard only: from the focused heading, Tab to the choices, arrows to move, Enter to go on.
     expect(await poll(focused, (v) => v === 'How is your mood?')).toBe('How is your mood?');
@@ -113,22 +138,47 @@ describeInBrowser('check-in page (browser)', () => {
     await page.keyboard.press('ArrowRight');
     expect(await page.getByRole('radio', { name: '5' }).isChecked()).toBe(true);
     await page.keyboard.press('Enter');
-    expect(await poll(() => page.locator('h2').innerText(), (v) => v === 'Do you have a fever?')).toBe('Do you have a fever?');
+    expect(
+      await poll(
+        () => page.locator('h2').innerText(),
+        (v) => v === 'Do you have a fever?',
+      ),
+    ).toBe('Do you have a fever?');
     await noSeriousViolations(page, 'question 3');
     await page.getByRole('radio', { name: 'No' }).check();
     await page.getByRole('button', { name: 'Next' }).click();
-    expect(await poll(() => page.locator('h2').innerText(), (v) => v === 'Anything else?')).toBe('Anything else?');
+    expect(
+      await poll(
+        () => page.locator('h2').innerText(),
+        (v) => v === 'Anything else?',
+      ),
+    ).toBe('Anything else?');
     await page.getByRole('textbox').fill('My left ankle has been swollen since Monday');
     await noSeriousViolations(page, 'question 4');
     await page.getByRole('button', { name: 'Next' }).click();
 
     // The completion step with optional notes, then the outcome with the case reference.
-    expect(await poll(() => page.locator('h2').innerText(), (v) => v === 'Anything else?')).toBe('Anything else?');
-    expect(await poll(() => page.getByLabel('Is there anything else you want your care team to know? (optional)').count(), (v) => v === 1)).toBe(1);
+    expect(
+      await poll(
+        () => page.locator('h2').innerText(),
+        (v) => v === 'Anything else?',
+      ),
+    ).toBe('Anything else?');
+    expect(
+      await poll(
+        () => page.getByLabel('Is there anything else you want your care team to know? (optional)').count(),
+        (v) => v === 1,
+      ),
+    ).toBe(1);
     await page.getByLabel('Is there anything else you want your care team to know? (optional)').fill('Also the wound is leaking a bit.');
     await noSeriousViolations(page, 'notes');
     await page.getByRole('button', { name: 'Send my check-in' }).click();
-    expect(await poll(() => page.locator('h2').innerText(), (v) => v === 'Thank you')).toBe('Thank you');
+    expect(
+      await poll(
+        () => page.locator('h2').innerText(),
+        (v) => v === 'Thank you',
+      ),
+    ).toBe('Thank you');
     const outcome = await mainText(page);
     expect(outcome).toContain('Someone from the team will look at them and contact you.');
     const reference = /Your reference: (CC-[A-HJ-NP-Z2-9]{8})/.exec(outcome)?.[1];
@@ -160,7 +210,12 @@ describeInBrowser('check-in page (browser)', () => {
     const again = await context.newPage();
     const reopened = await again.goto(url);
     expect(reopened!.status()).toBe(401);
-    expect(await poll(() => again.locator('h2').innerText(), (v) => v === 'This link has already been used')).toBe('This link has already been used');
+    expect(
+      await poll(
+        () => again.locator('h2').innerText(),
+        (v) => v === 'This link has already been used',
+      ),
+    ).toBe('This link has already been used');
     const text = await again.locator('body').innerText();
     for (const leak of [checkInId, token, 'INVALID_CHECK_IN_TOKEN', 'Error', '{']) expect(text).not.toContain(leak);
     await noSeriousViolations(again, 'used link');
@@ -169,15 +224,30 @@ describeInBrowser('check-in page (browser)', () => {
     // A link to no check-in, and one without its token.
     const unknown = await again.goto(`${origin}/api/check-ins/${randomUUID()}?token=${token}`);
     expect(unknown!.status()).toBe(404);
-    expect(await poll(() => again.locator('h2').innerText(), (v) => v === 'We could not find this check-in')).toBe('We could not find this check-in');
+    expect(
+      await poll(
+        () => again.locator('h2').innerText(),
+        (v) => v === 'We could not find this check-in',
+      ),
+    ).toBe('We could not find this check-in');
     // A mangled link (its id cut short): the same kind page, with the API's 400.
     const mangled = await again.goto(`${origin}/api/check-ins/${checkInId.slice(0, 20)}?token=${token}`);
     expect(mangled!.status()).toBe(400);
-    expect(await poll(() => again.locator('h2').innerText(), (v) => v === 'We could not find this check-in')).toBe('We could not find this check-in');
+    expect(
+      await poll(
+        () => again.locator('h2').innerText(),
+        (v) => v === 'We could not find this check-in',
+      ),
+    ).toBe('We could not find this check-in');
     const fresh = await browser.context();
     const bare = await fresh.newPage();
     await bare.goto(`${origin}/api/check-ins/${checkInId}`);
-    expect(await poll(() => bare.locator('h2').innerText(), (v) => v === 'Please open the link from your email')).toBe('Please open the link from your email');
+    expect(
+      await poll(
+        () => bare.locator('h2').innerText(),
+        (v) => v === 'Please open the link from your email',
+      ),
+    ).toBe('Please open the link from your email');
     await fresh.close();
     await context.close();
   });
@@ -190,7 +260,12 @@ describeInBrowser('check-in page (browser)', () => {
     const seen = watch(page);
     await page.goto(url);
 
-    expect(await poll(() => page.locator('h2').innerText(), (v) => v === 'How bad is your pain today?')).toBe('How bad is your pain today?'); // the protocol's own words
+    expect(
+      await poll(
+        () => page.locator('h2').innerText(),
+        (v) => v === 'How bad is your pain today?',
+      ),
+    ).toBe('How bad is your pain today?'); // the protocol's own words
     expect(await page.locator('html').getAttribute('lang')).toBe('es');
     expect(await mainText(page)).toContain('Pregunta 1 de 4');
     expect(await page.getByRole('button', { name: 'Siguiente' }).count()).toBe(1);
@@ -198,26 +273,51 @@ describeInBrowser('check-in page (browser)', () => {
 
     // The switch: English, then back to Spanish.
     await page.getByRole('button', { name: 'English' }).click();
-    expect(await poll(() => mainText(page), (v) => v.includes('Question 1 of 4'))).toContain('Question 1 of 4');
+    expect(
+      await poll(
+        () => mainText(page),
+        (v) => v.includes('Question 1 of 4'),
+      ),
+    ).toContain('Question 1 of 4');
     expect(await page.locator('html').getAttribute('lang')).toBe('en');
     expect(await page.getByRole('button', { name: 'English' }).getAttribute('aria-pressed')).toBe('true');
     await page.getByRole('button', { name: 'Español' }).click();
-    expect(await poll(() => mainText(page), (v) => v.includes('Pregunta 1 de 4'))).toContain('Pregunta 1 de 4');
+    expect(
+      await poll(
+        () => mainText(page),
+        (v) => v.includes('Pregunta 1 de 4'),
+      ),
+    ).toContain('Pregunta 1 de 4');
 
     await page.getByRole('radio', { name: '3' }).check();
     await page.getByRole('button', { name: 'Siguiente' }).click();
-    expect(await poll(() => page.locator('h2').innerText(), (v) => v === 'How is your mood?')).toBe('How is your mood?');
+    expect(
+      await poll(
+        () => page.locator('h2').innerText(),
+        (v) => v === 'How is your mood?',
+      ),
+    ).toBe('How is your mood?');
     await page.getByRole('radio', { name: '6' }).check();
     await page.getByRole('button', { name: 'Siguiente' }).click();
     await page.getByRole('radio', { name: 'Sí' }).check();
     await page.getByRole('button', { name: 'Siguiente' }).click();
-    expect(await poll(() => page.locator('h2').innerText(), (v) => v === 'Anything else?')).toBe('Anything else?');
+    expect(
+      await poll(
+        () => page.locator('h2').innerText(),
+        (v) => v === 'Anything else?',
+      ),
+    ).toBe('Anything else?');
     await page.getByRole('textbox').fill('Tengo un dolor fuerte en el pecho y no puedo respirar');
     await page.getByRole('button', { name: 'Siguiente' }).click();
 
     // At once, prominently, with the number to call; the check-in stops there.
     const alert = page.getByRole('alert');
-    expect(await poll(() => alert.locator('h2').innerText(), (v) => v === 'Llame al 911 ahora')).toBe('Llame al 911 ahora');
+    expect(
+      await poll(
+        () => alert.locator('h2').innerText(),
+        (v) => v === 'Llame al 911 ahora',
+      ),
+    ).toBe('Llame al 911 ahora');
     expect(await alert.innerText()).toContain('Su respuesta indica que puede necesitar atención de emergencia.');
     expect(await alert.getByRole('link', { name: 'Llamar al 911' }).getAttribute('href')).toBe('tel:911');
     expect(await alert.innerText()).toContain('Hemos avisado a su equipo de atención.');
@@ -231,7 +331,12 @@ describeInBrowser('check-in page (browser)', () => {
     const cases = await app.api.get(`${t.env}/clinical-cases`, staff);
     expect(cases.body.clinicalCases).toHaveLength(1);
     const detail = await app.api.get(`${t.env}/clinical-cases/${cases.body.clinicalCases[0].caseId}`, staff);
-    expect(detail.body).toMatchObject({ priority: 'emergency', source: 'check_in', stoppedEarly: true, symptomScores: { pain: 3, mood: 6, fever: true, other: 'Tengo un dolor fuerte en el pecho y no puedo respirar' } });
+    expect(detail.body).toMatchObject({
+      priority: 'emergency',
+      source: 'check_in',
+      stoppedEarly: true,
+      symptomScores: { pain: 3, mood: 6, fever: true, other: 'Tengo un dolor fuerte en el pecho y no puedo respirar' },
+    });
     // The check-in is over: the same link no longer opens it.
     expect((await app.api.get(`/widget/v1/check-ins/${/check-ins\/([^?]+)/.exec(url)![1]}?token=${token}`)).status).toBe(401);
 
@@ -256,15 +361,30 @@ describeInBrowser('check-in page (browser)', () => {
     const context = await browser.context({ locale: 'en-GB' });
     const page = await context.newPage();
     await page.goto(url);
-    expect(await poll(() => page.locator('h2').innerText(), (v) => v === long)).toBe(long);
+    expect(
+      await poll(
+        () => page.locator('h2').innerText(),
+        (v) => v === long,
+      ),
+    ).toBe(long);
     expect(await page.getByRole('radio').count()).toBe(5);
     expect(await mainText(page)).toContain('Choose a number from 1 (lowest) to 5 (highest).');
     expect(await page.evaluate('document.documentElement.scrollWidth')).toBeLessThanOrEqual(375);
     await page.getByRole('radio', { name: '2' }).check();
     await page.getByRole('button', { name: 'Next' }).click();
-    expect(await poll(() => page.getByRole('button', { name: 'Send my check-in' }).count(), (v) => v === 1)).toBe(1);
+    expect(
+      await poll(
+        () => page.getByRole('button', { name: 'Send my check-in' }).count(),
+        (v) => v === 1,
+      ),
+    ).toBe(1);
     await page.getByRole('button', { name: 'Send my check-in' }).click();
-    expect(await poll(() => page.locator('h2').innerText(), (v) => v === 'Thank you')).toBe('Thank you');
+    expect(
+      await poll(
+        () => page.locator('h2').innerText(),
+        (v) => v === 'Thank you',
+      ),
+    ).toBe('Thank you');
     expect(await mainText(page)).toContain('Nothing else is needed from you today.');
     expect(await mainText(page)).not.toContain('Your reference');
     await context.close();

@@ -10,7 +10,10 @@ export async function noSeriousViolations(page: Page, step: string): Promise<voi
 
 /** The page fits its width: nothing scrolls sideways. */
 export async function fits(page: Page, step: string): Promise<void> {
-  const { scroll, width } = (await page.evaluate('({ scroll: document.documentElement.scrollWidth, width: window.innerWidth })')) as { scroll: number; width: number };
+  const { scroll, width } = (await page.evaluate('({ scroll: document.documentElement.scrollWidth, width: window.innerWidth })')) as {
+    scroll: number;
+    width: number;
+  };
   expect({ step, overflow: scroll > width }).toEqual({ step, overflow: false });
 }
 

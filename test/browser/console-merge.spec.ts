@@ -13,8 +13,16 @@ const base = {
 
 describe('console workflow merge', () => {
   it('keeps both sides where they changed different things: a field and a step of theirs, a step of mine, a step each added in place', () => {
-    const theirs = { ...base, triggerPhrases: ['where is my order', 'track my order'], steps: [base.steps[0], { id: 'thanks', type: 'reply', message: 'Thanks' }, { ...base.steps[1], message: 'Here are your orders.' }] };
-    const mine = { ...base, description: 'Order status', steps: [{ ...base.steps[0], path: '/orders/find' }, base.steps[1], { id: 'bye', type: 'reply', message: 'Bye' }] };
+    const theirs = {
+      ...base,
+      triggerPhrases: ['where is my order', 'track my order'],
+      steps: [base.steps[0], { id: 'thanks', type: 'reply', message: 'Thanks' }, { ...base.steps[1], message: 'Here are your orders.' }],
+    };
+    const mine = {
+      ...base,
+      description: 'Order status',
+      steps: [{ ...base.steps[0], path: '/orders/find' }, base.steps[1], { id: 'bye', type: 'reply', message: 'Bye' }],
+    };
     const c = compare(base, mine, theirs);
     expect(c.theirs.map((x) => `${x.label} ${x.kind}`)).toEqual(['Trigger phrases changed', 'Step done changed', 'Step thanks added']);
     expect(c.mine.map((x) => `${x.label} ${x.kind}`)).toEqual(['Description changed', 'Step lookup changed', 'Step bye added']);

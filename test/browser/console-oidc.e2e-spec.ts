@@ -29,7 +29,10 @@ describeInBrowser('staff console: OIDC sign-in with a real provider (browser)', 
     // The console's origin must be known to the provider (redirect URI, CORS) before the service starts.
     const port = await freePort();
     origin = `http://localhost:${port}`; // the service's own base URL names localhost
-    provider = spawn(process.execPath, [join(__dirname, 'support', 'oidc-provider.mjs')], { env: { ...process.env, CONSOLE_ORIGIN: origin }, stdio: ['ignore', 'pipe', 'pipe'] });
+    provider = spawn(process.execPath, [join(__dirname, 'support', 'oidc-provider.mjs')], {
+      env: { ...process.env, CONSOLE_ORIGIN: origin },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     provider.stderr!.resume(); // its warnings (in-memory adapter) are not this test's business
     issuer = await new Promise<string>((resolve, reject) => {
       provider.once('exit', (code) => reject(new Error(`the test OpenID provider exited (${code})`)));
@@ -37,7 +40,12 @@ describeInBrowser('staff console: OIDC sign-in with a real provider (browser)', 
         if (line.startsWith('{')) resolve((JSON.parse(line) as { issuer: string }).issuer);
       });
     });
-    app = await new TestApp(undefined, { PORT: String(port), STAFF_OIDC_ISSUER: issuer, STAFF_OIDC_JWKS_URL: `${issuer}/jwks`, STAFF_OIDC_AUDIENCE: 'svc-staff' }).start();
+    app = await new TestApp(undefined, {
+      PORT: String(port),
+      STAFF_OIDC_ISSUER: issuer,
+      STAFF_OIDC_JWKS_URL: `${issuer}/jwks`,
+      STAFF_OIDC_AUDIENCE: 'svc-staff',
+    }).start();
     expect(new URL(app.baseUrl).origin).toBe(origin);
     browser = await launch();
   });
@@ -80,14 +88,28 @@ describeInBrowser('staff console: OIDC sign-in with a real provider (browser)', 
     expect(sent.get('grant_type')).toBe('authorization_code');
     expect(sent.get('client_id')).toBe('svc-staff');
     expect(sent.get('redirect_uri')).toBe(`${origin}/console/callback`);
-    expect(b64url(createHash('sha256').update(sent.get('code_verifier') ?? '').digest())).toBe(asked.get('code_challenge'));
+    expect(
+      b64url(
+        createHash('sha256')
+          .update(sent.get('code_verifier') ?? '')
+          .digest(),
+      ),
+    ).toBe(asked.get('code_challenge'));
 
     // Signed in: the callback address is left, only the ID token is kept, and the service takes it.
     await page.getByRole('heading', { name: 'Create your organization' }).waitFor();
     expect(new URL(page.url()).pathname).toBe('/console/');
     expect(await page.getByText('oidc-staff-1@example.test').count()).toBe(1);
     const idToken = await consoleToken(page);
-    expect(claimsOf(idToken)).toMatchObject({ iss: issuer, aud: 'svc-staff', sub: 'oidc-staff-1', nonce: asked.get('nonce'), amr: ['pwd', 'mfa'], permissions: ['integrations.manage'], auth_time: expect.any(Number) });
+    expect(claimsOf(idToken)).toMatchObject({
+      iss: issuer,
+      aud: 'svc-staff',
+      sub: 'oidc-staff-1',
+      nonce: asked.get('nonce'),
+      amr: ['pwd', 'mfa'],
+      permissions: ['integrations.manage'],
+      auth_time: expect.any(Number),
+    });
     expect(await page.evaluate('Object.keys(sessionStorage)')).toEqual(['svc-console.idToken']);
     expect(await page.evaluate('document.cookie')).toBe('');
     await page.getByLabel('Organization name').fill('OIDC Clinic');

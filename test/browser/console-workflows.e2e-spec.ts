@@ -64,14 +64,22 @@ describeInBrowser('staff console: protocols, patients, destinations, workflows (
     expect(said('programKey')).toBeTruthy();
     expect(said('defaultCadenceDays')).toBeTruthy();
     expect(said('questions[1].text')).toBeTruthy();
-    await poll(() => errorOf(page, 'Program key'), (m) => m !== '');
+    await poll(
+      () => errorOf(page, 'Program key'),
+      (m) => m !== '',
+    );
     expect(await errorOf(page, 'Program key')).toBe(said('programKey'));
     expect(await errorOf(page, 'Check-in every (days)')).toBe(said('defaultCadenceDays'));
     expect(await page.locator('#p-q1-text').getAttribute('aria-invalid')).toBe('true');
     expect(await page.locator(`[id="${await page.locator('#p-q1-text').getAttribute('aria-describedby')}"]`).textContent()).toBe(said('questions[1].text'));
     expect(await errorOf(page, 'Name')).toBe('');
     // The first field named has the focus.
-    expect(await poll(() => page.evaluate('document.activeElement.id'), (id) => id === 'p-key')).toBe('p-key');
+    expect(
+      await poll(
+        () => page.evaluate('document.activeElement.id'),
+        (id) => id === 'p-key',
+      ),
+    ).toBe('p-key');
     await noSeriousViolations(page, 'protocol form with errors');
 
     // A rule across fields (the service's domain check): a duplicate question key, next to the second key.
@@ -80,8 +88,13 @@ describeInBrowser('staff console: protocols, patients, destinations, workflows (
     await page.locator('#p-q1-text').fill('Is the knee swollen?');
     await page.locator('#p-q1-key').fill('pain');
     await page.getByRole('button', { name: 'Create protocol' }).click();
-    await poll(async () => (await page.locator('#p-q1-key').getAttribute('aria-invalid')) ?? '', (v) => v === 'true');
-    expect(await page.locator(`[id="${await page.locator('#p-q1-key').getAttribute('aria-describedby')}"]`).textContent()).toMatch(/duplicate question key pain/);
+    await poll(
+      async () => (await page.locator('#p-q1-key').getAttribute('aria-invalid')) ?? '',
+      (v) => v === 'true',
+    );
+    expect(await page.locator(`[id="${await page.locator('#p-q1-key').getAttribute('aria-describedby')}"]`).textContent()).toMatch(
+      /duplicate question key pain/,
+    );
     expect(await errorOf(page, 'Program key')).toBe('');
 
     // Fixed, with red flags: a score rule and a phrase.
@@ -95,8 +108,21 @@ describeInBrowser('staff console: protocols, patients, destinations, workflows (
     await row.waitFor();
     await page.getByText('Knee rehabilitation was created, inactive: activate it to enrol patients.').waitFor();
     expect(await row.innerText()).toMatch(/pain >= 8: urgent[\s\S]*“cannot bend”: urgent[\s\S]*inactive/);
-    const listed = async () => (await app.api.get(`${t.env}/protocols`, t.staff)).body.protocols.find((p: { programKey: string }) => p.programKey === 'knee-rehab');
-    expect(await listed()).toMatchObject({ active: false, defaultCadenceDays: 7, questions: [{ key: 'pain', type: 'scale', min: 0, max: 10 }, { key: 'swelling', type: 'yes_no' }], redFlags: { scores: [{ question: 'pain', op: '>=', value: 8, tier: 'urgent' }], phrases: [{ phrase: 'cannot bend', tier: 'urgent' }], emergencyTerms: true } });
+    const listed = async () =>
+      (await app.api.get(`${t.env}/protocols`, t.staff)).body.protocols.find((p: { programKey: string }) => p.programKey === 'knee-rehab');
+    expect(await listed()).toMatchObject({
+      active: false,
+      defaultCadenceDays: 7,
+      questions: [
+        { key: 'pain', type: 'scale', min: 0, max: 10 },
+        { key: 'swelling', type: 'yes_no' },
+      ],
+      redFlags: {
+        scores: [{ question: 'pain', op: '>=', value: 8, tier: 'urgent' }],
+        phrases: [{ phrase: 'cannot bend', tier: 'urgent' }],
+        emergencyTerms: true,
+      },
+    });
     await noSeriousViolations(page, 'protocol created');
 
     // Activate by keyboard, then deactivate.
@@ -116,7 +142,10 @@ describeInBrowser('staff console: protocols, patients, destinations, workflows (
     await page.getByRole('link', { name: 'Patients' }).click();
     await page.getByLabel('Patient id').fill('not-a-patient-id');
     await page.getByRole('button', { name: 'Send a check-in now' }).click();
-    await poll(() => errorOf(page, 'Patient id'), (m) => m !== '');
+    await poll(
+      () => errorOf(page, 'Patient id'),
+      (m) => m !== '',
+    );
     expect(await errorOf(page, 'Patient id')).toMatch(/patientId must be a uuid/);
     await page.getByLabel('Patient id').fill(patient.patientId);
     await page.getByRole('button', { name: 'Send a check-in now' }).click();
@@ -152,15 +181,26 @@ describeInBrowser('staff console: protocols, patients, destinations, workflows (
     await page.getByLabel('Header 1 value').fill('s3cret-header-value');
     await page.getByRole('button', { name: 'Add Destination' }).click();
     // The service checks the body's fields first, then the headers: each refusal next to its field.
-    await poll(() => errorOf(page, 'Stable key'), (m) => m !== '');
+    await poll(
+      () => errorOf(page, 'Stable key'),
+      (m) => m !== '',
+    );
     expect(await errorOf(page, 'Stable key')).toMatch(/stableKey must match/);
     expect(await errorOf(page, 'Base URL')).toBe('baseUrl must be an http(s) URL');
-    expect(await poll(() => page.evaluate('document.activeElement.id'), (id) => id === 'd-key')).toBe('d-key');
+    expect(
+      await poll(
+        () => page.evaluate('document.activeElement.id'),
+        (id) => id === 'd-key',
+      ),
+    ).toBe('d-key');
     await noSeriousViolations(page, 'destination form with errors');
     await page.getByLabel('Stable key').fill('order_system');
     await page.getByLabel('Base URL').fill('http://127.0.0.1:9/api');
     await page.getByRole('button', { name: 'Add Destination' }).click();
-    await poll(() => errorOf(page, 'Header 1 name'), (m) => m !== '');
+    await poll(
+      () => errorOf(page, 'Header 1 name'),
+      (m) => m !== '',
+    );
     expect(await errorOf(page, 'Header 1 name')).toMatch(/not x-svc-\*/);
     expect(await errorOf(page, 'Stable key')).toBe('');
     expect(await errorOf(page, 'Base URL')).toBe('');
@@ -171,11 +211,17 @@ describeInBrowser('staff console: protocols, patients, destinations, workflows (
     await row.waitFor();
     expect(await row.innerText()).toMatch(/Orders[\s\S]*order_system[\s\S]*http:\/\/127\.0\.0\.1:9\/api[\s\S]*3000 ms[\s\S]*authorization/);
     expect(await page.content()).not.toContain('s3cret-header-value');
-    expect((await app.api.get(`${t.env}/destinations`, t.staff)).body.destinations).toEqual([expect.objectContaining({ stableKey: 'order_system', timeoutMs: 3000, headerNames: ['authorization'] })]);
+    expect((await app.api.get(`${t.env}/destinations`, t.staff)).body.destinations).toEqual([
+      expect.objectContaining({ stableKey: 'order_system', timeoutMs: 3000, headerNames: ['authorization'] }),
+    ]);
     // The signing details: the signed text of an order lookup with this Destination's own base path.
-    expect(await page.getByLabel('Signed text of an order lookup').textContent()).toMatch(/^<timestamp>\.POST \/api\/orders\/lookup\n\{"version":1,"type":"order_lookup\.requested"/);
+    expect(await page.getByLabel('Signed text of an order lookup').textContent()).toMatch(
+      /^<timestamp>\.POST \/api\/orders\/lookup\n\{"version":1,"type":"order_lookup\.requested"/,
+    );
     await page.getByText('Checking a call with the receiver package').click();
-    expect(await page.getByLabel('Destination call check with Express').textContent()).toContain('verifyDestinationCall({ method: req.method, url: req.originalUrl, rawBody: req.body, headers: req.headers }');
+    expect(await page.getByLabel('Destination call check with Express').textContent()).toContain(
+      'verifyDestinationCall({ method: req.method, url: req.originalUrl, rawBody: req.body, headers: req.headers }',
+    );
     await noSeriousViolations(page, 'destination added, signing details open');
 
     // The same stable key again: the conflict explained.
@@ -236,7 +282,12 @@ describeInBrowser('staff console: protocols, patients, destinations, workflows (
       const P = `${t.env}/conversation-workflows`;
       const stored = async () => (await app.api.get(P, t.staff)).body.workflows.find((w: { id: string }) => w.id === workflowId);
       const draftId = (await stored()).draftVersionId as string;
-      expect(await poll(() => page.locator('li.step').count(), (n) => n === 2)).toBe(2);
+      expect(
+        await poll(
+          () => page.locator('li.step').count(),
+          (n) => n === 2,
+        ),
+      ).toBe(2);
       await page.getByText('Checks ownership: the order lookup is scoped to the signed-in patient.').waitFor();
       await page.getByText('The service’s checks pass: saving would be accepted.').waitFor();
       await noSeriousViolations(page, 'builder, template draft');
@@ -249,8 +300,7 @@ describeInBrowser('staff console: protocols, patients, destinations, workflows (
         expect(r.status).toBe(400);
         return (r.body.details as { path: string; message: string }[]).map((d) => `${d.path} ${d.message}`);
       };
-      const consoleSays = async () =>
-        (await page.locator('.check-summary li').allInnerTexts()).map((x) => x.replace(/\s+/, ' ').trim());
+      const consoleSays = async () => (await page.locator('.check-summary li').allInnerTexts()).map((x) => x.replace(/\s+/, ' ').trim());
 
       // A field rule as you type: the message next to the field is the service's own.
       await page.locator('#s1-message').fill('');
@@ -265,7 +315,12 @@ describeInBrowser('staff console: protocols, patients, destinations, workflows (
       // A rule across steps: a call that changes an account needs a confirm before it on every path.
       await page.getByLabel('New step').selectOption({ label: 'Call a Destination' });
       await page.getByRole('button', { name: 'Add the step' }).click();
-      expect(await poll(() => page.evaluate('document.activeElement.id'), (id) => id === 's2-id')).toBe('s2-id');
+      expect(
+        await poll(
+          () => page.evaluate('document.activeElement.id'),
+          (id) => id === 's2-id',
+        ),
+      ).toBe('s2-id');
       await page.keyboard.press('Control+A');
       await page.keyboard.type('cancel');
       await page.locator('#s2-method').selectOption('POST');
@@ -274,8 +329,12 @@ describeInBrowser('staff console: protocols, patients, destinations, workflows (
       await page.locator('#s2-errorReply').fill('I could not cancel it. Shall I connect you with our team?');
       const cancel = page.locator('li.step[data-step="cancel"]');
       await cancel.locator('.rule-errors').waitFor();
-      expect(await cancel.locator('.rule-errors').innerText()).toBe('step `cancel` changes an account (non-GET, not readOnly) and must come after a confirm step');
-      expect(await consoleSays()).toEqual(await serviceSays(await settled((d) => typeof d.steps[2]?.errorReply === 'string' && (d.steps[2].errorReply as string).endsWith('team?'))));
+      expect(await cancel.locator('.rule-errors').innerText()).toBe(
+        'step `cancel` changes an account (non-GET, not readOnly) and must come after a confirm step',
+      );
+      expect(await consoleSays()).toEqual(
+        await serviceSays(await settled((d) => typeof d.steps[2]?.errorReply === 'string' && (d.steps[2].errorReply as string).endsWith('team?'))),
+      );
       await cancel.getByText('Changes an account: on every path it must come after a call that checks ownership and after a confirm step.').waitFor();
       await noSeriousViolations(page, 'builder, a rule across steps broken');
       // The README's picture of the builder: the step with its broken rule, beside the JSON.
@@ -294,22 +353,42 @@ describeInBrowser('staff console: protocols, patients, destinations, workflows (
       await page.locator('#s3-declineReply').fill('OK, nothing was changed.');
       await page.locator('#s3-up').focus();
       await page.keyboard.press('Enter');
-      expect(await poll(() => page.evaluate('document.activeElement.id'), (id) => id === 's2-up')).toBe('s2-up');
+      expect(
+        await poll(
+          () => page.evaluate('document.activeElement.id'),
+          (id) => id === 's2-up',
+        ),
+      ).toBe('s2-up');
       expect(await page.locator('li.step').evaluateAll((els) => els.map((e) => e.getAttribute('data-step')))).toEqual(['lookup', 'done', 'sure', 'cancel']);
       await expect(cancel.locator('.rule-errors').count()).resolves.toBe(0);
       await page.getByText('The service’s checks pass: saving would be accepted.').waitFor();
       // Not this workflow's job after all: both steps removed again.
       await cancel.getByRole('button', { name: 'Remove step 4' }).click();
       await page.locator('li.step[data-step="sure"]').getByRole('button', { name: 'Remove step 3' }).click();
-      expect(await poll(() => page.locator('li.step').count(), (n) => n === 2)).toBe(2);
+      expect(
+        await poll(
+          () => page.locator('li.step').count(),
+          (n) => n === 2,
+        ),
+      ).toBe(2);
 
       // The JSON view and the form follow each other.
       await page.getByLabel('Trigger phrases').press('End');
       await page.getByLabel('Trigger phrases').press('Control+End');
       await page.keyboard.type('\nwhere are my things');
-      expect(await poll(async () => (await shownDefinition()).triggerPhrases as string[], (v) => v.includes('where are my things'))).toContain('where are my things');
+      expect(
+        await poll(
+          async () => (await shownDefinition()).triggerPhrases as string[],
+          (v) => v.includes('where are my things'),
+        ),
+      ).toContain('where are my things');
       await jsonBox.fill(JSON.stringify({ ...(await shownDefinition()), description: 'Order status for signed-in patients' }, null, 2));
-      expect(await poll(() => page.getByLabel('Description', { exact: true }).inputValue(), (v) => v === 'Order status for signed-in patients')).toBe('Order status for signed-in patients');
+      expect(
+        await poll(
+          () => page.getByLabel('Description', { exact: true }).inputValue(),
+          (v) => v === 'Order status for signed-in patients',
+        ),
+      ).toBe('Order status for signed-in patients');
       await jsonBox.press('Control+End');
       await page.keyboard.type(',');
       await page.locator('#wf-json-err').waitFor();
@@ -321,12 +400,21 @@ describeInBrowser('staff console: protocols, patients, destinations, workflows (
       await page.getByRole('button', { name: 'Save draft' }).click();
       await page.getByText('Saved: revision 2.').waitFor();
       const saved = (await stored()).versions.find((v: { id: string }) => v.id === draftId);
-      expect(saved).toMatchObject({ revision: 2, definition: { description: 'Order status for signed-in patients', steps: [{ id: 'lookup' }, { id: 'done', message: 'Here are your latest orders. Anything else?' }] } });
+      expect(saved).toMatchObject({
+        revision: 2,
+        definition: {
+          description: 'Order status for signed-in patients',
+          steps: [{ id: 'lookup' }, { id: 'done', message: 'Here are your latest orders. Anything else?' }],
+        },
+      });
       expect(saved.definition.triggerPhrases).toContain('where are my things');
 
       // Not ready: no passing test yet.
       const checklist = page.locator('.checklist');
-      await poll(async () => checklist.innerText(), (x) => /missing: A test of this revision passed/.test(x));
+      await poll(
+        async () => checklist.innerText(),
+        (x) => /missing: A test of this revision passed/.test(x),
+      );
       expect(await page.getByRole('button', { name: 'Switch on version 1' }).isDisabled()).toBe(true);
 
       // Test: the transcript turn by turn, with the Destination's request and response (secrets redacted).
@@ -337,12 +425,18 @@ describeInBrowser('staff console: protocols, patients, destinations, workflows (
       expect(dest.arrivals.at(-1)).toMatchObject({ signatureOk: true, externalId: 'ext-patient-7' });
       const turn = page.locator('.turn').first();
       expect(await turn.locator('.msg-patient').innerText()).toMatch(/where is my order/);
-      expect(await turn.locator('.msg-agent').allInnerTexts()).toEqual([expect.stringMatching(/Order A-1: shipped \(track: https:\/\/track\.example\/A-1\)/), expect.stringMatching(/Here are your latest orders/)]);
+      expect(await turn.locator('.msg-agent').allInnerTexts()).toEqual([
+        expect.stringMatching(/Order A-1: shipped \(track: https:\/\/track\.example\/A-1\)/),
+        expect.stringMatching(/Here are your latest orders/),
+      ]);
       await turn.locator('.trace').first().locator('summary').click();
       const exchange = turn.locator('.exchange-body').first();
       expect(await exchange.innerText()).toContain(`POST ${dest.baseUrl}/api/orders/lookup`);
       expect(await exchange.locator('table.headers').innerText()).toMatch(/x-svc-timestamp\s+\d+\s+x-svc-signature\s+\[redacted\]/);
-      expect(JSON.parse((await exchange.getByLabel('Request body of lookup').textContent())!)).toMatchObject({ type: 'order_lookup.requested', patient: { externalId: 'ext-patient-7' } });
+      expect(JSON.parse((await exchange.getByLabel('Request body of lookup').textContent())!)).toMatchObject({
+        type: 'order_lookup.requested',
+        patient: { externalId: 'ext-patient-7' },
+      });
       expect(await exchange.innerText()).toContain('Status 200');
       expect(JSON.parse((await exchange.getByLabel('Response body of lookup').textContent())!)).toEqual({ orders: [expect.objectContaining({ id: 'A-1' })] });
       expect(await page.content()).not.toContain(dest.secret);
@@ -353,7 +447,10 @@ describeInBrowser('staff console: protocols, patients, destinations, workflows (
       await page.setViewportSize({ width: 1280, height: 900 });
 
       // Ready: switch it on.
-      await poll(async () => checklist.locator('li.todo').count(), (n) => n === 0);
+      await poll(
+        async () => checklist.locator('li.todo').count(),
+        (n) => n === 0,
+      );
       await page.getByRole('button', { name: 'Switch on version 1' }).click();
       await page.getByText("Version 1 is live: patients' matching messages now start it.").waitFor();
       await page.locator('h2 .wf-state', { hasText: 'Live: version 1' }).waitFor();
@@ -361,29 +458,52 @@ describeInBrowser('staff console: protocols, patients, destinations, workflows (
 
       // A signed-in patient asks in the widget (as the widget's API is driven in the e2e suites); the run appears.
       const identity = await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff);
-      const session = (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(app, identity.body.secret, 'ext-patient-8') })).body.sessionToken;
+      const session = (
+        await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(app, identity.body.secret, 'ext-patient-8') })
+      ).body.sessionToken;
       const asked = await app.api.post('/widget/v1/messages', { message: 'Where is my order?' }, session);
       expect(asked.status).toBe(201);
       expect(asked.body.replies.some((r: { type: string }) => r.type === 'orders')).toBe(true);
       await page.getByRole('button', { name: 'Refresh runs' }).click();
       const runRows = page.locator('tr[data-run]');
-      await poll(() => runRows.count(), (n) => n === 2);
+      await poll(
+        () => runRows.count(),
+        (n) => n === 2,
+      );
       const cells = async (i: number) => (await runRows.nth(i).locator('td').allInnerTexts()).map((x) => x.replace(/\s+/g, ' ').trim());
       expect(await cells(0)).toEqual([expect.not.stringContaining('test'), '1', 'completed', 'lookup call ok done replied']);
       expect(await cells(1)).toEqual([expect.stringContaining('test'), '1', 'completed', 'lookup call ok done replied']);
       expect(await page.locator('table.runs').innerText()).not.toContain('ext-patient-8');
 
       // Runs are paged (10 a page here): more test runs of the live version, then Older and Newer.
-      for (let i = 0; i < 9; i++) expect((await app.api.post(`${P}/versions/${draftId}/test`, { expectedRevision: 2, opening: 'where is my order', replies: [], patientId: `ext-${i}` }, t.staff)).status).toBe(201);
+      for (let i = 0; i < 9; i++)
+        expect(
+          (
+            await app.api.post(
+              `${P}/versions/${draftId}/test`,
+              { expectedRevision: 2, opening: 'where is my order', replies: [], patientId: `ext-${i}` },
+              t.staff,
+            )
+          ).status,
+        ).toBe(201);
       await page.getByRole('button', { name: 'Refresh runs' }).click();
-      await poll(() => page.getByRole('button', { name: 'Older' }).count(), (n) => n === 1);
+      await poll(
+        () => page.getByRole('button', { name: 'Older' }).count(),
+        (n) => n === 1,
+      );
       expect(await runRows.count()).toBe(10);
       await page.getByRole('button', { name: 'Older' }).click();
-      await poll(() => runRows.count(), (n) => n === 1);
+      await poll(
+        () => runRows.count(),
+        (n) => n === 1,
+      );
       expect(await runRows.nth(0).innerText()).toMatch(/test/);
       await noSeriousViolations(page, 'runs, second page');
       await page.getByRole('button', { name: 'Newer' }).click();
-      await poll(() => runRows.count(), (n) => n === 10);
+      await poll(
+        () => runRows.count(),
+        (n) => n === 10,
+      );
       await page.setViewportSize({ width: 768, height: 1024 });
       await fits(page, 'live workflow and runs at tablet width');
 
@@ -422,15 +542,24 @@ describeInBrowser('staff console: protocols, patients, destinations, workflows (
 
       // Someone else saves revision 2 while the builder holds revision 1.
       const rev1 = (await draftOf()).definition;
-      expect((await app.api.put(`${P}/versions/${draftId}`, { expectedRevision: 1, definition: { ...rev1, triggerPhrases: ['hello there'] } }, t.staff)).status).toBe(200);
+      expect(
+        (await app.api.put(`${P}/versions/${draftId}`, { expectedRevision: 1, definition: { ...rev1, triggerPhrases: ['hello there'] } }, t.staff)).status,
+      ).toBe(200);
       await page.locator('#s0-message').fill('Hi! How can I help today?');
       await page.getByRole('button', { name: 'Save draft' }).click();
       const conflict = page.locator('section.conflict');
       await conflict.waitFor();
-      expect(await poll(() => page.evaluate('document.activeElement.id'), (id) => id === 'conflict-h')).toBe('conflict-h');
-      expect((await conflict.locator('dd').allInnerTexts())).toEqual(['Trigger phrases (changed)', 'Step hello (changed)']);
+      expect(
+        await poll(
+          () => page.evaluate('document.activeElement.id'),
+          (id) => id === 'conflict-h',
+        ),
+      ).toBe('conflict-h');
+      expect(await conflict.locator('dd').allInnerTexts()).toEqual(['Trigger phrases (changed)', 'Step hello (changed)']);
       await conflict.getByText('No part was changed on both sides: merging keeps both sets of changes.').waitFor();
-      expect(await page.getByRole('alert').filter({ hasText: 'STALE_REVISION' }).innerText()).toMatch(/Someone saved this draft after you opened it[\s\S]*The service said: The draft is at revision 2/);
+      expect(await page.getByRole('alert').filter({ hasText: 'STALE_REVISION' }).innerText()).toMatch(
+        /Someone saved this draft after you opened it[\s\S]*The service said: The draft is at revision 2/,
+      );
       await noSeriousViolations(page, 'save conflict');
       await page.setViewportSize({ width: 768, height: 1024 });
       await fits(page, 'save conflict at tablet width');
@@ -439,24 +568,42 @@ describeInBrowser('staff console: protocols, patients, destinations, workflows (
       await page.getByText('Merged onto revision 2: review the draft and save it.').waitFor();
       await page.getByRole('button', { name: 'Save draft' }).click();
       await page.getByText('Saved: revision 3.').waitFor();
-      expect(await draftOf()).toMatchObject({ revision: 3, definition: { triggerPhrases: ['hello there'], steps: [{ id: 'hello', message: 'Hi! How can I help today?' }] } });
+      expect(await draftOf()).toMatchObject({
+        revision: 3,
+        definition: { triggerPhrases: ['hello there'], steps: [{ id: 'hello', message: 'Hi! How can I help today?' }] },
+      });
 
       // Both sides changed the same step: the builder asks which to keep.
       const rev3 = (await draftOf()).definition;
-      expect((await app.api.put(`${P}/versions/${draftId}`, { expectedRevision: 3, definition: { ...rev3, steps: [{ ...rev3.steps[0], message: 'Welcome!' }] } }, t.staff)).status).toBe(200);
+      expect(
+        (
+          await app.api.put(
+            `${P}/versions/${draftId}`,
+            { expectedRevision: 3, definition: { ...rev3, steps: [{ ...rev3.steps[0], message: 'Welcome!' }] } },
+            t.staff,
+          )
+        ).status,
+      ).toBe(200);
       await page.locator('#s0-message').fill('Hello from me');
       await page.getByRole('button', { name: 'Save draft' }).click();
       await conflict.getByRole('radiogroup', { name: 'Step hello' }).waitFor();
       await conflict.getByRole('radio', { name: 'revision 4' }).check();
       await conflict.getByRole('button', { name: 'Merge onto revision 4' }).click();
-      expect(await poll(() => page.locator('#s0-message').inputValue(), (v) => v === 'Welcome!')).toBe('Welcome!');
+      expect(
+        await poll(
+          () => page.locator('#s0-message').inputValue(),
+          (v) => v === 'Welcome!',
+        ),
+      ).toBe('Welcome!');
       expect(await page.getByRole('button', { name: 'Save draft' }).isDisabled()).toBe(true);
 
       // Archived meanwhile: the save is refused, and the console says why and what to do.
       expect((await app.api.post(`${P}/${w.id}/archive`, undefined, t.staff)).status).toBe(200);
       await page.locator('#s0-message').fill('Welcome back!');
       await page.getByRole('button', { name: 'Save draft' }).click();
-      expect(await page.getByRole('alert').filter({ hasText: 'WORKFLOW_ARCHIVED' }).innerText()).toMatch(/cannot be edited, tested or switched on until it is restored\. Restore it first\./);
+      expect(await page.getByRole('alert').filter({ hasText: 'WORKFLOW_ARCHIVED' }).innerText()).toMatch(
+        /cannot be edited, tested or switched on until it is restored\. Restore it first\./,
+      );
       await page.reload();
       await page.locator('h2 .wf-state', { hasText: 'Archived' }).waitFor();
       await page.getByRole('button', { name: 'Restore' }).click();
@@ -496,10 +643,14 @@ describeInBrowser('staff console: protocols, patients, destinations, workflows (
 
       // Switched on elsewhere while this page offers Delete: the 409 explained, and the page catches up.
       const faq = await create('faq', 'Questions');
-      expect((await app.api.post(`${P}/versions/${faq.draftVersionId}/test`, { expectedRevision: 1, opening: 'hi', replies: [] }, t.staff)).body.passed).toBe(true);
+      expect((await app.api.post(`${P}/versions/${faq.draftVersionId}/test`, { expectedRevision: 1, opening: 'hi', replies: [] }, t.staff)).body.passed).toBe(
+        true,
+      );
       expect((await app.api.post(`${P}/versions/${faq.draftVersionId}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
       await page.getByRole('button', { name: 'Delete' }).click();
-      expect(await page.getByRole('alert').filter({ hasText: 'WORKFLOW_EVER_LIVE' }).innerText()).toMatch(/has been live, so it cannot be deleted[\s\S]*archive it instead/);
+      expect(await page.getByRole('alert').filter({ hasText: 'WORKFLOW_EVER_LIVE' }).innerText()).toMatch(
+        /has been live, so it cannot be deleted[\s\S]*archive it instead/,
+      );
       await page.getByRole('button', { name: 'Archive' }).waitFor();
       expect(await page.getByRole('button', { name: 'Delete' }).count()).toBe(0);
       await noSeriousViolations(page, 'ever-live refusal explained');

@@ -124,8 +124,14 @@ describeInBrowser('staff console (browser)', () => {
     // A webhook endpoint for the case events; its signing secret shown once.
     await page.getByRole('link', { name: 'Webhooks' }).click();
     await page.getByLabel('URL').fill(receiver.url);
-    const catalog = (parse(readFileSync(join(__dirname, '..', '..', 'contracts', 'openapi.yaml'), 'utf8')) as { components: { schemas: { WebhookEventType: { enum: string[] } } } }).components.schemas.WebhookEventType.enum;
-    expect((await page.locator('fieldset.events input[type=checkbox]').evaluateAll((els) => els.map((e) => (e as unknown as { value: string }).value))).sort()).toEqual([...catalog].sort());
+    const catalog = (
+      parse(readFileSync(join(__dirname, '..', '..', 'contracts', 'openapi.yaml'), 'utf8')) as {
+        components: { schemas: { WebhookEventType: { enum: string[] } } };
+      }
+    ).components.schemas.WebhookEventType.enum;
+    expect(
+      (await page.locator('fieldset.events input[type=checkbox]').evaluateAll((els) => els.map((e) => (e as unknown as { value: string }).value))).sort(),
+    ).toEqual([...catalog].sort());
     await page.getByRole('button', { name: 'Add endpoint' }).click();
     await secretBox.waitFor();
     const signingSecret = await secretBox.inputValue();
@@ -140,7 +146,11 @@ describeInBrowser('staff console (browser)', () => {
     const patient = await enrollPatient(app.api, { staff, env, apiKey });
     const opened = await app.api.post(`${env}/clinical-cases`, { patientId: patient.patientId, request: 'Please call the patient about the dressing' }, staff);
     expect(opened.status).toBe(201);
-    await poll(async () => receiver.arrivals.length, (n) => n >= 1, 15_000);
+    await poll(
+      async () => receiver.arrivals.length,
+      (n) => n >= 1,
+      15_000,
+    );
     expect(receiver.arrivals[0].answered).toBe(500);
 
     // The delivery log shows the failed attempt (time, status code, latency), never the body.
@@ -173,7 +183,11 @@ describeInBrowser('staff console (browser)', () => {
     const before = receiver.arrivals.length;
     const clickedAt = Date.now();
     await row.getByRole('button', { name: /Retry now/ }).click();
-    await poll(async () => receiver.arrivals.length, (n) => n > before, 10_000);
+    await poll(
+      async () => receiver.arrivals.length,
+      (n) => n > before,
+      10_000,
+    );
     expect(retries).toHaveLength(1);
     expect(Date.now() - clickedAt).toBeLessThan(4_000);
     const delivered = await poll(
@@ -238,7 +252,9 @@ describeInBrowser('staff console (browser)', () => {
     await page.getByRole('button', { name: 'Sign out' }).click();
 
     // A member (with MFA) of the owner's organization: set-up is refused with the role named.
-    expect((await app.api.post(`/organizations/${owner.orgId}/members`, { sub: 'member-1', email: 'member-1@example.test', role: 'member' }, owner.staff)).status).toBe(201);
+    expect(
+      (await app.api.post(`/organizations/${owner.orgId}/members`, { sub: 'member-1', email: 'member-1@example.test', role: 'member' }, owner.staff)).status,
+    ).toBe(201);
     await page.getByLabel('Subject (user id)').fill('member-1');
     await page.getByLabel('Email').fill('member-1@example.test');
     await page.getByRole('button', { name: 'Sign in as this user' }).click();

@@ -93,7 +93,11 @@ describeInBrowser('patient widget (browser)', () => {
     const wf = await app.api.post(`${P}/from-template`, { templateKey: 'order_status_tracking' }, t.staff);
     expect(wf.status).toBe(201);
     const versionId = wf.body.draftVersionId;
-    const tested = await app.api.post(`${P}/versions/${versionId}/test`, { expectedRevision: 1, opening: 'where is my order', replies: [], patientId: OWNER }, t.staff);
+    const tested = await app.api.post(
+      `${P}/versions/${versionId}/test`,
+      { expectedRevision: 1, opening: 'where is my order', replies: [], patientId: OWNER },
+      t.staff,
+    );
     expect(tested.body.passed).toBe(true);
     expect((await app.api.post(`${P}/versions/${versionId}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
     const callsBefore = dest.arrivals.length;
@@ -101,7 +105,11 @@ describeInBrowser('patient widget (browser)', () => {
     // The patient, a case with a message from the provider, and the caller's backend's identity token.
     const patient = await app.enrolledPatient(t, { externalPatientId: OWNER });
     const kase = await openCase(app, t, 'Please check in with the patient about the dressing', patient.patientId);
-    const pm = await app.api.post(`/v1/clinical-cases/${kase.caseId}/messages`, { messageId: randomUUID(), message: 'How is the wound healing today?', externalReference: 'ehr-77' }, t.apiKey);
+    const pm = await app.api.post(
+      `/v1/clinical-cases/${kase.caseId}/messages`,
+      { messageId: randomUUID(), message: 'How is the wound healing today?', externalReference: 'ehr-77' },
+      t.apiKey,
+    );
     expect(pm.status).toBe(200);
     const secret = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff)).body.secret as string;
     const serviceOrigin = new URL(app.baseUrl).origin;
@@ -115,7 +123,14 @@ describeInBrowser('patient widget (browser)', () => {
     expect(script.headers.get('access-control-allow-origin')).toBe('*');
     expect((await fetch(`${serviceOrigin}/widget.js`, { headers: { 'if-none-match': script.headers.get('etag')! } })).status).toBe(304);
     // The preflight from the caller's site is answered before authentication (any origin on the shared topology).
-    const preflight = await fetch(`${app.baseUrl}/widget/v1/messages`, { method: 'OPTIONS', headers: { origin: host.origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type, idempotency-key' } });
+    const preflight = await fetch(`${app.baseUrl}/widget/v1/messages`, {
+      method: 'OPTIONS',
+      headers: {
+        origin: host.origin,
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'authorization, content-type, idempotency-key',
+      },
+    });
     expect(preflight.status).toBe(204);
     expect(preflight.headers.get('access-control-allow-origin')).toBe(onTopology() ? '*' : host.origin);
     expect(preflight.headers.get('access-control-allow-headers')).toBe('authorization, content-type, idempotency-key');
@@ -134,7 +149,12 @@ describeInBrowser('patient widget (browser)', () => {
         refused++;
         return route.fulfill({
           status: 503,
-          headers: { 'content-type': 'application/json', 'retry-after': '1', 'access-control-allow-origin': host.origin, 'access-control-expose-headers': 'retry-after' },
+          headers: {
+            'content-type': 'application/json',
+            'retry-after': '1',
+            'access-control-allow-origin': host.origin,
+            'access-control-expose-headers': 'retry-after',
+          },
           body: JSON.stringify({ code: 'UNAVAILABLE', message: 'retry shortly' }),
         });
       }
@@ -145,16 +165,28 @@ describeInBrowser('patient widget (browser)', () => {
     const launcher = widget(page).getByRole('button', { name: 'Chat with us' });
     await launcher.click();
     const panel = widget(page).getByRole('dialog', { name: 'Chat with us' });
-    expect(await poll(() => panel.isVisible(), (v) => v)).toBe(true);
+    expect(
+      await poll(
+        () => panel.isVisible(),
+        (v) => v,
+      ),
+    ).toBe(true);
     // The host page's styles did not reach it.
     const title = widget(page).locator('#pcw-title');
     const style = await title.evaluate((el: unknown) => {
-      const s = (globalThis as unknown as { getComputedStyle(e: unknown): Record<'fontSize' | 'textTransform' | 'letterSpacing', string> }).getComputedStyle(el);
+      const s = (globalThis as unknown as { getComputedStyle(e: unknown): Record<'fontSize' | 'textTransform' | 'letterSpacing', string> }).getComputedStyle(
+        el,
+      );
       return `${s.fontSize} ${s.textTransform} ${s.letterSpacing}`;
     });
     expect(style).toBe('17px none normal');
     // Signed in: the patient's messages are there beside the chat.
-    expect(await poll(() => widget(page).getByRole('button', { name: 'My messages' }).count(), (n) => n === 1)).toBe(1);
+    expect(
+      await poll(
+        () => widget(page).getByRole('button', { name: 'My messages' }).count(),
+        (n) => n === 1,
+      ),
+    ).toBe(1);
     await noSeriousViolations(page, 'widget open');
 
     // The order, through the live workflow and the Destination (signed, for this patient), after a 503 and a retry.
@@ -162,7 +194,13 @@ describeInBrowser('patient widget (browser)', () => {
     await input.fill('Where is my order?');
     await input.press('Enter');
     const order = widget(page).locator('.order');
-    expect(await poll(() => order.count(), (n) => n === 1, 15_000)).toBe(1);
+    expect(
+      await poll(
+        () => order.count(),
+        (n) => n === 1,
+        15_000,
+      ),
+    ).toBe(1);
     expect(await order.innerText()).toContain('Order A-1');
     expect(await order.innerText()).toContain('Shipped');
     expect(await order.innerText()).toContain('Carrier: UPS');
@@ -181,7 +219,12 @@ describeInBrowser('patient widget (browser)', () => {
     await input.fill('I have crushing chest pain');
     await input.press('Enter');
     const alert = widget(page).getByRole('alert');
-    expect(await poll(() => alert.count(), (n) => n === 1)).toBe(1);
+    expect(
+      await poll(
+        () => alert.count(),
+        (n) => n === 1,
+      ),
+    ).toBe(1);
     expect(await alert.innerText()).toContain('This may be an emergency');
     expect(await alert.getByRole('link', { name: 'Call 911' }).getAttribute('href')).toBe('tel:911');
     expect(await alert.innerText()).toContain('We have alerted your care team.');
@@ -189,28 +232,50 @@ describeInBrowser('patient widget (browser)', () => {
 
     // Spanish, then back.
     await widget(page).getByRole('button', { name: /ES/ }).click();
-    expect(await poll(() => widget(page).getByRole('button', { name: 'Mis mensajes' }).count(), (n) => n === 1)).toBe(1);
+    expect(
+      await poll(
+        () => widget(page).getByRole('button', { name: 'Mis mensajes' }).count(),
+        (n) => n === 1,
+      ),
+    ).toBe(1);
     expect(await alert.innerText()).toContain('Esto puede ser una emergencia');
     await widget(page).getByRole('button', { name: /EN/ }).click();
 
     // The case thread: the provider's message, and the patient's reply.
     await widget(page).getByRole('button', { name: 'My messages' }).click();
     const item = widget(page).getByRole('button', { name: new RegExp(kase.reference) });
-    expect(await poll(() => item.count(), (n) => n === 1)).toBe(1);
+    expect(
+      await poll(
+        () => item.count(),
+        (n) => n === 1,
+      ),
+    ).toBe(1);
     expect(await item.innerText()).toContain('Received');
     await noSeriousViolations(page, 'case list');
     await item.click();
-    expect(await poll(() => widget(page).locator('.thread .log').innerText(), (v) => v.includes('How is the wound healing today?'))).toContain('How is the wound healing today?');
+    expect(
+      await poll(
+        () => widget(page).locator('.thread .log').innerText(),
+        (v) => v.includes('How is the wound healing today?'),
+      ),
+    ).toContain('How is the wound healing today?');
     await widget(page).getByLabel('Your reply').fill('Much better, the redness is gone.');
     await widget(page).getByRole('button', { name: 'Send reply' }).click();
-    expect(await poll(() => widget(page).locator('.thread .log').innerText(), (v) => v.includes('Much better, the redness is gone.'))).toContain('Much better, the redness is gone.');
+    expect(
+      await poll(
+        () => widget(page).locator('.thread .log').innerText(),
+        (v) => v.includes('Much better, the redness is gone.'),
+      ),
+    ).toContain('Much better, the redness is gone.');
     await noSeriousViolations(page, 'case thread');
     await screenshot(page, 'widget-thread');
 
     // The provider reads it through the API.
     const thread = await app.api.get(`/v1/conversations/${kase.caseId}/messages`, t.apiKey);
     expect(thread.status).toBe(200);
-    expect(thread.body.messages.filter((m: { sender: string }) => m.sender === 'patient').map((m: { message: string }) => m.message)).toEqual(['Much better, the redness is gone.']);
+    expect(thread.body.messages.filter((m: { sender: string }) => m.sender === 'patient').map((m: { message: string }) => m.message)).toEqual([
+      'Much better, the redness is gone.',
+    ]);
 
     // Only the two origins were asked for anything (the widget talks to its own service only), never with a Referer to the service.
     const requests = await seen.sent();
@@ -220,23 +285,35 @@ describeInBrowser('patient widget (browser)', () => {
     await context.close();
   });
 
-  inProcess('needs WIDGET_ALLOWED_ORIGINS of its own')('is refused by the browser on an origin the widget API does not allow (CORS), and says the message was not sent', async () => {
-    const t = await app.tenant();
-    const serviceOrigin = new URL(app.baseUrl).origin;
-    stranger.page = hostPage(serviceOrigin, { environmentId: t.sandbox, language: 'en', open: true });
-    // The preflight from the stranger's origin is not answered as CORS (no Access-Control-Allow-Origin).
-    const preflight = await fetch(`${app.baseUrl}/widget/v1/sessions`, { method: 'OPTIONS', headers: { origin: stranger.origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type' } });
-    expect(preflight.headers.get('access-control-allow-origin')).toBeNull();
-    const context = await browser.context();
-    const page = await context.newPage();
-    await page.goto(stranger.origin);
-    const input = widget(page).getByLabel('Your message');
-    await input.fill('hello');
-    await input.press('Enter');
-    expect(await poll(() => widget(page).locator('.failed-line').count(), (n) => n === 1, 20_000)).toBe(1);
-    expect(await widget(page).locator('.failed-line').innerText()).toContain('Your message could not be sent.');
-    await context.close();
-  });
+  inProcess('needs WIDGET_ALLOWED_ORIGINS of its own')(
+    'is refused by the browser on an origin the widget API does not allow (CORS), and says the message was not sent',
+    async () => {
+      const t = await app.tenant();
+      const serviceOrigin = new URL(app.baseUrl).origin;
+      stranger.page = hostPage(serviceOrigin, { environmentId: t.sandbox, language: 'en', open: true });
+      // The preflight from the stranger's origin is not answered as CORS (no Access-Control-Allow-Origin).
+      const preflight = await fetch(`${app.baseUrl}/widget/v1/sessions`, {
+        method: 'OPTIONS',
+        headers: { origin: stranger.origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type' },
+      });
+      expect(preflight.headers.get('access-control-allow-origin')).toBeNull();
+      const context = await browser.context();
+      const page = await context.newPage();
+      await page.goto(stranger.origin);
+      const input = widget(page).getByLabel('Your message');
+      await input.fill('hello');
+      await input.press('Enter');
+      expect(
+        await poll(
+          () => widget(page).locator('.failed-line').count(),
+          (n) => n === 1,
+          20_000,
+        ),
+      ).toBe(1);
+      expect(await widget(page).locator('.failed-line').innerText()).toContain('Your message could not be sent.');
+      await context.close();
+    },
+  );
 
   it('the demo page (dev tools) makes a sandbox and opens the widget in one click', async () => {
     const serviceOrigin = new URL(app.baseUrl).origin;
@@ -250,11 +327,21 @@ describeInBrowser('patient widget (browser)', () => {
     await noSeriousViolations(page, 'demo');
     await page.getByRole('button', { name: 'Create a sandbox and open the widget' }).click();
     const panel = widget(page).getByRole('dialog');
-    expect(await poll(() => panel.count(), (n) => n === 1)).toBe(1);
+    expect(
+      await poll(
+        () => panel.count(),
+        (n) => n === 1,
+      ),
+    ).toBe(1);
     const input = widget(page).getByLabel('Your message');
     await input.fill('What are your opening hours?');
     await input.press('Enter');
-    expect(await poll(() => widget(page).locator('.bubble.bot').count(), (n) => n >= 2)).toBeGreaterThanOrEqual(2);
+    expect(
+      await poll(
+        () => widget(page).locator('.bubble.bot').count(),
+        (n) => n >= 2,
+      ),
+    ).toBeGreaterThanOrEqual(2);
     expect(await page.getByRole('status').first().innerText()).toContain('The widget is open');
     await noSeriousViolations(page, 'demo with the widget');
     await screenshot(page, 'widget-demo');

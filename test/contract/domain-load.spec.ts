@@ -28,7 +28,8 @@ function domainSources(): { app: string; file: string }[] {
     for (const entry of readdirSync(dir, { withFileTypes: true })) {
       const p = join(dir, entry.name);
       if (entry.isDirectory()) walk(app, p);
-      else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts') && !/\.(spec|e2e-spec)\.ts$/.test(entry.name)) found.push({ app, file: relative(root, p) });
+      else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts') && !/\.(spec|e2e-spec)\.ts$/.test(entry.name))
+        found.push({ app, file: relative(root, p) });
     }
   };
   for (const app of readdirSync(join(root, 'apps'))) {

@@ -9,10 +9,17 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import { ADDRESS_LIMITED_ROUTES, UUID_PATH_PARAMS } from '@svc/http';
 
- 
 type Obj = Record<string, any>;
 const doc: Obj = parse(readFileSync(join(__dirname, '..', '..', 'contracts', 'openapi.yaml'), 'utf8'));
-const deref = (node: Obj): Obj => (typeof node?.$ref === 'string' ? deref(node.$ref.slice(2).split('/').reduce((o: Obj, k: string) => o[k], doc)) : node);
+const deref = (node: Obj): Obj =>
+  typeof node?.$ref === 'string'
+    ? deref(
+        node.$ref
+          .slice(2)
+          .split('/')
+          .reduce((o: Obj, k: string) => o[k], doc),
+      )
+    : node;
 
 interface Op {
   name: string;
@@ -45,17 +52,23 @@ describe('openapi.yaml and the edge: uuid path parameters and rate limits', () =
   });
 
   it('every operation with a uuid path parameter documents 400 VALIDATION_FAILED', () => {
-    const missing = ops.filter((o) => o.pathParams.some((p) => p.schema?.format === 'uuid') && deref(o.op.responses?.['400'] ?? {}) !== doc.components.responses.ValidationFailed);
+    const missing = ops.filter(
+      (o) => o.pathParams.some((p) => p.schema?.format === 'uuid') && deref(o.op.responses?.['400'] ?? {}) !== doc.components.responses.ValidationFailed,
+    );
     expect(missing.map((o) => o.name)).toEqual([]);
   });
 
   it('every rate-limited operation documents 429 RATE_LIMITED with Retry-After (whole seconds, at least 1)', () => {
     expect(limited.length).toBeGreaterThan(60);
-    expect(limited.map((o) => o.name)).toEqual(expect.arrayContaining(['POST /widget/v1/sessions', 'GET /check-ins/{checkInId}', 'GET /v1/clinical-cases/{caseId}/progress', 'POST /organizations']));
+    expect(limited.map((o) => o.name)).toEqual(
+      expect.arrayContaining(['POST /widget/v1/sessions', 'GET /check-ins/{checkInId}', 'GET /v1/clinical-cases/{caseId}/progress', 'POST /organizations']),
+    );
     const missing = limited.filter((o) => o.op.responses?.['429']?.$ref !== '#/components/responses/RateLimited');
     expect(missing.map((o) => o.name)).toEqual([]);
     const rateLimited = doc.components.responses.RateLimited;
-    expect(rateLimited.content['application/json'].schema.allOf).toEqual(expect.arrayContaining([{ $ref: '#/components/schemas/Error' }, { type: 'object', properties: { code: { const: 'RATE_LIMITED' } } }]));
+    expect(rateLimited.content['application/json'].schema.allOf).toEqual(
+      expect.arrayContaining([{ $ref: '#/components/schemas/Error' }, { type: 'object', properties: { code: { const: 'RATE_LIMITED' } } }]),
+    );
     const retryAfter = deref(rateLimited.headers['Retry-After']);
     expect(retryAfter).toMatchObject({ required: true, schema: { type: 'integer', minimum: 1 } });
   });

@@ -10,7 +10,7 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import { parse } from 'yaml';
 
 const file = join(__dirname, '..', '..', 'contracts', 'openapi.yaml');
- 
+
 type Obj = Record<string, any>;
 const doc: Obj = parse(readFileSync(file, 'utf8'));
 
@@ -195,7 +195,11 @@ describe('contracts/openapi.yaml', () => {
       for (const p of declared) {
         if (p.name === 'file' && o.path === '/assets/{file}') {
           // A content-hashed script or stylesheet of the pages (docs/decisions.md, "Pages for people"), by its file name.
-          expect({ op: label(o), required: p.required, schema: p.schema }).toEqual({ op: label(o), required: true, schema: { type: 'string', pattern: '^[A-Za-z0-9_-]+\\.(js|css)$' } });
+          expect({ op: label(o), required: p.required, schema: p.schema }).toEqual({
+            op: label(o),
+            required: true,
+            schema: { type: 'string', pattern: '^[A-Za-z0-9_-]+\\.(js|css)$' },
+          });
           continue;
         }
         if (o.path.startsWith('/console/')) {
@@ -205,7 +209,11 @@ describe('contracts/openapi.yaml', () => {
         }
         if (p.name === 'sub') {
           // A member's subject: the identity provider's string, not a uuid.
-          expect({ op: label(o), required: p.required, schema: p.schema }).toEqual({ op: label(o), required: true, schema: { type: 'string', minLength: 1, maxLength: 255 } });
+          expect({ op: label(o), required: p.required, schema: p.schema }).toEqual({
+            op: label(o),
+            required: true,
+            schema: { type: 'string', minLength: 1, maxLength: 255 },
+          });
           continue;
         }
         expect({ op: label(o), param: p.name, required: p.required, format: p.schema?.format }).toEqual({
@@ -256,7 +264,10 @@ describe('contracts/openapi.yaml', () => {
     const setUp = envOps.filter((o) => !clinical(o.path));
     expect(setUp.length).toBeGreaterThan(25);
     for (const o of setUp) {
-      expect({ op: label(o), codes: errorCodesOf(o.op.responses['403']) }).toEqual({ op: label(o), codes: expect.arrayContaining(['PERMISSION_REQUIRED', 'ROLE_REQUIRED']) });
+      expect({ op: label(o), codes: errorCodesOf(o.op.responses['403']) }).toEqual({
+        op: label(o),
+        codes: expect.arrayContaining(['PERMISSION_REQUIRED', 'ROLE_REQUIRED']),
+      });
     }
     const check = envOps.find((o) => o.path === `${prefix}patients/{patientId}/check-ins`)!;
     expect(check.op.description).toMatch(/any member/i);
@@ -282,7 +293,9 @@ describe('contracts/openapi.yaml', () => {
     expect(removeMember['204'].content).toBeUndefined();
     expect(errorCodesOf(removeMember['403'])).toContain('ROLE_REQUIRED');
     expect(errorCodesOf(removeMember['409'])).toEqual(['LAST_OWNER']);
-    expect(doc.paths['/organizations/{orgId}/members'].get.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/MemberList' });
+    expect(doc.paths['/organizations/{orgId}/members'].get.responses['200'].content['application/json'].schema).toEqual({
+      $ref: '#/components/schemas/MemberList',
+    });
     const revoke = doc.paths['/organizations/{orgId}/environments/{envId}/api-keys/{keyId}'].delete.responses;
     expect(revoke['204']).toBeDefined();
     expect(revoke['204'].content).toBeUndefined();

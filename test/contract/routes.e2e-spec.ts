@@ -17,12 +17,15 @@ describe('OpenAPI covers every served route', () => {
       // Paths served on the origin itself (the pages for people: `servers` without /api) are compared with the routes outside /api.
       const onOrigin = ((item as { servers?: { url: string }[] }).servers ?? []).some((s) => !s.url.endsWith('/api'));
       for (const method of Object.keys(item)) {
-        if (['get', 'post', 'put', 'patch', 'delete'].includes(method)) documented.add(`${method.toUpperCase()} ${onOrigin ? 'origin:' : ''}${path.replace(/\{[^}]+\}/g, '{}')}`);
+        if (['get', 'post', 'put', 'patch', 'delete'].includes(method))
+          documented.add(`${method.toUpperCase()} ${onOrigin ? 'origin:' : ''}${path.replace(/\{[^}]+\}/g, '{}')}`);
       }
     }
     const served = new Set(
       routesOf((app as unknown as { app: object }).app).map((r) =>
-        r.url.startsWith('/api/') ? `${r.method} ${r.url.slice('/api'.length).replace(/:[^/]+/g, '{}')}` : `${r.method} origin:${r.url.replace(/:[^/]+/g, '{}')}`,
+        r.url.startsWith('/api/')
+          ? `${r.method} ${r.url.slice('/api'.length).replace(/:[^/]+/g, '{}')}`
+          : `${r.method} origin:${r.url.replace(/:[^/]+/g, '{}')}`,
       ),
     );
     expect(served.size).toBeGreaterThan(50);

@@ -44,5 +44,7 @@ export default async function globalSetup(): Promise<void> {
   process.env.SVC_E2E_DATABASE_URL = db.toString();
   // The broker the apps were given (the command's own local one when KAFKA_BROKERS is unset).
   process.env.SVC_E2E_KAFKA_BROKERS = brokers ?? topology.output.match(/^distributed: kafka (\S+) /m)?.[1] ?? '';
-  process.stdout.write(`\ndistributed e2e: six processes ready at ${topology.baseUrl} in ${((performance.now() - t0) / 1000).toFixed(1)} s (database ${topology.dbName}, Redis prefix ${topology.redisKeyPrefix})\n`);
+  process.stdout.write(
+    `\ndistributed e2e: six processes ready at ${topology.baseUrl} in ${((performance.now() - t0) / 1000).toFixed(1)} s (database ${topology.dbName}, Redis prefix ${topology.redisKeyPrefix})\n`,
+  );
 }

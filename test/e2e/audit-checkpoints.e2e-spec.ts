@@ -18,7 +18,6 @@ import { Run, buildIfNeeded, ndjson, root, svc } from './svc-cli';
 /** A checkpoint every 4 events or every second: a short flow leaves several. */
 const CHECKPOINTS = { SVC_CHAIN_CHECKPOINT_EVENTS: '4', SVC_CHAIN_CHECKPOINT_INTERVAL_S: '1' };
 
-
 async function verifyAll(env: Record<string, string>): Promise<{ code: number | null; summary: any; lines: any[]; run: Run }> {
   const run = await svc(['verify', '--all', '--json'], env);
   const lines = ndjson(run.stdout);
@@ -30,7 +29,15 @@ async function caseFlow(app: TestApp) {
   const t = await app.tenant();
   const c = await openCase(app, t, 'Please review the medication plan');
   expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(1, 'processed'), t.apiKey)).status).toBe(200);
-  expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/messages`, { messageId: randomUUID(), message: 'Take it with food', externalReference: 'ehr-msg-1' }, t.apiKey)).status).toBe(200);
+  expect(
+    (
+      await app.api.post(
+        `/v1/clinical-cases/${c.caseId}/messages`,
+        { messageId: randomUUID(), message: 'Take it with food', externalReference: 'ehr-msg-1' },
+        t.apiKey,
+      )
+    ).status,
+  ).toBe(200);
   return { caseStream: `case-ledger-case-${c.caseId}`, conversationStream: `conversation-conversation-${c.caseId}` };
 }
 
@@ -81,7 +88,9 @@ describe('checkpoints on the SQLite store of a standalone run', () => {
     expect(summary.checkpoints.firstBadCheckpoint).toBeNull();
     const cps = ndjson((await svc(['replay', '--category', 'checkpoints', '--json'], env())).stdout);
     expect(cps.length).toBe(summary.checkpoints.checkpoints);
-    expect(cps.every((c) => c.streamId === 'audit-checkpoint-0' && c.type === 'ChainCheckpointRecorded' && c.sealed === false && c.actor === 'system')).toBe(true);
+    expect(cps.every((c) => c.streamId === 'audit-checkpoint-0' && c.type === 'ChainCheckpointRecorded' && c.sealed === false && c.actor === 'system')).toBe(
+      true,
+    );
     const data = (await svc(['replay', 'audit-checkpoint-0', '--json'], env())).stdout;
     expect(data).not.toContain('Please review');
     const human = await svc(['verify', '--all'], env());
@@ -107,7 +116,9 @@ describe('checkpoints on the SQLite store of a standalone run', () => {
     };
     const putBack = (row: Record<string, unknown>) => {
       const h = db();
-      h.prepare('INSERT INTO events (position, event_id, stream_id, revision, type, data, metadata) VALUES (@position, @event_id, @stream_id, @revision, @type, @data, @metadata)').run(row);
+      h.prepare(
+        'INSERT INTO events (position, event_id, stream_id, revision, type, data, metadata) VALUES (@position, @event_id, @stream_id, @revision, @type, @data, @metadata)',
+      ).run(row);
       h.close();
     };
 
@@ -129,7 +140,9 @@ describe('checkpoints on the SQLite store of a standalone run', () => {
         const human = await svc(['verify', '--all'], env());
         expect(human.code).toBe(1);
         expect(human.stdout).toContain('TAMPERING EVIDENT');
-        expect(human.stdout).toContain(`checkpoint ${bad.checkpoint} (position ${bad.checkpointPosition}), covering positions (${bad.afterPosition}, ${bad.toPosition}]`);
+        expect(human.stdout).toContain(
+          `checkpoint ${bad.checkpoint} (position ${bad.checkpointPosition}), covering positions (${bad.afterPosition}, ${bad.toPosition}]`,
+        );
       } finally {
         putBack(last);
       }
@@ -158,7 +171,13 @@ describe('checkpoints on the SQLite store of a standalone run', () => {
 describe('checkpoints on the PostgreSQL store, two services on one schema', () => {
   const url = process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
   const schema = `svc_events_ckpt_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
-  const settings = { EVENT_STORE: 'postgres', DATABASE_URL: url, EVENT_STORE_SCHEMA: schema, SVC_MASTER_KEY: randomBytes(32).toString('base64'), ...CHECKPOINTS };
+  const settings = {
+    EVENT_STORE: 'postgres',
+    DATABASE_URL: url,
+    EVENT_STORE_SCHEMA: schema,
+    SVC_MASTER_KEY: randomBytes(32).toString('base64'),
+    ...CHECKPOINTS,
+  };
   const apps = [new TestApp(undefined, settings), new TestApp(undefined, settings)];
   const env = () => ({ EVENT_STORE: 'postgres', DATABASE_URL: url, EVENT_STORE_SCHEMA: schema, SVC_DATA_DIR: apps[0].dataDir });
   const sql = async <T extends Record<string, unknown>>(text: string, values: unknown[] = []): Promise<T[]> => {
@@ -188,7 +207,9 @@ describe('checkpoints on the PostgreSQL store, two services on one schema', () =
   it('each checkpoint is written once: numbers follow one another, each range starts where the one before ended; verify passes', async () => {
     const summary = await checkpointedTo(env(), flowHead);
     expect(summary).toMatchObject({ ok: true, issues: 0 });
-    const rows = await sql<{ revision: number; data: string }>(`SELECT revision, data FROM "${schema}".events WHERE stream_id = 'audit-checkpoint-0' ORDER BY revision`);
+    const rows = await sql<{ revision: number; data: string }>(
+      `SELECT revision, data FROM "${schema}".events WHERE stream_id = 'audit-checkpoint-0' ORDER BY revision`,
+    );
     const cps = rows.map((r) => ({ revision: r.revision, ...JSON.parse(r.data) }));
     expect(cps.length).toBeGreaterThanOrEqual(2);
     cps.forEach((c, i) => {
@@ -201,7 +222,9 @@ describe('checkpoints on the PostgreSQL store, two services on one schema', () =
 
   it('an event deleted with SQL: verify fails naming the checkpoint and its range', async () => {
     for (const a of apps) await a.stop();
-    const [target] = await sql<{ position: string }>(`SELECT position FROM "${schema}".events WHERE stream_id = $1 ORDER BY revision DESC LIMIT 1`, [flows[1].conversationStream]);
+    const [target] = await sql<{ position: string }>(`SELECT position FROM "${schema}".events WHERE stream_id = $1 ORDER BY revision DESC LIMIT 1`, [
+      flows[1].conversationStream,
+    ]);
     const position = Number(target.position);
     await sql(`DELETE FROM "${schema}".events WHERE position = $1`, [position]);
     const { code, summary } = await verifyAll(env());
@@ -219,12 +242,25 @@ describe('svc migrate-chain on a store written before the chain existed', () => 
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-migrate-chain-'));
   const file = join(dataDir, 'events.sqlite');
   const env = { SVC_DATA_DIR: dataDir };
-  const meta = () => ({ eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: null, environmentId: null, actor: 'system', recordedAt: '2024-01-01T00:00:00.000Z' });
+  const meta = () => ({
+    eventId: randomUUID(),
+    correlationId: randomUUID(),
+    causationId: null,
+    organizationId: null,
+    environmentId: null,
+    actor: 'system',
+    recordedAt: '2024-01-01T00:00:00.000Z',
+  });
 
   beforeAll(async () => {
     // A previous version wrote three streams without the chain; the current one goes on with it.
     const raw = new SqliteEventStore(file, { writerThread: false, backgroundCheckpoint: false });
-    for (let s = 0; s < 3; s++) await raw.append(`legacy-import-${s}`, [0, 1, 2].map((n) => ({ type: 'LegacyImported', data: { n }, metadata: meta() })), 'no_stream');
+    for (let s = 0; s < 3; s++)
+      await raw.append(
+        `legacy-import-${s}`,
+        [0, 1, 2].map((n) => ({ type: 'LegacyImported', data: { n }, metadata: meta() })),
+        'no_stream',
+      );
     const chained = new HashChainingEventStore(raw);
     await chained.append('legacy-import-0', [{ type: 'LegacyImported', data: { n: 3 }, metadata: meta() }], 2);
     await chained.append('current-1', [{ type: 'Current', data: {}, metadata: meta() }], 'no_stream');

@@ -16,7 +16,6 @@ import { Run, buildIfNeeded, ndjson, root, svc } from './svc-cli';
  * The build runs first when dist is older than the sources; the bin is then told not to build.
  */
 
-
 /** A case made over HTTP with planted PHI canaries: the request text and a provider message. */
 async function caseFlow(app: TestApp) {
   const t = await app.tenant();
@@ -24,7 +23,11 @@ async function caseFlow(app: TestApp) {
   const c = await openCase(app, t, `Please review the medication plan ${canary}-request`);
   const processed = await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(1, 'processed'), t.apiKey);
   expect(processed.status).toBe(200);
-  const message = await app.api.post(`/v1/clinical-cases/${c.caseId}/messages`, { messageId: randomUUID(), message: `Take it with food ${canary}-message`, externalReference: 'ehr-msg-1' }, t.apiKey);
+  const message = await app.api.post(
+    `/v1/clinical-cases/${c.caseId}/messages`,
+    { messageId: randomUUID(), message: `Take it with food ${canary}-message`, externalReference: 'ehr-msg-1' },
+    t.apiKey,
+  );
   expect(message.status).toBe(200);
   return { t, canary, ...c, caseStream: `case-ledger-case-${c.caseId}`, conversationStream: `conversation-conversation-${c.caseId}` };
 }
@@ -75,9 +78,18 @@ describe('svc audit CLI on the SQLite data dir of a standalone run', () => {
     const json = ndjson((await svc(['streams', '--json'], env())).stdout);
     const caseRow = json.find((s) => s.streamId === flow.caseStream);
     const replayed = ndjson((await svc(['replay', flow.caseStream, '--json'], env())).stdout);
-    expect(caseRow).toMatchObject({ category: 'case', events: replayed.length, lastPosition: replayed[replayed.length - 1].position, lastRevision: replayed.length - 1, organizationId: flow.t.orgId, environmentId: flow.t.sandbox });
+    expect(caseRow).toMatchObject({
+      category: 'case',
+      events: replayed.length,
+      lastPosition: replayed[replayed.length - 1].position,
+      lastRevision: replayed.length - 1,
+      organizationId: flow.t.orgId,
+      environmentId: flow.t.sandbox,
+    });
     expect(caseRow.chained).toBe(caseRow.events);
-    expect(json.map((s) => s.streamId)).toEqual(expect.arrayContaining([flow.caseStream, flow.conversationStream, `patient-pathway-patient-${flow.patientId}`]));
+    expect(json.map((s) => s.streamId)).toEqual(
+      expect.arrayContaining([flow.caseStream, flow.conversationStream, `patient-pathway-patient-${flow.patientId}`]),
+    );
 
     const cases = ndjson((await svc(['streams', '--category', 'case', '--json'], env())).stdout);
     expect(cases.map((s) => s.streamId)).toEqual([flow.caseStream]);
@@ -96,7 +108,9 @@ describe('svc audit CLI on the SQLite data dir of a standalone run', () => {
     const r = await svc(['replay', flow.caseStream, '--json'], env());
     expect(r.code).toBe(0);
     const events = ndjson(r.stdout);
-    expect(events.map((e) => e.type)).toEqual(expect.arrayContaining(['CaseRegistered', 'clinical_case.opened', 'CaseUpdateAccepted', 'ProviderMessageAccepted']));
+    expect(events.map((e) => e.type)).toEqual(
+      expect.arrayContaining(['CaseRegistered', 'clinical_case.opened', 'CaseUpdateAccepted', 'ProviderMessageAccepted']),
+    );
     expect(events.map((e) => e.revision)).toEqual(events.map((_, i) => i));
     for (const e of events) {
       expect(e).toMatchObject({ streamId: flow.caseStream, sealed: true, organizationId: flow.t.orgId, environmentId: flow.t.sandbox });
@@ -123,9 +137,9 @@ describe('svc audit CLI on the SQLite data dir of a standalone run', () => {
     expect(all.stdout).not.toContain('Canary-First');
     // Bounds: positions, and time.
     const [second, third] = [events[1].position, events[2].position];
-    expect(ndjson((await svc(['replay', flow.caseStream, '--from', String(second), '--to', String(third), '--json'], env())).stdout).map((e) => e.position)).toEqual(
-      events.filter((e) => e.position >= second && e.position <= third).map((e) => e.position),
-    );
+    expect(
+      ndjson((await svc(['replay', flow.caseStream, '--from', String(second), '--to', String(third), '--json'], env())).stdout).map((e) => e.position),
+    ).toEqual(events.filter((e) => e.position >= second && e.position <= third).map((e) => e.position));
     expect(ndjson((await svc(['replay', '--category', 'case', '--since', '2999-01-01', '--json'], env())).stdout)).toEqual([]);
     expect(ndjson((await svc(['replay', '--category', 'case', '--json'], env())).stdout).map((e) => e.position)).toEqual(events.map((e) => e.position));
   });
@@ -169,7 +183,13 @@ describe('svc audit CLI on the SQLite data dir of a standalone run', () => {
     expect(last.sealed).toBe(false);
     expect(last.actor).toBe('auditor:auditor-a');
     expect(last.position).toBeGreaterThan(head);
-    expect(last.data).toMatchObject({ actor: 'auditor-a', command: 'replay', streams: [flow.caseStream], upToPosition: head, selection: { stream: flow.caseStream } });
+    expect(last.data).toMatchObject({
+      actor: 'auditor-a',
+      command: 'replay',
+      streams: [flow.caseStream],
+      upToPosition: head,
+      selection: { stream: flow.caseStream },
+    });
     expect(typeof last.data.osUser).toBe('string');
     expect(last.data.osUser.length).toBeGreaterThan(0);
     expect(Date.parse(last.data.startedAt)).toBeGreaterThan(Date.now() - 60_000);
@@ -177,7 +197,9 @@ describe('svc audit CLI on the SQLite data dir of a standalone run', () => {
     expect((await svc(['replay', flow.caseStream, '--decrypt'], { ...env(), SVC_AUDIT_ACTOR: 'auditor-b' })).code).toBe(0);
     expect((await decryptingReads(env())).pop().data.actor).toBe('auditor-b');
     // The service, which follows the same log, still serves and writes.
-    expect((await app.api.post(`/v1/clinical-cases/${flow.caseId}/updates`, update(2, 'scheduled', { scheduledFor: '2030-01-01T10:00:00Z' }), flow.t.apiKey)).status).toBe(200);
+    expect(
+      (await app.api.post(`/v1/clinical-cases/${flow.caseId}/updates`, update(2, 'scheduled', { scheduledFor: '2030-01-01T10:00:00Z' }), flow.t.apiKey)).status,
+    ).toBe(200);
     expect((await app.api.get(`/v1/clinical-cases/${flow.caseId}/progress`, flow.t.apiKey)).body).toMatchObject({ status: 'scheduled', nextSequence: 3 });
   });
 
@@ -199,11 +221,18 @@ describe('svc audit CLI on the SQLite data dir of a standalone run', () => {
     expect(r.stderr).not.toContain(flow.canary);
   });
 
-  it('history: one timeline of a case across its streams in the contract\'s words; --decrypt finds a patient\'s case through payloads', async () => {
+  it("history: one timeline of a case across its streams in the contract's words; --decrypt finds a patient's case through payloads", async () => {
     const r = await svc(['history', 'case', flow.caseId], env());
     expect(r.code).toBe(0);
     expect(r.stdout).toContain(`History of case ${flow.caseId}`);
-    for (const phrase of ['case registered', 'clinical_case.opened — case opened', 'case update accepted', 'conversation started', 'provider message to the patient accepted']) expect(r.stdout).toContain(phrase);
+    for (const phrase of [
+      'case registered',
+      'clinical_case.opened — case opened',
+      'case update accepted',
+      'conversation started',
+      'provider message to the patient accepted',
+    ])
+      expect(r.stdout).toContain(phrase);
     expect(r.stdout).toContain(flow.caseStream);
     expect(r.stdout).toContain(flow.conversationStream);
     expect(r.stdout).not.toContain(flow.canary);
@@ -221,7 +250,11 @@ describe('svc audit CLI on the SQLite data dir of a standalone run', () => {
     expect(opened.code).toBe(0);
     const full = ndjson(opened.stdout);
     expect(full.map((e) => e.streamId)).toEqual(expect.arrayContaining([`patient-pathway-patient-${flow.patientId}`, flow.caseStream]));
-    expect((await decryptingReads(env())).pop().data).toMatchObject({ actor: 'auditor-c', command: 'history', selection: { kind: 'patient', id: flow.patientId } });
+    expect((await decryptingReads(env())).pop().data).toMatchObject({
+      actor: 'auditor-c',
+      command: 'history',
+      selection: { kind: 'patient', id: flow.patientId },
+    });
   });
 
   it('verify: the chain of every stream matches, with the events checked per second', async () => {
@@ -247,7 +280,11 @@ describe('svc audit CLI on the SQLite data dir of a standalone run', () => {
     const row = (streamId: string, revision: number) => {
       const h = db();
       try {
-        return h.prepare('SELECT position, data, metadata FROM events WHERE stream_id = ? AND revision = ?').get(streamId, revision) as { position: number; data: string; metadata: string };
+        return h.prepare('SELECT position, data, metadata FROM events WHERE stream_id = ? AND revision = ?').get(streamId, revision) as {
+          position: number;
+          data: string;
+          metadata: string;
+        };
       } finally {
         h.close();
       }
@@ -292,7 +329,11 @@ describe('svc audit CLI on the SQLite data dir of a standalone run', () => {
       try {
         const r = await svc(['verify', '--all', '--json'], env());
         expect(r.code).toBe(1);
-        expect(ndjson(r.stdout).find((l) => l.kind === 'summary').firstBadEvent).toMatchObject({ streamId: flow.conversationStream, revision: 1, position: target.position });
+        expect(ndjson(r.stdout).find((l) => l.kind === 'summary').firstBadEvent).toMatchObject({
+          streamId: flow.conversationStream,
+          revision: 1,
+          position: target.position,
+        });
       } finally {
         set(target.position, 'metadata', target.metadata);
       }
@@ -301,7 +342,10 @@ describe('svc audit CLI on the SQLite data dir of a standalone run', () => {
     it('events removed from the end of a stream after the last checkpoint: only a saved anchor tells', async () => {
       const anchors = join(mkdtempSync(join(tmpdir(), 'svc-anchor-')), 'anchors.json');
       expect((await svc(['verify', '--all', '--save-anchor', anchors], env())).code).toBe(0);
-      expect(JSON.parse(readFileSync(anchors, 'utf8')).streams[flow.caseStream]).toMatchObject({ revision: expect.any(Number), hash: expect.stringMatching(/^[0-9a-f]{64}$/) });
+      expect(JSON.parse(readFileSync(anchors, 'utf8')).streams[flow.caseStream]).toMatchObject({
+        revision: expect.any(Number),
+        hash: expect.stringMatching(/^[0-9a-f]{64}$/),
+      });
       const last = ndjson((await svc(['replay', flow.caseStream, '--json'], env())).stdout).pop();
       const h = db();
       const saved = h.prepare('SELECT * FROM events WHERE position = ?').get(last.position) as Record<string, unknown>;
@@ -315,7 +359,9 @@ describe('svc audit CLI on the SQLite data dir of a standalone run', () => {
         expect(r.stdout).toContain(flow.caseStream);
       } finally {
         const h2 = db();
-        h2.prepare('INSERT INTO events (position, event_id, stream_id, revision, type, data, metadata) VALUES (@position, @event_id, @stream_id, @revision, @type, @data, @metadata)').run(saved);
+        h2.prepare(
+          'INSERT INTO events (position, event_id, stream_id, revision, type, data, metadata) VALUES (@position, @event_id, @stream_id, @revision, @type, @data, @metadata)',
+        ).run(saved);
         h2.close();
       }
       expect((await svc(['verify', '--all', '--anchor', anchors], env())).code).toBe(0);
@@ -355,7 +401,9 @@ describe('svc audit CLI on the PostgreSQL event store', () => {
     const r = await svc(['replay', flow.caseStream, '--json'], env());
     expect(r.code).toBe(0);
     const events = ndjson(r.stdout);
-    expect(events.map((e) => e.type)).toEqual(expect.arrayContaining(['CaseRegistered', 'clinical_case.opened', 'CaseUpdateAccepted', 'ProviderMessageAccepted']));
+    expect(events.map((e) => e.type)).toEqual(
+      expect.arrayContaining(['CaseRegistered', 'clinical_case.opened', 'CaseUpdateAccepted', 'ProviderMessageAccepted']),
+    );
     expect(events.every((e) => e.sealed && e.data === undefined && e.organizationId === flow.t.orgId)).toBe(true);
     expect(r.stdout).not.toContain(flow.canary);
     const h = await svc(['history', 'case', flow.caseId], env());
@@ -383,13 +431,17 @@ describe('svc audit CLI on the PostgreSQL event store', () => {
     const r = await svc(['replay', flow.caseStream, '--decrypt', '--actor', 'auditor-pg', '--json'], { ...env(), SVC_MASTER_KEY: masterKey });
     expect(r.code).toBe(0);
     expect(r.stdout).toContain(`${flow.canary}-message`);
-    const [audit] = await sql<{ data: string; metadata: string; position: string }>(`SELECT data, metadata, position FROM "${schema}".events WHERE stream_id LIKE 'audit-decrypt-%'`);
+    const [audit] = await sql<{ data: string; metadata: string; position: string }>(
+      `SELECT data, metadata, position FROM "${schema}".events WHERE stream_id LIKE 'audit-decrypt-%'`,
+    );
     expect(JSON.parse(audit.data)).toMatchObject({ actor: 'auditor-pg', command: 'replay', streams: [flow.caseStream] });
     expect(JSON.parse(audit.metadata)).toMatchObject({ actor: 'auditor:auditor-pg', prevHash: null, hash: expect.stringMatching(/^[0-9a-f]{64}$/) });
     expect(Math.max(...ndjson(r.stdout).map((e) => e.position))).toBeLessThan(Number(audit.position));
 
     // An append that fails: nothing is shown.
-    await sql(`CREATE FUNCTION "${schema}".refuse_audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.stream_id LIKE 'audit-%' THEN RAISE EXCEPTION 'audit refused'; END IF; RETURN NEW; END $$`);
+    await sql(
+      `CREATE FUNCTION "${schema}".refuse_audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.stream_id LIKE 'audit-%' THEN RAISE EXCEPTION 'audit refused'; END IF; RETURN NEW; END $$`,
+    );
     await sql(`CREATE TRIGGER refuse_audit BEFORE INSERT ON "${schema}".events FOR EACH ROW EXECUTE FUNCTION "${schema}".refuse_audit()`);
     try {
       const failed = await svc(['replay', flow.caseStream, '--decrypt', '--actor', 'auditor-pg'], { ...env(), SVC_MASTER_KEY: masterKey });
@@ -403,7 +455,10 @@ describe('svc audit CLI on the PostgreSQL event store', () => {
 
   it('verify passes, then names the event whose payload or metadata was changed with SQL', async () => {
     expect((await svc(['verify', '--all'], env())).code).toBe(0);
-    const [target] = await sql<{ position: string; data: string; metadata: string }>(`SELECT position, data, metadata FROM "${schema}".events WHERE stream_id = $1 AND revision = 1`, [flow.caseStream]);
+    const [target] = await sql<{ position: string; data: string; metadata: string }>(
+      `SELECT position, data, metadata FROM "${schema}".events WHERE stream_id = $1 AND revision = 1`,
+      [flow.caseStream],
+    );
     const position = Number(target.position);
     const eventId = JSON.parse(target.metadata).eventId;
     for (const [column, value] of [

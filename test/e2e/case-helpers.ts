@@ -36,7 +36,10 @@ export function update(sequence: number, status: string, extra: Record<string, u
  * external id it was signed in with (the service checks the link with the external id on every
  * request that needs it).
  */
-export async function widgetToken(app: TestApp, session: { organizationId: string; environmentId: string; patientId: string | null; externalPatientId?: string | null }): Promise<string> {
+export async function widgetToken(
+  app: TestApp,
+  session: { organizationId: string; environmentId: string; patientId: string | null; externalPatientId?: string | null },
+): Promise<string> {
   const keyring = masterKeyring(serviceDataDir(app));
   const offsetMs = Date.parse(await app.advanceClock(0)) - Date.now();
   const clock = new DevClock();
@@ -54,7 +57,12 @@ export async function widgetToken(app: TestApp, session: { organizationId: strin
  */
 export async function identityToken(app: TestApp, secret: string, sub: string, claims: Record<string, string> = {}): Promise<string> {
   const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
-  return new SignJWT({ jti: randomUUID(), ...claims }).setProtectedHeader({ alg: 'HS256' }).setSubject(sub).setIssuedAt(now).setExpirationTime(now + 300).sign(new TextEncoder().encode(secret));
+  return new SignJWT({ jti: randomUUID(), ...claims })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setSubject(sub)
+    .setIssuedAt(now)
+    .setExpirationTime(now + 300)
+    .sign(new TextEncoder().encode(secret));
 }
 
 export async function eventually<T>(fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = onTopology() ? 15_000 : 5000): Promise<T> {
@@ -221,7 +229,12 @@ export async function publishEvent(app: TestApp, topic: string, m: IntegrationMe
  * One HTTP request with the path sent exactly as given (no URL normalisation, unlike fetch), e.g.
  * a badly percent-encoded `%zz`. `path` is relative to the app's base URL (`/api` included there).
  */
-export function rawRequest(app: TestApp, method: string, path: string, options: { token?: string; body?: string } = {}): Promise<{ status: number; body: any; text: string }> {
+export function rawRequest(
+  app: TestApp,
+  method: string,
+  path: string,
+  options: { token?: string; body?: string } = {},
+): Promise<{ status: number; body: any; text: string }> {
   const headers: Record<string, string> = {};
   if (options.token) headers.authorization = `Bearer ${options.token}`;
   if (options.body !== undefined) headers['content-type'] = 'application/json';
@@ -229,7 +242,13 @@ export function rawRequest(app: TestApp, method: string, path: string, options: 
 }
 
 /** A request over node:http with exactly the headers given (plus content-length for a body): fetch would add or normalise some. */
-export function rawHttp(app: TestApp, method: string, path: string, headers: Record<string, string>, body?: string): Promise<{ status: number; body: any; text: string }> {
+export function rawHttp(
+  app: TestApp,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body?: string,
+): Promise<{ status: number; body: any; text: string }> {
   const base = new URL(app.baseUrl);
   const sent = { ...headers, ...(body !== undefined ? { 'content-length': String(Buffer.byteLength(body)) } : {}) };
   return new Promise((resolve, reject) => {

@@ -84,7 +84,13 @@ describe('lean case routes: GET progress and POST updates (e2e, real HTTP)', () 
       const judged = await rawHttp(app, 'POST', updates(caseId), { ...b.headers, ...bearer(t.apiKey) }, b.body);
       expect({ status: judged.status, code: judged.body?.code }).toEqual({ status: b.status, code: b.code });
     }
-    const unknownField = await rawHttp(app, 'POST', updates(caseId), { ...JSON_CT, ...bearer(t.apiKey) }, JSON.stringify({ ...update(1, 'processed'), extra: 1 }));
+    const unknownField = await rawHttp(
+      app,
+      'POST',
+      updates(caseId),
+      { ...JSON_CT, ...bearer(t.apiKey) },
+      JSON.stringify({ ...update(1, 'processed'), extra: 1 }),
+    );
     expect(unknownField.body.details).toEqual([{ path: 'extra', message: expect.any(String) }]);
     // Nothing of the refused requests was written.
     const p = await app.api.get(progress(caseId), t.apiKey);
@@ -139,7 +145,10 @@ describe('lean case routes: GET progress and POST updates (e2e, real HTTP)', () 
     const upper = await app.api.get(progress(caseId.toUpperCase()), t.apiKey);
     expect({ status: upper.status, caseId: upper.body.caseId }).toEqual({ status: 200, caseId });
     const notUuid = await app.api.post(updates('not-a-case'), update(1, 'processed'), t.apiKey);
-    expect({ status: notUuid.status, body: notUuid.body }).toEqual({ status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'caseId', message: expect.any(String) }] } });
+    expect({ status: notUuid.status, body: notUuid.body }).toEqual({
+      status: 400,
+      body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'caseId', message: expect.any(String) }] },
+    });
     for (const r of [upper, notUuid, await app.api.get(progress(caseId))]) {
       expect({
         cache: r.headers.get('cache-control'),
@@ -157,7 +166,11 @@ describe('lean case routes: GET progress and POST updates (e2e, real HTTP)', () 
     const retry = await app.api.post(updates(caseId.toUpperCase()), { ...body, updateId: body.updateId.toUpperCase() }, t.apiKey);
     expect({ status: retry.status, duplicate: retry.body.duplicate }).toEqual({ status: 200, duplicate: true });
     const p = await app.api.get(progress(caseId), t.apiKey);
-    expect({ status: p.body.status, nextSequence: p.body.nextSequence, externalReference: p.body.externalReference }).toEqual({ status: 'processed', nextSequence: 2, externalReference: body.externalReference });
+    expect({ status: p.body.status, nextSequence: p.body.nextSequence, externalReference: p.body.externalReference }).toEqual({
+      status: 'processed',
+      nextSequence: 2,
+      externalReference: body.externalReference,
+    });
   });
 
   it('24 connections pipelining progress reads at once: each gets its answers in request order, a 404 between coalesced 200s in its place', async () => {
@@ -173,7 +186,9 @@ describe('lean case routes: GET progress and POST updates (e2e, real HTTP)', () 
       return pipelined(app, requests).then((answers) => ({ ids, answers }));
     });
     for (const { ids, answers } of await Promise.all(runs)) {
-      expect(answers.map((a) => (a.status === 200 ? a.body.caseId : `${a.status}:${a.body.code}`))).toEqual(ids.map((id) => (id === unknown ? '404:NOT_FOUND' : id)));
+      expect(answers.map((a) => (a.status === 200 ? a.body.caseId : `${a.status}:${a.body.code}`))).toEqual(
+        ids.map((id) => (id === unknown ? '404:NOT_FOUND' : id)),
+      );
     }
   });
 

@@ -25,9 +25,16 @@ describe('clinical cases (e2e, real HTTP)', () => {
   const eventsUpTo = async (caseId: string) => {
     const next = (await progress(caseId)).body.nextSequence as number;
     if (next === 1) expect((await post(caseId, update(1, 'processed'))).status).toBe(200);
-    const r = await post(caseId, update(Math.max(next, 2), 'resolved', { resolutionOutcome: 'provider_follow_up', resolutionNote: 'Follow-up booked with the clinic' }));
+    const r = await post(
+      caseId,
+      update(Math.max(next, 2), 'resolved', { resolutionOutcome: 'provider_follow_up', resolutionNote: 'Follow-up booked with the clinic' }),
+    );
     expect(r.status).toBe(200);
-    const resolved = await eventually(async () => caseEvents.seen.find((m) => m.type === 'clinical_case.resolved' && m.data.caseId === caseId), (v) => !!v, 15_000);
+    const resolved = await eventually(
+      async () => caseEvents.seen.find((m) => m.type === 'clinical_case.resolved' && m.data.caseId === caseId),
+      (v) => !!v,
+      15_000,
+    );
     expect(resolved).toBeDefined();
   };
   const progress = (caseId: string, key = t.apiKey) => app.api.get(`/v1/clinical-cases/${caseId}/progress`, key);
@@ -47,12 +54,24 @@ describe('clinical cases (e2e, real HTTP)', () => {
 
     const detail = await app.api.get(`${t.env}/clinical-cases/${en.caseId}`, t.staff);
     expect(detail.status).toBe(200);
-    expect(detail.body).toMatchObject({ caseId: en.caseId, reference: en.reference, source: 'staff_chat', priority: 'emergency', status: 'awaiting_processing', patientNotes: '', symptomScores: {}, internalNote: 'Patient reports chest pain since this morning' });
+    expect(detail.body).toMatchObject({
+      caseId: en.caseId,
+      reference: en.reference,
+      source: 'staff_chat',
+      priority: 'emergency',
+      status: 'awaiting_processing',
+      patientNotes: '',
+      symptomScores: {},
+      internalNote: 'Patient reports chest pain since this morning',
+    });
     expect(detail.body.matchedRules).toEqual(['staff_request:chat', 'emergency_terms:chest_pain']);
     const esDetail = await app.api.get(`${t.env}/clinical-cases/${es.caseId}`, t.staff);
     expect(esDetail.body.matchedRules).toEqual(['staff_request:chat', 'emergency_terms:breathing']);
 
-    const opened = await eventually(async () => caseEvents.seen.find((m) => m.type === 'clinical_case.opened' && m.data.caseId === en.caseId), (v) => !!v);
+    const opened = await eventually(
+      async () => caseEvents.seen.find((m) => m.type === 'clinical_case.opened' && m.data.caseId === en.caseId),
+      (v) => !!v,
+    );
     expect(opened!.data).toEqual({
       caseId: en.caseId,
       patientId: en.patientId,
@@ -62,7 +81,11 @@ describe('clinical cases (e2e, real HTTP)', () => {
       symptomScores: {},
       matchedRules: ['staff_request:chat', 'emergency_terms:chest_pain'],
       stoppedEarly: false,
-      handoff: { progressPath: `/v1/clinical-cases/${en.caseId}/progress`, updatesPath: `/v1/clinical-cases/${en.caseId}/updates`, messagesPath: `/v1/clinical-cases/${en.caseId}/messages` },
+      handoff: {
+        progressPath: `/v1/clinical-cases/${en.caseId}/progress`,
+        updatesPath: `/v1/clinical-cases/${en.caseId}/updates`,
+        messagesPath: `/v1/clinical-cases/${en.caseId}/messages`,
+      },
     });
     expect(opened!.metadata).toMatchObject({ organizationId: t.orgId, environmentId: t.sandbox, eventId: expect.any(String) });
 
@@ -119,7 +142,11 @@ describe('clinical cases (e2e, real HTTP)', () => {
       [{ stoppedEarly: 'no' }, 'stoppedEarly'],
     ];
     for (const [change, path] of invalid) {
-      await expect(busRequest(app, Patterns.openClinicalCase, { ...cmd, requestId: randomUUID(), ...change })).rejects.toMatchObject({ status: 400, code: 'VALIDATION_FAILED', details: [{ path, message: 'invalid' }] });
+      await expect(busRequest(app, Patterns.openClinicalCase, { ...cmd, requestId: randomUUID(), ...change })).rejects.toMatchObject({
+        status: 400,
+        code: 'VALIDATION_FAILED',
+        details: [{ path, message: 'invalid' }],
+      });
     }
   });
 
@@ -179,9 +206,17 @@ describe('clinical cases (e2e, real HTTP)', () => {
       [{ ...update(2, 'resolved', { resolutionOutcome: 'cured', resolutionNote: 'long enough note' }) }, ['resolutionOutcome']],
       [{ ...update(2, 'resolved', { resolutionOutcome: 'other', resolutionNote: 'x'.repeat(2001) }) }, ['resolutionNote']],
       // impossible dates and times, or no time zone
-      ...['2026-13-45T99:99Z', '2026-02-30T10:00:00Z', '2025-02-29T10:00Z', '2026-04-31T10:00Z', '2026-01-01T24:00:00Z', '2026-01-01T10:60Z', '2026-01-01T10:00:61Z', '2026-01-01T10:00+25:00', '2026-01-01T10:00:00'].map(
-        (scheduledFor): [unknown, string[]] => [{ ...update(2, 'scheduled', { scheduledFor }) }, ['scheduledFor']],
-      ),
+      ...[
+        '2026-13-45T99:99Z',
+        '2026-02-30T10:00:00Z',
+        '2025-02-29T10:00Z',
+        '2026-04-31T10:00Z',
+        '2026-01-01T24:00:00Z',
+        '2026-01-01T10:60Z',
+        '2026-01-01T10:00:61Z',
+        '2026-01-01T10:00+25:00',
+        '2026-01-01T10:00:00',
+      ].map((scheduledFor): [unknown, string[]] => [{ ...update(2, 'scheduled', { scheduledFor }) }, ['scheduledFor']]),
       // explicit null for optional non-nullable fields
       [{ ...update(1, 'processed', { scheduledFor: null }) }, ['scheduledFor']],
       [{ ...update(1, 'processed', { resolutionOutcome: null }) }, ['resolutionOutcome']],
@@ -207,16 +242,47 @@ describe('clinical cases (e2e, real HTTP)', () => {
   it('refuses unknown fields named like Object.prototype members (400 naming the path); nothing is recorded', async () => {
     const c = await openCase(app, t);
     const first = update(1, 'processed');
-    for (const key of ['constructor', 'toString', 'valueOf', 'hasOwnProperty', 'isPrototypeOf', 'toLocaleString', 'propertyIsEnumerable', '__defineGetter__', '__lookupSetter__', 'prototype']) {
-      const r = await app.api.request('POST', `/v1/clinical-cases/${c.caseId}/updates`, { rawBody: JSON.stringify(first).replace(/}$/, `,${JSON.stringify(key)}:{"x":1}}`), token: t.apiKey });
-      expect({ key, status: r.status, body: r.body }).toEqual({ key, status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: key, message: 'unknown field' }] } });
-      const m = await app.api.request('POST', `/v1/clinical-cases/${c.caseId}/messages`, { rawBody: `{"messageId":"${randomUUID()}","message":"hi","externalReference":"r",${JSON.stringify(key)}:1}`, token: t.apiKey });
+    for (const key of [
+      'constructor',
+      'toString',
+      'valueOf',
+      'hasOwnProperty',
+      'isPrototypeOf',
+      'toLocaleString',
+      'propertyIsEnumerable',
+      '__defineGetter__',
+      '__lookupSetter__',
+      'prototype',
+    ]) {
+      const r = await app.api.request('POST', `/v1/clinical-cases/${c.caseId}/updates`, {
+        rawBody: JSON.stringify(first).replace(/}$/, `,${JSON.stringify(key)}:{"x":1}}`),
+        token: t.apiKey,
+      });
+      expect({ key, status: r.status, body: r.body }).toEqual({
+        key,
+        status: 400,
+        body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: key, message: 'unknown field' }] },
+      });
+      const m = await app.api.request('POST', `/v1/clinical-cases/${c.caseId}/messages`, {
+        rawBody: `{"messageId":"${randomUUID()}","message":"hi","externalReference":"r",${JSON.stringify(key)}:1}`,
+        token: t.apiKey,
+      });
       expect({ key, status: m.status, details: m.body.details }).toEqual({ key, status: 400, details: [{ path: key, message: 'unknown field' }] });
     }
     // reported with the other errors
-    const mixed = await app.api.request('POST', `/v1/clinical-cases/${c.caseId}/updates`, { rawBody: '{"sequence":0,"constructor":{"x":1},"extra":1}', token: t.apiKey });
+    const mixed = await app.api.request('POST', `/v1/clinical-cases/${c.caseId}/updates`, {
+      rawBody: '{"sequence":0,"constructor":{"x":1},"extra":1}',
+      token: t.apiKey,
+    });
     expect(mixed.status).toBe(400);
-    expect([...new Set(mixed.body.details.map((d: { path: string }) => d.path))].sort()).toEqual(['constructor', 'externalReference', 'extra', 'sequence', 'status', 'updateId']);
+    expect([...new Set(mixed.body.details.map((d: { path: string }) => d.path))].sort()).toEqual([
+      'constructor',
+      'externalReference',
+      'extra',
+      'sequence',
+      'status',
+      'updateId',
+    ]);
     // nothing was recorded: the same updateId without the extra member is a first write, not a duplicate
     expect((await progress(c.caseId)).body.sequence).toBe(0);
     const ok = await post(c.caseId, first);
@@ -238,10 +304,17 @@ describe('clinical cases (e2e, real HTTP)', () => {
       ['{"constructor":{"prototype":{"x":1}}}', expect.stringContaining('forbidden key')],
       [`${'{"a":'.repeat(40)}1${'}'.repeat(40)}`, 'nested too deeply'],
       [JSON.stringify(Object.fromEntries(Array.from({ length: 80_000 }, (_, i) => [`k${i}`, 1]))), 'more than 2000 members in one object'],
-      [JSON.stringify({ ...update(1, 'processed'), x: { y: Object.fromEntries(Array.from({ length: 2001 }, (_, i) => [`k${i}`, 1])) } }), 'more than 2000 members in one object'],
+      [
+        JSON.stringify({ ...update(1, 'processed'), x: { y: Object.fromEntries(Array.from({ length: 2001 }, (_, i) => [`k${i}`, 1])) } }),
+        'more than 2000 members in one object',
+      ],
     ] as const) {
       const r = await app.api.request('POST', path, { rawBody, token: t.apiKey });
-      expect({ rawBody, status: r.status, body: r.body }).toEqual({ rawBody, status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: detail }] } });
+      expect({ rawBody, status: r.status, body: r.body }).toEqual({
+        rawBody,
+        status: 400,
+        body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: detail }] },
+      });
     }
     // Fastify's own answer to a badly percent-encoded path is replaced by the error body of docs/decisions.md, "Errors and the HTTP edge"
     for (const [method, url, body] of [
@@ -250,22 +323,49 @@ describe('clinical cases (e2e, real HTTP)', () => {
       ['POST', '/v1/clinical-cases/%E0%A4%A/messages', '{}'],
     ] as const) {
       const r = await rawRequest(app, method, url, { token: t.apiKey, body });
-      expect({ url, status: r.status, body: r.body }).toEqual({ url, status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'url', message: expect.any(String) }] } });
+      expect({ url, status: r.status, body: r.body }).toEqual({
+        url,
+        status: 400,
+        body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'url', message: expect.any(String) }] },
+      });
     }
     // Bytes that are not UTF-8, and a string with an unpaired surrogate escape: not repaired, refused.
-    const invalidUtf8 = Buffer.concat([Buffer.from('{"updateId":"'), Buffer.from([0xff, 0xfe]), Buffer.from('","sequence":1,"status":"processed","externalReference":"r"}')]);
-    const notUtf8 = await rawHttp(app, 'POST', path, { authorization: `Bearer ${t.apiKey}`, 'content-type': 'application/json' }, invalidUtf8 as unknown as string);
-    expect({ status: notUtf8.status, body: notUtf8.body }).toEqual({ status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: 'not UTF-8' }] } });
+    const invalidUtf8 = Buffer.concat([
+      Buffer.from('{"updateId":"'),
+      Buffer.from([0xff, 0xfe]),
+      Buffer.from('","sequence":1,"status":"processed","externalReference":"r"}'),
+    ]);
+    const notUtf8 = await rawHttp(
+      app,
+      'POST',
+      path,
+      { authorization: `Bearer ${t.apiKey}`, 'content-type': 'application/json' },
+      invalidUtf8 as unknown as string,
+    );
+    expect({ status: notUtf8.status, body: notUtf8.body }).toEqual({
+      status: 400,
+      body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: 'not UTF-8' }] },
+    });
     for (const lone of ['{"externalReference":"a\\ud800b"}', '{"x\\udc00":1}', '["\\ud83d"]']) {
       const r = await app.api.request('POST', path, { rawBody: lone, token: t.apiKey });
-      expect({ lone, status: r.status, details: r.body.details }).toEqual({ lone, status: 400, details: [{ path: '', message: expect.stringContaining('unpaired surrogate') }] });
+      expect({ lone, status: r.status, details: r.body.details }).toEqual({
+        lone,
+        status: 400,
+        details: [{ path: '', message: expect.stringContaining('unpaired surrogate') }],
+      });
     }
     // A surrogate pair (an emoji) is text like any other.
-    const emoji = await app.api.request('POST', path, { rawBody: JSON.stringify({ ...update(1, 'processed'), externalReference: 'ok \ud83d\ude00' }), token: t.apiKey });
+    const emoji = await app.api.request('POST', path, {
+      rawBody: JSON.stringify({ ...update(1, 'processed'), externalReference: 'ok \ud83d\ude00' }),
+      token: t.apiKey,
+    });
     expect(emoji.status).toBe(200);
     expect((await progress(c.caseId)).body.externalReference).toBe('ok \u{1F600}');
     // 2000 members still reach validation (each an unknown field).
-    const wide = await app.api.request('POST', path, { rawBody: JSON.stringify({ ...update(1, 'processed'), ...Object.fromEntries(Array.from({ length: 1996 }, (_, i) => [`k${i}`, 1])) }), token: t.apiKey });
+    const wide = await app.api.request('POST', path, {
+      rawBody: JSON.stringify({ ...update(1, 'processed'), ...Object.fromEntries(Array.from({ length: 1996 }, (_, i) => [`k${i}`, 1])) }),
+      token: t.apiKey,
+    });
     expect(wide.status).toBe(400);
     expect(wide.body.details).toHaveLength(1996);
     expect(wide.body.details[0]).toEqual({ path: 'k0', message: 'unknown field' });
@@ -370,7 +470,13 @@ describe('clinical cases (e2e, real HTTP)', () => {
 
     const sched = await post(c.caseId, update(2, 'scheduled', { scheduledFor: '2026-12-01T10:00:00+01:00' }));
     expect(sched.status).toBe(200);
-    expect((await progress(c.caseId)).body).toMatchObject({ status: 'scheduled', sequence: 2, nextSequence: 3, scheduledFor: '2026-12-01T10:00:00+01:00', externalReference: 'ext-2' });
+    expect((await progress(c.caseId)).body).toMatchObject({
+      status: 'scheduled',
+      sequence: 2,
+      nextSequence: 3,
+      scheduledFor: '2026-12-01T10:00:00+01:00',
+      externalReference: 'ext-2',
+    });
     expect((await post(c.caseId, update(3, 'patient_contacted'))).status).toBe(200);
     expect((await post(c.caseId, update(4, 'clinician_responded'))).status).toBe(200);
     expect((await post(c.caseId, update(5, 'clinician_responded'))).status).toBe(200);
@@ -397,10 +503,24 @@ describe('clinical cases (e2e, real HTTP)', () => {
     expect(msg.status).toBe(409);
     expect(msg.body.code).toBe('CASE_RESOLVED');
 
-    const ev = await eventually(async () => caseEvents.seen.find((m) => m.type === 'clinical_case.resolved' && m.data.caseId === c.caseId), (v) => !!v);
-    expect(ev!.data).toEqual({ caseId: c.caseId, patientId: c.patientId, status: 'resolved', resolutionOutcome: 'provider_follow_up', resolutionNote: 'Follow-up booked with the clinic' });
+    const ev = await eventually(
+      async () => caseEvents.seen.find((m) => m.type === 'clinical_case.resolved' && m.data.caseId === c.caseId),
+      (v) => !!v,
+    );
+    expect(ev!.data).toEqual({
+      caseId: c.caseId,
+      patientId: c.patientId,
+      status: 'resolved',
+      resolutionOutcome: 'provider_follow_up',
+      resolutionNote: 'Follow-up booked with the clinic',
+    });
     const detail = await app.api.get(`${t.env}/clinical-cases/${c.caseId}`, t.staff);
-    expect(detail.body).toMatchObject({ status: 'resolved', resolutionOutcome: 'provider_follow_up', resolutionNote: 'Follow-up booked with the clinic', resolvedAt: expect.any(String) });
+    expect(detail.body).toMatchObject({
+      status: 'resolved',
+      resolutionOutcome: 'provider_follow_up',
+      resolutionNote: 'Follow-up booked with the clinic',
+      resolvedAt: expect.any(String),
+    });
     // a resolved case cannot be acknowledged
     expect((await app.api.post(`${t.env}/clinical-cases/${c.caseId}/acknowledge`, {}, t.staff)).body.code).toBe('CASE_RESOLVED');
   });
@@ -454,7 +574,14 @@ describe('clinical cases (e2e, real HTTP)', () => {
     const reused = await message(c.caseId, { ...body, message: 'Something else' });
     expect(reused.status).toBe(409);
     expect(reused.body.code).toBe('IDEMPOTENCY_KEY_REUSED');
-    for (const bad of [{}, { ...body, message: '' }, { ...body, message: 'x'.repeat(4001) }, { ...body, messageId: 'x' }, { ...body, externalReference: '' }, { ...body, extra: 1 }]) {
+    for (const bad of [
+      {},
+      { ...body, message: '' },
+      { ...body, message: 'x'.repeat(4001) },
+      { ...body, messageId: 'x' },
+      { ...body, externalReference: '' },
+      { ...body, extra: 1 },
+    ]) {
       const b = await message(c.caseId, bad);
       expect(b.status).toBe(400);
       expect(b.body.code).toBe('VALIDATION_FAILED');
@@ -486,7 +613,10 @@ describe('clinical cases (e2e, real HTTP)', () => {
     expect(ack.status).toBe(200);
     expect(ack.body).toEqual({ caseId: c.caseId, status: 'processed', acknowledgedAt: expect.any(String) });
     expect((await progress(c.caseId)).body.status).toBe('processed');
-    const ev = await eventually(async () => caseEvents.seen.find((m) => m.type === 'clinical_case.acknowledged' && m.data.caseId === c.caseId), (v) => !!v);
+    const ev = await eventually(
+      async () => caseEvents.seen.find((m) => m.type === 'clinical_case.acknowledged' && m.data.caseId === c.caseId),
+      (v) => !!v,
+    );
     expect(ev!.data).toEqual({ caseId: c.caseId, patientId: c.patientId, status: 'processed', resolutionOutcome: null, resolutionNote: null });
     // again: 200, no second event
     expect((await app.api.post(`${t.env}/clinical-cases/${c.caseId}/acknowledge`, {}, t.staff)).status).toBe(200);
@@ -502,7 +632,14 @@ describe('clinical cases (e2e, real HTTP)', () => {
     const ack = `${t.env}/clinical-cases/${c.caseId}/acknowledge`;
     const bad = await rawRequest(app, 'POST', ack, { token: t.staff, body: '{"x":1,"note":"hi"}' });
     expect(bad.status).toBe(400);
-    expect(bad.body).toEqual({ code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'x', message: 'unknown field' }, { path: 'note', message: 'unknown field' }] });
+    expect(bad.body).toEqual({
+      code: 'VALIDATION_FAILED',
+      message: expect.any(String),
+      details: [
+        { path: 'x', message: 'unknown field' },
+        { path: 'note', message: 'unknown field' },
+      ],
+    });
     for (const body of ['[]', '"x"', '1', 'null']) {
       const r = await rawRequest(app, 'POST', ack, { token: t.staff, body });
       expect({ body, status: r.status, code: r.body.code }).toEqual({ body, status: 400, code: 'VALIDATION_FAILED' });
@@ -514,12 +651,16 @@ describe('clinical cases (e2e, real HTTP)', () => {
     // A compressed body is 415; a coding that compresses nothing (a mislabelled utf-8) passes.
     const gz = await rawHttp(app, 'POST', ack, { authorization: `Bearer ${t.staff}`, 'content-type': 'application/json', 'content-encoding': 'gzip' }, '{}');
     expect(gz.status).toBe(415);
-    expect((await rawHttp(app, 'POST', ack, { authorization: `Bearer ${t.staff}`, 'content-type': 'application/json', 'content-encoding': 'utf-8' }, '{}')).status).toBe(200);
+    expect(
+      (await rawHttp(app, 'POST', ack, { authorization: `Bearer ${t.staff}`, 'content-type': 'application/json', 'content-encoding': 'utf-8' }, '{}')).status,
+    ).toBe(200);
     expect((await rawRequest(app, 'POST', ack, { token: t.staff, body: '{}' })).status).toBe(200);
     expect((await rawRequest(app, 'POST', ack, { token: t.staff })).status).toBe(200);
     // One event: the first acknowledgement that passed (none from the refused ones, none from the repeats).
     await eventsUpTo(c.caseId);
-    expect(caseEvents.seen.filter((m) => m.type === 'clinical_case.acknowledged' && m.data.caseId === c.caseId).map((m) => m.data.status)).toEqual(['awaiting_processing']);
+    expect(caseEvents.seen.filter((m) => m.type === 'clinical_case.acknowledged' && m.data.caseId === c.caseId).map((m) => m.data.status)).toEqual([
+      'awaiting_processing',
+    ]);
   });
 
   it('marks transportDelivered from the dispatcher event of the opened webhook (dedupe by event id)', async () => {
@@ -529,19 +670,39 @@ describe('clinical cases (e2e, real HTTP)', () => {
     const msg = (caseId: string, eventType: string) => ({
       type: IntegrationEventTypes.webhookDelivered,
       data: { organizationId: t.orgId, environmentId: t.sandbox, eventId: randomUUID(), eventType, caseId, deliveredAt: new Date().toISOString() },
-      metadata: { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: t.orgId, environmentId: t.sandbox, actor: 'system', recordedAt: new Date().toISOString() },
+      metadata: {
+        eventId: randomUUID(),
+        correlationId: randomUUID(),
+        causationId: null,
+        organizationId: t.orgId,
+        environmentId: t.sandbox,
+        actor: 'system',
+        recordedAt: new Date().toISOString(),
+      },
       streamId: `webhook-dispatcher-delivery-${c.caseId}`,
       position: 1,
     });
     await publishEvent(app, Topics.dispatcherEvents, msg(c.caseId, 'clinical_case.acknowledged'));
     // The marker case's delivery comes after it: once the marker shows it, the acknowledged one was handled.
     await publishEvent(app, Topics.dispatcherEvents, msg(marker.caseId, 'clinical_case.opened'));
-    expect((await eventually(() => progress(marker.caseId), (r) => r.body.transportDelivered === true, 15_000)).body.transportDelivered).toBe(true);
+    expect(
+      (
+        await eventually(
+          () => progress(marker.caseId),
+          (r) => r.body.transportDelivered === true,
+          15_000,
+        )
+      ).body.transportDelivered,
+    ).toBe(true);
     expect((await progress(c.caseId)).body.transportDelivered).toBe(false);
     const delivered = msg(c.caseId, 'clinical_case.opened');
     await publishEvent(app, Topics.dispatcherEvents, delivered);
     await publishEvent(app, Topics.dispatcherEvents, delivered);
-    const p = await eventually(() => progress(c.caseId), (r) => r.body.transportDelivered === true, 15_000);
+    const p = await eventually(
+      () => progress(c.caseId),
+      (r) => r.body.transportDelivered === true,
+      15_000,
+    );
     expect(p.body.transportDelivered).toBe(true);
     expect(p.body.status).toBe('awaiting_processing');
   });
@@ -557,8 +718,17 @@ describe('confirmation deadline follows the service clock', () => {
     const emergency = await openCase(app, t, 'Suicidal thoughts reported by the patient');
     const urgent = await openCase(app, t, 'Please review the lab result');
     const routine = await busRequest(app, Patterns.openClinicalCase, {
-      requestId: randomUUID(), organizationId: t.orgId, environmentId: t.sandbox, patientId: randomUUID(), source: 'patient_concern', priority: 'routine',
-      patientNotes: 'mild rash', symptomScores: {}, matchedRules: ['phrase:rash'], stoppedEarly: false, actor: 'system',
+      requestId: randomUUID(),
+      organizationId: t.orgId,
+      environmentId: t.sandbox,
+      patientId: randomUUID(),
+      source: 'patient_concern',
+      priority: 'routine',
+      patientNotes: 'mild rash',
+      symptomScores: {},
+      matchedRules: ['phrase:rash'],
+      stoppedEarly: false,
+      actor: 'system',
     });
     const get = async (id: string) => (await app.api.get(`/v1/clinical-cases/${id}/progress`, t.apiKey)).body;
     const e0 = await get(emergency.caseId);

@@ -26,7 +26,20 @@ const CANARY = {
   rule: 'CANARY-RULE-5c1e',
 };
 /** Clinical text that must not be in clear anywhere under the data dir either (docs/decisions.md, "Encryption at rest"). */
-const AT_REST = [CANARY.request, CANARY.note, CANARY.provider, CANARY.inbound, CANARY.widget, CANARY.patientNotes, CANARY.fileName, CANARY.errorCode, CANARY.externalMessageId, CANARY.externalReference, CANARY.providerRef, CANARY.rule];
+const AT_REST = [
+  CANARY.request,
+  CANARY.note,
+  CANARY.provider,
+  CANARY.inbound,
+  CANARY.widget,
+  CANARY.patientNotes,
+  CANARY.fileName,
+  CANARY.errorCode,
+  CANARY.externalMessageId,
+  CANARY.externalReference,
+  CANARY.providerRef,
+  CANARY.rule,
+];
 
 function filesUnder(dir: string): string[] {
   const out: string[] = [];
@@ -51,12 +64,27 @@ describe('log canary: case and conversation PHI never logged', () => {
     expect(opened.status).toBe(201);
     const caseId = opened.body.caseId as string;
     const concern = await busRequest(app, Patterns.openClinicalCase, {
-      requestId: randomUUID(), organizationId: t.orgId, environmentId: t.sandbox, patientId, source: 'patient_concern', priority: 'routine',
-      patientNotes: CANARY.patientNotes, symptomScores: { note: CANARY.patientNotes }, matchedRules: [`phrase:${CANARY.rule}`], stoppedEarly: false, actor: 'system',
+      requestId: randomUUID(),
+      organizationId: t.orgId,
+      environmentId: t.sandbox,
+      patientId,
+      source: 'patient_concern',
+      priority: 'routine',
+      patientNotes: CANARY.patientNotes,
+      symptomScores: { note: CANARY.patientNotes },
+      matchedRules: [`phrase:${CANARY.rule}`],
+      stoppedEarly: false,
+      actor: 'system',
     });
     // Matched rules are health information: encrypted at rest (checked below), shown to staff as matched.
     expect((await app.api.get(`${t.env}/clinical-cases/${concern.caseId}`, t.staff)).body.matchedRules).toEqual([`phrase:${CANARY.rule}`]);
-    const up = (sequence: number, status: string, extra = {}) => ({ updateId: randomUUID(), sequence, status, externalReference: CANARY.externalReference, ...extra });
+    const up = (sequence: number, status: string, extra = {}) => ({
+      updateId: randomUUID(),
+      sequence,
+      status,
+      externalReference: CANARY.externalReference,
+      ...extra,
+    });
     expect((await app.api.post(`/v1/clinical-cases/${caseId}/updates`, up(1, 'processed'), t.apiKey)).status).toBe(200);
     // refusals carrying canaries: 400, 409
     expect((await app.api.post(`/v1/clinical-cases/${caseId}/updates`, { ...up(2, 'resolved'), resolutionNote: CANARY.note }, t.apiKey)).status).toBe(400);
@@ -65,19 +93,35 @@ describe('log canary: case and conversation PHI never logged', () => {
     const pm = { messageId: randomUUID(), message: CANARY.provider, externalReference: CANARY.providerRef };
     expect((await app.api.post(`/v1/clinical-cases/${caseId}/messages`, pm, t.apiKey)).status).toBe(200);
     expect((await app.api.post(`/v1/clinical-cases/${caseId}/messages`, { ...pm, message: `${CANARY.provider} changed` }, t.apiKey)).status).toBe(409);
-    const inbound = { requestId: randomUUID(), message: CANARY.inbound, externalMessageId: CANARY.externalMessageId, attachments: [{ id: randomUUID(), fileName: CANARY.fileName, contentType: 'image/jpeg', sha256: 'b'.repeat(64) }] };
+    const inbound = {
+      requestId: randomUUID(),
+      message: CANARY.inbound,
+      externalMessageId: CANARY.externalMessageId,
+      attachments: [{ id: randomUUID(), fileName: CANARY.fileName, contentType: 'image/jpeg', sha256: 'b'.repeat(64) }],
+    };
     expect((await app.api.post(`/v1/conversations/${caseId}/messages`, inbound, t.apiKey)).status).toBe(201);
     expect((await app.api.post(`/v1/conversations/${caseId}/messages`, { ...inbound, message: 'x' }, t.apiKey)).status).toBe(409);
     expect((await app.api.post(`/v1/conversations/${caseId}/messages`, { ...inbound, message: '' }, t.apiKey)).status).toBe(400);
     const thread = await app.api.get(`/v1/conversations/${caseId}/messages?afterSequence=0`, t.apiKey);
     const provider = thread.body.messages.find((m: { sender: string }) => m.sender === 'provider');
-    expect((await app.api.post(`/v1/conversations/${caseId}/messages/${provider.id}/delivery`, { externalMessageId: CANARY.externalMessageId, status: 'failed', errorCode: CANARY.errorCode }, t.apiKey)).status).toBe(201);
+    expect(
+      (
+        await app.api.post(
+          `/v1/conversations/${caseId}/messages/${provider.id}/delivery`,
+          { externalMessageId: CANARY.externalMessageId, status: 'failed', errorCode: CANARY.errorCode },
+          t.apiKey,
+        )
+      ).status,
+    ).toBe(201);
     // Encrypted at rest, shown as sent.
     const reported = (await app.api.get(`/v1/conversations/${caseId}/messages`, t.apiKey)).body.messages.find((m: { id: string }) => m.id === provider.id);
     expect(reported.delivery).toMatchObject({ status: 'failed', errorCode: CANARY.errorCode, externalMessageId: CANARY.externalMessageId });
     const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId, externalPatientId });
     expect((await app.api.post(`/widget/v1/cases/${caseId}/messages`, { message: CANARY.widget }, token)).status).toBe(201);
-    expect((await app.api.post(`/v1/clinical-cases/${caseId}/updates`, up(2, 'resolved', { resolutionOutcome: 'other', resolutionNote: CANARY.note }), t.apiKey)).status).toBe(200);
+    expect(
+      (await app.api.post(`/v1/clinical-cases/${caseId}/updates`, up(2, 'resolved', { resolutionOutcome: 'other', resolutionNote: CANARY.note }), t.apiKey))
+        .status,
+    ).toBe(200);
     expect((await app.api.get(`${t.env}/clinical-cases/${caseId}`, t.staff)).body.internalNote).toBe(CANARY.request);
     expect((await app.api.post(`/widget/v1/cases/${caseId}/messages`, { message: CANARY.widget }, token)).status).toBe(409);
 

@@ -53,7 +53,11 @@ describe('provider message email (e2e, real HTTP)', () => {
       return original(...args);
     };
     try {
-      const r = await app.api.post(`/v1/clinical-cases/${caseId}/messages`, { messageId: randomUUID(), message: 'Please call us back', externalReference: 'msg-2' }, t.apiKey);
+      const r = await app.api.post(
+        `/v1/clinical-cases/${caseId}/messages`,
+        { messageId: randomUUID(), message: 'Please call us back', externalReference: 'msg-2' },
+        t.apiKey,
+      );
       expect(r.status).toBe(200);
       const emails = await waitForEmails(app.api, email, 1, 10_000);
       expect(failures).toBe(2);

@@ -76,7 +76,11 @@ describe('clinical case updates survive kill -9 (built standalone process)', () 
         expect(again.status).toBe(200);
         expect(again.body).toEqual({ ...a.result, duplicate: true });
       }
-      const next = await proc.api.post(`/v1/clinical-cases/${caseId}/updates`, { updateId: randomUUID(), sequence: p.body.nextSequence, status: 'patient_contacted', externalReference: 'after' }, t.key);
+      const next = await proc.api.post(
+        `/v1/clinical-cases/${caseId}/updates`,
+        { updateId: randomUUID(), sequence: p.body.nextSequence, status: 'patient_contacted', externalReference: 'after' },
+        t.key,
+      );
       expect(next.status).toBe(200);
       expect((await proc.api.get(`/v1/clinical-cases/${caseId}/progress`, t.key)).body.nextSequence).toBe(p.body.nextSequence + 1);
     }

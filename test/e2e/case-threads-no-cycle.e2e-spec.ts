@@ -8,7 +8,8 @@ import { Tenant, brokerOf, busRequest, openCase, update, widgetToken } from './c
 type App = 'case-ledger' | 'conversation';
 const PAIR: App[] = ['case-ledger', 'conversation'];
 const ownerOfPattern = (pattern: string): App | null => PAIR.find((a) => pattern.startsWith(`${a}.`)) ?? null;
-const producerOfTopic = (topic: string): App | null => (topic === Topics.caseEvents ? 'case-ledger' : topic === Topics.conversationEvents ? 'conversation' : null);
+const producerOfTopic = (topic: string): App | null =>
+  topic === Topics.caseEvents ? 'case-ledger' : topic === Topics.conversationEvents ? 'conversation' : null;
 const otherThan = (a: App): App => (a === 'case-ledger' ? 'conversation' : 'case-ledger');
 
 type RequestHandler = (message: unknown, reply: (packet: ReplyPacket) => void) => void;
@@ -102,12 +103,26 @@ describe('case threads without synchronous cycles between the case-ledger and th
       // Opens (staff and bus): the thread works as soon as the open answers.
       const staff = await openCase(app, t);
       expect((await app.api.get(`/v1/conversations/${staff.caseId}/messages`, t.apiKey)).status).toBe(200);
-      const session = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: staff.patientId, externalPatientId: staff.externalPatientId });
+      const session = await widgetToken(app, {
+        organizationId: t.orgId,
+        environmentId: t.sandbox,
+        patientId: staff.patientId,
+        externalPatientId: staff.externalPatientId,
+      });
       expect((await app.api.post(`/widget/v1/cases/${staff.caseId}/messages`, { message: 'right away' }, session)).status).toBe(201);
       const { patientId } = await app.enrolledPatient(t);
       const opened = await busRequest(app, Patterns.openClinicalCase, {
-        requestId: randomUUID(), organizationId: t.orgId, environmentId: t.sandbox, patientId, source: 'patient_concern', priority: 'routine',
-        patientNotes: 'I feel worse', symptomScores: {}, matchedRules: [], stoppedEarly: false, actor: 'system',
+        requestId: randomUUID(),
+        organizationId: t.orgId,
+        environmentId: t.sandbox,
+        patientId,
+        source: 'patient_concern',
+        priority: 'routine',
+        patientNotes: 'I feel worse',
+        symptomScores: {},
+        matchedRules: [],
+        stoppedEarly: false,
+        actor: 'system',
       });
       const first = await inbound(opened.caseId, 'right away');
       expect({ status: first.status, sequence: first.body.sequence }).toEqual({ status: 201, sequence: 1 });
@@ -121,7 +136,14 @@ describe('case threads without synchronous cycles between the case-ledger and th
         sends.push(inbound(staff.caseId, `inbound ${i}`));
         if (i === 2) resolving = app.api.post(`/v1/clinical-cases/${staff.caseId}/updates`, resolveUpdate(), t.apiKey);
         sends.push(app.api.post(`/widget/v1/cases/${staff.caseId}/messages`, { message: `widget ${i}` }, session));
-        if (i % 5 === 0) sends.push(app.api.post(`/v1/clinical-cases/${staff.caseId}/messages`, { messageId: randomUUID(), message: `provider ${i}`, externalReference: `p${i}` }, t.apiKey));
+        if (i % 5 === 0)
+          sends.push(
+            app.api.post(
+              `/v1/clinical-cases/${staff.caseId}/messages`,
+              { messageId: randomUUID(), message: `provider ${i}`, externalReference: `p${i}` },
+              t.apiKey,
+            ),
+          );
       }
       const resolved = await resolving;
       expect(resolved.status).toBe(200);
@@ -134,7 +156,14 @@ describe('case threads without synchronous cycles between the case-ledger and th
 
       // A hold its resolve never finished: settled by the case's state once its lease ran out.
       const held = await openCase(app, t);
-      await busRequest(app, Patterns.caseThread, { control: 'begin_close_case_thread', organizationId: t.orgId, environmentId: t.sandbox, conversationId: held.caseId, kind: 'case', patientId: held.patientId });
+      await busRequest(app, Patterns.caseThread, {
+        control: 'begin_close_case_thread',
+        organizationId: t.orgId,
+        environmentId: t.sandbox,
+        conversationId: held.caseId,
+        kind: 'case',
+        patientId: held.patientId,
+      });
       const waiting = inbound(held.caseId, 'are you there?');
       await new Promise((r) => setTimeout(r, 200));
       await app.advanceClock(11);
@@ -153,7 +182,8 @@ describe('case threads without synchronous cycles between the case-ledger and th
     const request = broker.request;
     let release: (() => void) | null = null;
     broker.request = function (this: InProcessBroker, pattern: string, data: unknown, onReply: (packet: ReplyPacket) => void, options?: SendOptions) {
-      const sent = data && typeof data === 'object' && typeof (data as { json?: unknown }).json === 'string' ? JSON.parse((data as { json: string }).json) : data;
+      const sent =
+        data && typeof data === 'object' && typeof (data as { json?: unknown }).json === 'string' ? JSON.parse((data as { json: string }).json) : data;
       if (pattern === Patterns.caseThread && sent?.control === 'begin_close_case_thread' && sent?.conversationId === c.caseId && !release) {
         release = () => request.call(this, pattern, data, onReply, options);
         return () => undefined;
@@ -167,11 +197,29 @@ describe('case threads without synchronous cycles between the case-ledger and th
       expect(release).not.toBeNull();
 
       const within = <T>(p: Promise<T>) => Promise.race([p, new Promise<'no answer within 1 s'>((r) => setTimeout(() => r('no answer within 1 s'), 1000))]);
-      expect(await within(busRequest(app, Patterns.caseStatus, { environmentId: t.sandbox, caseId: c.caseId }))).toMatchObject({ resolved: false, resolving: true });
+      expect(await within(busRequest(app, Patterns.caseStatus, { environmentId: t.sandbox, caseId: c.caseId }))).toMatchObject({
+        resolved: false,
+        resolving: true,
+      });
       const delivered = {
         type: IntegrationEventTypes.webhookDelivered,
-        data: { organizationId: t.orgId, environmentId: t.sandbox, eventId: randomUUID(), eventType: 'clinical_case.opened', caseId: c.caseId, deliveredAt: new Date().toISOString() },
-        metadata: { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: t.orgId, environmentId: t.sandbox, actor: 'system', recordedAt: new Date().toISOString() },
+        data: {
+          organizationId: t.orgId,
+          environmentId: t.sandbox,
+          eventId: randomUUID(),
+          eventType: 'clinical_case.opened',
+          caseId: c.caseId,
+          deliveredAt: new Date().toISOString(),
+        },
+        metadata: {
+          eventId: randomUUID(),
+          correlationId: randomUUID(),
+          causationId: null,
+          organizationId: t.orgId,
+          environmentId: t.sandbox,
+          actor: 'system',
+          recordedAt: new Date().toISOString(),
+        },
         streamId: 'webhook-dispatcher-delivery-x',
         position: 1,
       };

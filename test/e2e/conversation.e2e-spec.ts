@@ -33,8 +33,17 @@ describe('conversations (e2e, real HTTP)', () => {
       expect((await list(staff.caseId)).status).toBe(200);
       expect((await inbound(staff.caseId, { requestId: randomUUID(), message: 'right away' })).status).toBe(201);
       const bus = await busRequest(app, Patterns.openClinicalCase, {
-        requestId: randomUUID(), organizationId: t.orgId, environmentId: t.sandbox, patientId: randomUUID(), source: 'patient_concern', priority: 'routine',
-        patientNotes: 'I feel worse', symptomScores: {}, matchedRules: [], stoppedEarly: false, actor: 'system',
+        requestId: randomUUID(),
+        organizationId: t.orgId,
+        environmentId: t.sandbox,
+        patientId: randomUUID(),
+        source: 'patient_concern',
+        priority: 'routine',
+        patientNotes: 'I feel worse',
+        symptomScores: {},
+        matchedRules: [],
+        stoppedEarly: false,
+        actor: 'system',
       });
       const r = await inbound(bus.caseId, { requestId: randomUUID(), message: 'right away' });
       expect(r.status).toBe(201);
@@ -97,9 +106,13 @@ describe('conversations (e2e, real HTTP)', () => {
     expect((await list(c.caseId, '?afterSequence=1')).body.messages.map((m: { sequence: number }) => m.sequence)).toEqual([2]);
     expect((await list(c.caseId, '?afterSequence=2')).body.messages).toEqual([]);
     // any size of integer is a valid afterSequence (past every message: nothing)
-    for (const big of ['1234567890123456', '99999999999999999999999999']) expect(await list(c.caseId, `?afterSequence=${big}`)).toMatchObject({ status: 200, body: { messages: [] } });
+    for (const big of ['1234567890123456', '99999999999999999999999999'])
+      expect(await list(c.caseId, `?afterSequence=${big}`)).toMatchObject({ status: 200, body: { messages: [] } });
 
-    const ev = await eventually(async () => caseEvents.seen.find((m) => m.type === 'clinical_case.patient_message_created' && m.data.messageId === r.body.id), (v) => !!v);
+    const ev = await eventually(
+      async () => caseEvents.seen.find((m) => m.type === 'clinical_case.patient_message_created' && m.data.messageId === r.body.id),
+      (v) => !!v,
+    );
     expect(ev!.data).toEqual({
       caseId: c.caseId,
       messageId: r.body.id,
@@ -134,7 +147,15 @@ describe('conversations (e2e, real HTTP)', () => {
 
   it('records delivery reports for messages the service sent; read never moves back to delivered', async () => {
     const c = await caseThread();
-    expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/messages`, { messageId: randomUUID(), message: 'Please call us', externalReference: 'p-1' }, t.apiKey)).status).toBe(200);
+    expect(
+      (
+        await app.api.post(
+          `/v1/clinical-cases/${c.caseId}/messages`,
+          { messageId: randomUUID(), message: 'Please call us', externalReference: 'p-1' },
+          t.apiKey,
+        )
+      ).status,
+    ).toBe(200);
     const patientMsg = await inbound(c.caseId, { requestId: randomUUID(), message: 'ok' });
     const [provider] = (await list(c.caseId)).body.messages;
     expect(provider.sender).toBe('provider');
@@ -143,19 +164,33 @@ describe('conversations (e2e, real HTTP)', () => {
     const delivered = await app.api.post(path(provider.id), { externalMessageId: 'sms-99', status: 'delivered' }, t.apiKey);
     expect(delivered.status).toBe(201);
     expect(delivered.body).toEqual({ messageId: provider.id, status: 'delivered', recordedAt: expect.any(String) });
-    expect((await list(c.caseId)).body.messages[0].delivery).toEqual({ status: 'delivered', errorCode: null, externalMessageId: 'sms-99', reportedAt: delivered.body.recordedAt });
+    expect((await list(c.caseId)).body.messages[0].delivery).toEqual({
+      status: 'delivered',
+      errorCode: null,
+      externalMessageId: 'sms-99',
+      reportedAt: delivered.body.recordedAt,
+    });
     const read = await app.api.post(path(provider.id), { externalMessageId: 'sms-100', status: 'read' }, t.apiKey);
     expect(read.body.status).toBe('read');
     const back = await app.api.post(path(provider.id), { externalMessageId: 'sms-99', status: 'delivered' }, t.apiKey);
     expect(back.status).toBe(201);
     expect(back.body).toEqual({ messageId: provider.id, status: 'read', recordedAt: read.body.recordedAt });
     // The recorded report's own externalMessageId is kept with it (the transport's id of that delivery).
-    expect((await list(c.caseId)).body.messages[0].delivery).toEqual({ status: 'read', errorCode: null, externalMessageId: 'sms-100', reportedAt: read.body.recordedAt });
+    expect((await list(c.caseId)).body.messages[0].delivery).toEqual({
+      status: 'read',
+      errorCode: null,
+      externalMessageId: 'sms-100',
+      reportedAt: read.body.recordedAt,
+    });
 
     expect((await app.api.post(path(patientMsg.body.id), { externalMessageId: 'x', status: 'delivered' }, t.apiKey)).status).toBe(404);
     expect((await app.api.post(path(randomUUID()), { externalMessageId: 'x', status: 'delivered' }, t.apiKey)).status).toBe(404);
     expect((await app.api.post(path('nope'), { externalMessageId: 'x', status: 'delivered' }, t.apiKey)).status).toBe(400);
-    for (const b of [{ status: 'delivered' }, { externalMessageId: 'x', status: 'seen' }, { externalMessageId: 'x', status: 'failed', errorCode: 'e'.repeat(81) }]) {
+    for (const b of [
+      { status: 'delivered' },
+      { externalMessageId: 'x', status: 'seen' },
+      { externalMessageId: 'x', status: 'failed', errorCode: 'e'.repeat(81) },
+    ]) {
       expect((await app.api.post(path(provider.id), b, t.apiKey)).status).toBe(400);
     }
     const other = await app.tenant();
@@ -171,7 +206,10 @@ describe('conversations (e2e, real HTTP)', () => {
     expect(r.body).toEqual({ id: expect.any(String), conversationId: c.caseId, sequence: 1, duplicate: false, createdAt: expect.any(String) });
     const thread = await list(c.caseId);
     expect(thread.body.messages[0]).toMatchObject({ sender: 'patient', message: 'Thank you, I feel better today.' });
-    const ev = await eventually(async () => caseEvents.seen.find((m) => m.type === 'clinical_case.patient_message_created' && m.data.messageId === r.body.id), (v) => !!v);
+    const ev = await eventually(
+      async () => caseEvents.seen.find((m) => m.type === 'clinical_case.patient_message_created' && m.data.messageId === r.body.id),
+      (v) => !!v,
+    );
     expect(ev!.data.replyPath).toBe(`/v1/clinical-cases/${c.caseId}/messages`);
     expect(ev!.data.patientId).toBe(c.patientId);
 
@@ -185,13 +223,19 @@ describe('conversations (e2e, real HTTP)', () => {
     const anonymous = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: null });
     expect((await app.api.post(path, { message: 'hi' }, anonymous)).status).toBe(404);
     // A case id that does not exist gets the very same answer as another patient's case (no existence oracle).
-    for (const [id, session] of [[randomUUID(), token], [randomUUID(), anonymous]] as const) {
+    for (const [id, session] of [
+      [randomUUID(), token],
+      [randomUUID(), anonymous],
+    ] as const) {
       const r = await app.api.post(`/widget/v1/cases/${id}/messages`, { message: 'hi' }, session);
       expect({ status: r.status, body: r.body }).toEqual({ status: 404, body: notTheirs.body });
     }
     // An id that is not a uuid names no case of anyone's: 400 naming caseId (docs/decisions.md, "Path parameters").
     const malformed = await app.api.post('/widget/v1/cases/not-a-uuid/messages', { message: 'hi' }, token);
-    expect({ status: malformed.status, body: malformed.body }).toEqual({ status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'caseId', message: expect.any(String) }] } });
+    expect({ status: malformed.status, body: malformed.body }).toEqual({
+      status: 400,
+      body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'caseId', message: expect.any(String) }] },
+    });
     expect((await app.api.post(path, { message: '' }, token)).status).toBe(400);
     expect((await app.api.post(path, { message: 'hi', extra: 1 }, token)).status).toBe(400);
   });
@@ -230,7 +274,12 @@ describe('conversations (e2e, real HTTP)', () => {
     // The same key is the patient's own: another patient using it in their own case writes a new message,
     // and a caller's inbound requestId equal to the key is a different request.
     const other = await caseThread();
-    const otherToken = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: other.patientId, externalPatientId: other.externalPatientId });
+    const otherToken = await widgetToken(app, {
+      organizationId: t.orgId,
+      environmentId: t.sandbox,
+      patientId: other.patientId,
+      externalPatientId: other.externalPatientId,
+    });
     const theirs = await send('Is it normal that the rash itches?', key, otherToken, `/widget/v1/cases/${other.caseId}/messages`);
     expect(theirs.status).toBe(201);
     expect(theirs.body.duplicate).toBe(false);
@@ -239,11 +288,23 @@ describe('conversations (e2e, real HTTP)', () => {
     expect(relayed.body.duplicate).toBe(false);
     const thread = (await list(c.caseId)).body.messages;
     expect(thread.map((m: { message: string }) => m.message)).toEqual([
-      'Is it normal that the rash itches?', 'Two of the same', 'Two of the same', 'Sent from a flaky network', 'Is it normal that the rash itches?',
+      'Is it normal that the rash itches?',
+      'Two of the same',
+      'Two of the same',
+      'Sent from a flaky network',
+      'Is it normal that the rash itches?',
     ]);
     // A retry after the case was resolved is still the first reply, not CASE_RESOLVED.
     expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(1, 'processed'), t.apiKey)).status).toBe(200);
-    expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(2, 'resolved', { resolutionOutcome: 'no_further_action', resolutionNote: 'Answered in the thread' }), t.apiKey)).status).toBe(200);
+    expect(
+      (
+        await app.api.post(
+          `/v1/clinical-cases/${c.caseId}/updates`,
+          update(2, 'resolved', { resolutionOutcome: 'no_further_action', resolutionNote: 'Answered in the thread' }),
+          t.apiKey,
+        )
+      ).status,
+    ).toBe(200);
     const late = await send('Is it normal that the rash itches?', key);
     expect(late.status).toBe(201);
     expect(late.body).toEqual({ ...first.body, duplicate: true });
@@ -253,26 +314,40 @@ describe('conversations (e2e, real HTTP)', () => {
   // On the topology, 600 appends at once to one case thread (one stream of the PostgreSQL event
   // store) take longer than the case-ledger's 10 s wait for a provider message's thread append, and
   // those messages answer 503 UNAVAILABLE (standalone, on SQLite, answers every one).
-  inProcess('600 appends at once to one thread outlast the 10 s thread-append wait on the topology (503s)')('takes 200 messages sent at once to one case (inbound, widget replies, provider messages): every one answered 2xx, sequences 1..600 without gaps', async () => {
-    const c = await caseThread();
-    const token = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: c.patientId, externalPatientId: c.externalPatientId });
-    const [inbounds, replies, providers] = await Promise.all([
-      Promise.all(Array.from({ length: 200 }, (_, i) => inbound(c.caseId, { requestId: randomUUID(), message: `inbound ${i}` }))),
-      Promise.all(Array.from({ length: 200 }, (_, i) => app.api.post(`/widget/v1/cases/${c.caseId}/messages`, { message: `reply ${i}` }, token))),
-      Promise.all(
-        Array.from({ length: 200 }, (_, i) => app.api.post(`/v1/clinical-cases/${c.caseId}/messages`, { messageId: randomUUID(), message: `provider ${i}`, externalReference: `p-${i}` }, t.apiKey)),
-      ),
-    ]);
-    expect([...inbounds, ...replies].map((r) => r.status)).toEqual(Array(400).fill(201));
-    expect(providers.map((r) => r.status)).toEqual(Array(200).fill(200));
-    // The thread is read in pages (at most 500 a read): 500, then the 100 after sequence 500.
-    const first = await list(c.caseId, '?limit=500');
-    const rest = await list(c.caseId, '?afterSequence=500&limit=500');
-    expect([first.body.hasMore, rest.body.hasMore]).toEqual([true, false]);
-    const messages = [...first.body.messages, ...rest.body.messages];
-    expect(messages.map((m: { sequence: number }) => m.sequence)).toEqual(Array.from({ length: 600 }, (_, i) => i + 1));
-    expect(messages.filter((m: { sender: string }) => m.sender === 'provider')).toHaveLength(200);
-  });
+  inProcess('600 appends at once to one thread outlast the 10 s thread-append wait on the topology (503s)')(
+    'takes 200 messages sent at once to one case (inbound, widget replies, provider messages): every one answered 2xx, sequences 1..600 without gaps',
+    async () => {
+      const c = await caseThread();
+      const token = await widgetToken(app, {
+        organizationId: t.orgId,
+        environmentId: t.sandbox,
+        patientId: c.patientId,
+        externalPatientId: c.externalPatientId,
+      });
+      const [inbounds, replies, providers] = await Promise.all([
+        Promise.all(Array.from({ length: 200 }, (_, i) => inbound(c.caseId, { requestId: randomUUID(), message: `inbound ${i}` }))),
+        Promise.all(Array.from({ length: 200 }, (_, i) => app.api.post(`/widget/v1/cases/${c.caseId}/messages`, { message: `reply ${i}` }, token))),
+        Promise.all(
+          Array.from({ length: 200 }, (_, i) =>
+            app.api.post(
+              `/v1/clinical-cases/${c.caseId}/messages`,
+              { messageId: randomUUID(), message: `provider ${i}`, externalReference: `p-${i}` },
+              t.apiKey,
+            ),
+          ),
+        ),
+      ]);
+      expect([...inbounds, ...replies].map((r) => r.status)).toEqual(Array(400).fill(201));
+      expect(providers.map((r) => r.status)).toEqual(Array(200).fill(200));
+      // The thread is read in pages (at most 500 a read): 500, then the 100 after sequence 500.
+      const first = await list(c.caseId, '?limit=500');
+      const rest = await list(c.caseId, '?afterSequence=500&limit=500');
+      expect([first.body.hasMore, rest.body.hasMore]).toEqual([true, false]);
+      const messages = [...first.body.messages, ...rest.body.messages];
+      expect(messages.map((m: { sequence: number }) => m.sequence)).toEqual(Array.from({ length: 600 }, (_, i) => i + 1));
+      expect(messages.filter((m: { sender: string }) => m.sender === 'provider')).toHaveLength(200);
+    },
+  );
 
   it('read your writes: a resolve that answered 200 has closed the thread (inbound sent at once is 409), 10 of 10', async () => {
     // A slow consumer of case events (as a busy webhook dispatcher would be) holds the case relay:
@@ -284,10 +359,16 @@ describe('conversations (e2e, real HTTP)', () => {
           if ((m.data as { type?: string })?.type === 'clinical_case.resolved') await new Promise((r) => setTimeout(r, 150));
         });
     const cases = await Promise.all(Array.from({ length: 10 }, () => caseThread()));
-    await Promise.all(cases.map(async (c) => expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(1, 'processed'), t.apiKey)).status).toBe(200)));
+    await Promise.all(
+      cases.map(async (c) => expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(1, 'processed'), t.apiKey)).status).toBe(200)),
+    );
     const results = await Promise.all(
       cases.map(async (c) => {
-        const r = await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(2, 'resolved', { resolutionOutcome: 'other', resolutionNote: 'Closed by the team' }), t.apiKey);
+        const r = await app.api.post(
+          `/v1/clinical-cases/${c.caseId}/updates`,
+          update(2, 'resolved', { resolutionOutcome: 'other', resolutionNote: 'Closed by the team' }),
+          t.apiKey,
+        );
         expect(r.status).toBe(200);
         return (await inbound(c.caseId, { requestId: randomUUID(), message: 'too late' })).status;
       }),
@@ -302,7 +383,15 @@ describe('conversations (e2e, real HTTP)', () => {
     expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(1, 'processed'), t.apiKey)).status).toBe(200);
     const pending = { requestId: randomUUID(), message: 'before resolution' };
     expect((await inbound(c.caseId, pending)).status).toBe(201);
-    expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/updates`, update(2, 'resolved', { resolutionOutcome: 'no_further_action', resolutionNote: 'Nothing more to do here' }), t.apiKey)).status).toBe(200);
+    expect(
+      (
+        await app.api.post(
+          `/v1/clinical-cases/${c.caseId}/updates`,
+          update(2, 'resolved', { resolutionOutcome: 'no_further_action', resolutionNote: 'Nothing more to do here' }),
+          t.apiKey,
+        )
+      ).status,
+    ).toBe(200);
     // read your writes: the resolve's 200 means the thread already refuses patient messages
     const refused = await inbound(c.caseId, { requestId: randomUUID(), message: 'after resolution' });
     expect(refused.status).toBe(409);
@@ -328,7 +417,10 @@ describe('conversations (e2e, real HTTP)', () => {
     expect(again.status).toBe(200);
     expect(again.body.duplicate).toBe(true);
     const thread = await list(c.caseId);
-    expect(thread.body.messages.map((m: { sender: string; message: string }) => [m.sender, m.message])).toEqual([['patient', 'from the patient'], ['provider', 'from the provider']]);
+    expect(thread.body.messages.map((m: { sender: string; message: string }) => [m.sender, m.message])).toEqual([
+      ['patient', 'from the patient'],
+      ['provider', 'from the provider'],
+    ]);
   });
 
   it('refuses attachments that are not objects, and explicit null for optional fields (400)', async () => {
@@ -349,7 +441,11 @@ describe('conversations (e2e, real HTTP)', () => {
     const pm = await app.api.post(`/v1/clinical-cases/${c.caseId}/messages`, { messageId: randomUUID(), message: 'from us', externalReference: 'r' }, t.apiKey);
     expect(pm.status).toBe(200);
     const sent = (await list(c.caseId)).body.messages.find((m: { sender: string }) => m.sender === 'provider');
-    const nullCode = await app.api.post(`/v1/conversations/${c.caseId}/messages/${sent.id}/delivery`, { externalMessageId: 'x', status: 'failed', errorCode: null }, t.apiKey);
+    const nullCode = await app.api.post(
+      `/v1/conversations/${c.caseId}/messages/${sent.id}/delivery`,
+      { externalMessageId: 'x', status: 'failed', errorCode: null },
+      t.apiKey,
+    );
     expect(nullCode.status).toBe(400);
     expect(nullCode.body.details[0].path).toBe('errorCode');
   });
@@ -359,12 +455,19 @@ describe('conversations (e2e, real HTTP)', () => {
     const attachment = { id: randomUUID(), fileName: 'photo.jpg', contentType: 'image/jpeg', sha256: sha };
     const body = { requestId: randomUUID(), message: 'hello', attachments: [attachment] };
     const raw = (value: unknown, key: string, at: 'top' | 'attachment') =>
-      at === 'top' ? JSON.stringify(value).replace(/}$/, `,${JSON.stringify(key)}:{"x":1}}`) : JSON.stringify(value).replace(/}]}$/, `,${JSON.stringify(key)}:1}]}`);
+      at === 'top'
+        ? JSON.stringify(value).replace(/}$/, `,${JSON.stringify(key)}:{"x":1}}`)
+        : JSON.stringify(value).replace(/}]}$/, `,${JSON.stringify(key)}:1}]}`);
     for (const key of ['constructor', 'toString', 'valueOf', 'hasOwnProperty', '__defineGetter__', 'prototype']) {
       for (const at of ['top', 'attachment'] as const) {
         const r = await app.api.request('POST', `/v1/conversations/${c.caseId}/messages`, { rawBody: raw(body, key, at), token: t.apiKey });
         const path = at === 'top' ? key : `attachments[0].${key}`;
-        expect({ key, at, status: r.status, body: r.body }).toEqual({ key, at, status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path, message: 'unknown field' }] } });
+        expect({ key, at, status: r.status, body: r.body }).toEqual({
+          key,
+          at,
+          status: 400,
+          body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path, message: 'unknown field' }] },
+        });
       }
     }
     // nothing was recorded: the same requestId without the extra member is a first write
@@ -373,10 +476,15 @@ describe('conversations (e2e, real HTTP)', () => {
     expect(ok.body.duplicate).toBe(false);
     expect((await list(c.caseId)).body.messages).toHaveLength(1);
 
-    expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/messages`, { messageId: randomUUID(), message: 'from us', externalReference: 'r' }, t.apiKey)).status).toBe(200);
+    expect(
+      (await app.api.post(`/v1/clinical-cases/${c.caseId}/messages`, { messageId: randomUUID(), message: 'from us', externalReference: 'r' }, t.apiKey)).status,
+    ).toBe(200);
     const sent = (await list(c.caseId)).body.messages.find((m: { sender: string }) => m.sender === 'provider');
     for (const key of ['isPrototypeOf', 'toLocaleString', 'propertyIsEnumerable']) {
-      const r = await app.api.request('POST', `/v1/conversations/${c.caseId}/messages/${sent.id}/delivery`, { rawBody: `{"externalMessageId":"x","status":"read",${JSON.stringify(key)}:1}`, token: t.apiKey });
+      const r = await app.api.request('POST', `/v1/conversations/${c.caseId}/messages/${sent.id}/delivery`, {
+        rawBody: `{"externalMessageId":"x","status":"read",${JSON.stringify(key)}:1}`,
+        token: t.apiKey,
+      });
       expect({ key, status: r.status, details: r.body.details }).toEqual({ key, status: 400, details: [{ path: key, message: 'unknown field' }] });
     }
     expect((await list(c.caseId)).body.messages.find((m: { id: string }) => m.id === sent.id).delivery).toBeNull();
@@ -399,9 +507,15 @@ describe('conversations (e2e, real HTTP)', () => {
     expect(read.body.conversationId).toBe(c.caseId);
     expect(read.body.messages).toHaveLength(1);
 
-    expect((await app.api.post(`/v1/clinical-cases/${c.caseId}/messages`, { messageId: randomUUID(), message: 'from us', externalReference: 'r' }, t.apiKey)).status).toBe(200);
+    expect(
+      (await app.api.post(`/v1/clinical-cases/${c.caseId}/messages`, { messageId: randomUUID(), message: 'from us', externalReference: 'r' }, t.apiKey)).status,
+    ).toBe(200);
     const sent = (await list(c.caseId)).body.messages.find((m: { sender: string }) => m.sender === 'provider');
-    const delivery = await app.api.post(`/v1/conversations/${upper}/messages/${sent.id.toUpperCase()}/delivery`, { externalMessageId: 'x', status: 'read' }, t.apiKey);
+    const delivery = await app.api.post(
+      `/v1/conversations/${upper}/messages/${sent.id.toUpperCase()}/delivery`,
+      { externalMessageId: 'x', status: 'read' },
+      t.apiKey,
+    );
     expect(delivery.status).toBe(201);
     expect(delivery.body.messageId).toBe(sent.id);
 
@@ -413,33 +527,59 @@ describe('conversations (e2e, real HTTP)', () => {
     const other = await app.tenant();
     expect((await list(upper, '', other.apiKey)).status).toBe(404);
     expect((await inbound(upper, { requestId: randomUUID(), message: 'hi' }, other.apiKey)).status).toBe(404);
-    expect((await app.api.post(`/v1/conversations/${upper}/messages/${sent.id.toUpperCase()}/delivery`, { externalMessageId: 'x', status: 'read' }, other.apiKey)).status).toBe(404);
+    expect(
+      (await app.api.post(`/v1/conversations/${upper}/messages/${sent.id.toUpperCase()}/delivery`, { externalMessageId: 'x', status: 'read' }, other.apiKey))
+        .status,
+    ).toBe(404);
   });
 
-  it('answers a badly percent-encoded conversation path with VALIDATION_FAILED (path url), not Fastify\'s own body', async () => {
+  it("answers a badly percent-encoded conversation path with VALIDATION_FAILED (path url), not Fastify's own body", async () => {
     for (const [method, url, body] of [
       ['POST', '/v1/conversations/%zz/messages', JSON.stringify({ requestId: randomUUID(), message: 'hi' })],
       ['GET', '/v1/conversations/%zz/messages', undefined],
       ['POST', `/v1/conversations/${randomUUID()}/messages/%zz/delivery`, '{"externalMessageId":"x","status":"read"}'],
     ] as const) {
       const r = await rawRequest(app, method, url, { token: t.apiKey, body });
-      expect({ url, status: r.status, body: r.body }).toEqual({ url, status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'url', message: expect.any(String) }] } });
+      expect({ url, status: r.status, body: r.body }).toEqual({
+        url,
+        status: 400,
+        body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'url', message: expect.any(String) }] },
+      });
     }
   });
 
   it('lets other apps append over the bus (work items and case threads), idempotent by requestId', async () => {
     const conversationId = randomUUID();
-    const cmd = { requestId: randomUUID(), organizationId: t.orgId, environmentId: t.sandbox, conversationId, kind: 'work_item', patientId: null, sender: 'system', message: 'Summary: order 123 late' };
+    const cmd = {
+      requestId: randomUUID(),
+      organizationId: t.orgId,
+      environmentId: t.sandbox,
+      conversationId,
+      kind: 'work_item',
+      patientId: null,
+      sender: 'system',
+      message: 'Summary: order 123 late',
+    };
     const [a, b] = await Promise.all([busRequest(app, Patterns.appendConversationMessage, cmd), busRequest(app, Patterns.appendConversationMessage, cmd)]);
     expect(a.id).toBe(b.id);
     expect([a.duplicate, b.duplicate].sort()).toEqual([false, true]);
     expect(a).toMatchObject({ conversationId, sequence: 1, createdAt: expect.any(String) });
-    const agent = await busRequest(app, Patterns.appendConversationMessage, { ...cmd, requestId: randomUUID(), sender: 'agent', message: 'A teammate will reply soon.' });
+    const agent = await busRequest(app, Patterns.appendConversationMessage, {
+      ...cmd,
+      requestId: randomUUID(),
+      sender: 'agent',
+      message: 'A teammate will reply soon.',
+    });
     expect(agent.sequence).toBe(2);
     const thread = await list(conversationId);
     expect(thread.body.messages.map((m: { sender: string }) => m.sender)).toEqual(['system', 'agent']);
-    await expect(busRequest(app, Patterns.appendConversationMessage, { ...cmd, message: 'changed' })).rejects.toMatchObject({ status: 409, code: 'IDEMPOTENCY_KEY_REUSED' });
-    await expect(busRequest(app, Patterns.appendConversationMessage, { ...cmd, requestId: randomUUID(), environmentId: t.production })).rejects.toMatchObject({ status: 404 });
+    await expect(busRequest(app, Patterns.appendConversationMessage, { ...cmd, message: 'changed' })).rejects.toMatchObject({
+      status: 409,
+      code: 'IDEMPOTENCY_KEY_REUSED',
+    });
+    await expect(busRequest(app, Patterns.appendConversationMessage, { ...cmd, requestId: randomUUID(), environmentId: t.production })).rejects.toMatchObject({
+      status: 404,
+    });
     await expect(busRequest(app, Patterns.appendConversationMessage, { ...cmd, kind: 'x' })).rejects.toMatchObject({ status: 400 });
     // a work item emits no clinical_case event
     expect(caseEvents.seen.some((m) => m.data?.caseId === conversationId)).toBe(false);

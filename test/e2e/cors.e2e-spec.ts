@@ -24,7 +24,11 @@ describe('CORS (e2e, real HTTP)', () => {
       expect(r.headers.get('access-control-allow-headers')).toBe('authorization, content-type, idempotency-key');
       expect(r.headers.get('access-control-max-age')).toBe('600');
       expect(r.headers.get('access-control-allow-credentials')).toBeNull();
-      for (const path of ['/widget/v1/sessions', '/widget/v1/check-ins/00000000-0000-4000-8000-000000000000/answers', '/widget/v1/cases/00000000-0000-4000-8000-000000000000/messages']) {
+      for (const path of [
+        '/widget/v1/sessions',
+        '/widget/v1/check-ins/00000000-0000-4000-8000-000000000000/answers',
+        '/widget/v1/cases/00000000-0000-4000-8000-000000000000/messages',
+      ]) {
         expect((await preflight(app, path, 'https://clinic.example')).status).toBe(204);
       }
     });
@@ -66,7 +70,10 @@ describe('CORS (e2e, real HTTP)', () => {
   });
 
   describeInProcess('origins configured for this service alone')('configured: WIDGET_ALLOWED_ORIGINS and STAFF_APP_ORIGINS', () => {
-    const app = new TestApp(undefined, { WIDGET_ALLOWED_ORIGINS: 'https://clinic.example, https://portal.clinic.example:8443', STAFF_APP_ORIGINS: 'https://staff.example' });
+    const app = new TestApp(undefined, {
+      WIDGET_ALLOWED_ORIGINS: 'https://clinic.example, https://portal.clinic.example:8443',
+      STAFF_APP_ORIGINS: 'https://staff.example',
+    });
     beforeAll(() => app.start());
     afterAll(() => app.stop());
 
@@ -87,7 +94,13 @@ describe('CORS (e2e, real HTTP)', () => {
 
     it('lets the staff app call the staff API, and only it', async () => {
       const t = await app.tenant();
-      const p = await preflight(app, `/organizations/${t.orgId}/environments/${t.sandbox}/api-keys`, 'https://staff.example', 'DELETE', 'authorization, content-type');
+      const p = await preflight(
+        app,
+        `/organizations/${t.orgId}/environments/${t.sandbox}/api-keys`,
+        'https://staff.example',
+        'DELETE',
+        'authorization, content-type',
+      );
       expect(p.status).toBe(204);
       expect(p.headers.get('access-control-allow-origin')).toBe('https://staff.example');
       expect(p.headers.get('access-control-allow-methods')).toBe('GET, POST, PUT, PATCH, DELETE');
@@ -103,11 +116,22 @@ describe('CORS (e2e, real HTTP)', () => {
   });
 
   it('refuses to start with an origin list it cannot read', () => {
-    for (const bad of ['clinic.example', 'https://clinic.example/', 'https://clinic.example/widget', 'ftp://clinic.example', 'https://a.example, *', ',', ' , ']) {
+    for (const bad of [
+      'clinic.example',
+      'https://clinic.example/',
+      'https://clinic.example/widget',
+      'ftp://clinic.example',
+      'https://a.example, *',
+      ',',
+      ' , ',
+    ]) {
       expect(() => loadConfig({ WIDGET_ALLOWED_ORIGINS: bad })).toThrow(/WIDGET_ALLOWED_ORIGINS/);
     }
     expect(() => loadConfig({ STAFF_APP_ORIGINS: '*' })).toThrow(/STAFF_APP_ORIGINS/);
-    expect(loadConfig({ WIDGET_ALLOWED_ORIGINS: 'https://a.example,http://localhost:5173' }).cors.widgetOrigins).toEqual(['https://a.example', 'http://localhost:5173']);
+    expect(loadConfig({ WIDGET_ALLOWED_ORIGINS: 'https://a.example,http://localhost:5173' }).cors.widgetOrigins).toEqual([
+      'https://a.example',
+      'http://localhost:5173',
+    ]);
     expect(loadConfig({}).cors).toEqual({ widgetOrigins: '*', staffOrigins: [] });
   });
 });
@@ -133,7 +157,12 @@ describe('security headers (e2e)', () => {
     ];
     expect(answers.map((r) => r.status)).toEqual([200, 200, 201, 401, 404, 400, 413, 415, 400, 204]);
     for (const r of answers) {
-      expect({ status: r.status, cache: r.headers.get('cache-control'), sniff: r.headers.get('x-content-type-options'), referrer: r.headers.get('referrer-policy') }).toEqual({
+      expect({
+        status: r.status,
+        cache: r.headers.get('cache-control'),
+        sniff: r.headers.get('x-content-type-options'),
+        referrer: r.headers.get('referrer-policy'),
+      }).toEqual({
         status: r.status,
         cache: 'no-store',
         sniff: 'nosniff',
@@ -159,7 +188,8 @@ describe('security headers (e2e)', () => {
       });
     const expectation = await rawAnswer('GET /api/v1/ping HTTP/1.1\r\nHost: x\r\nExpect: foo\r\nConnection: close\r\n\r\n');
     expect(expectation).toMatch(/^HTTP\/1\.1 417 /);
-    for (const h of ['cache-control: no-store', 'x-content-type-options: nosniff', 'referrer-policy: no-referrer']) expect(expectation.toLowerCase()).toContain(h);
+    for (const h of ['cache-control: no-store', 'x-content-type-options: nosniff', 'referrer-policy: no-referrer'])
+      expect(expectation.toLowerCase()).toContain(h);
     expect(JSON.parse(expectation.slice(expectation.indexOf('\r\n\r\n') + 4))).toEqual({ code: 'EXPECTATION_FAILED', message: expect.any(String) });
   });
 });

@@ -22,7 +22,10 @@ function looseModes(dir: string, skip: string[] = []): string[] {
 
 /** Everything under `dir` (names relative to it), files and folders. */
 function entries(dir: string, prefix = ''): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => [`${prefix}${e.name}${e.isDirectory() ? '/' : ''}`, ...(e.isDirectory() ? entries(join(dir, e.name), `${prefix}${e.name}/`) : [])]);
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => [
+    `${prefix}${e.name}${e.isDirectory() ? '/' : ''}`,
+    ...(e.isDirectory() ? entries(join(dir, e.name), `${prefix}${e.name}/`) : []),
+  ]);
 }
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -90,7 +93,17 @@ describe('standalone data dir and listener (e2e)', () => {
     expect(emails).toHaveLength(1);
     const names = entries(dataDir);
     // What the service wrote is there (so the check below covers it).
-    for (const expected of ['events.sqlite', 'events.sqlite-wal', 'events.sqlite-shm', 'read-models.sqlite', 'master.key', 'dev-idp.json', 'clock.json', 'outbox/']) expect(names).toContain(expected);
+    for (const expected of [
+      'events.sqlite',
+      'events.sqlite-wal',
+      'events.sqlite-shm',
+      'read-models.sqlite',
+      'master.key',
+      'dev-idp.json',
+      'clock.json',
+      'outbox/',
+    ])
+      expect(names).toContain(expected);
     expect(names.filter((n) => n.startsWith('outbox/') && n.endsWith('.eml')).length).toBeGreaterThanOrEqual(2);
     expect(looseModes(dataDir, ['./notes.txt'])).toEqual([]);
     expect(lstatSync(join(dataDir, 'notes.txt')).mode & 0o777).toBe(0o664);

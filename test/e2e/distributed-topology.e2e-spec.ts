@@ -48,7 +48,14 @@ describe('the six-process topology through one gateway address', () => {
     const store = new RedisReadStore(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', topology.redisKeyPrefix);
     try {
       const announced = await readUpstreams(store);
-      expect(announced.map((a) => a.app).sort()).toEqual(['case-ledger', 'conversation', 'gateway', 'patient-pathway', 'webhook-dispatcher', 'workflow-engine']);
+      expect(announced.map((a) => a.app).sort()).toEqual([
+        'case-ledger',
+        'conversation',
+        'gateway',
+        'patient-pathway',
+        'webhook-dispatcher',
+        'workflow-engine',
+      ]);
       const norm = (url: string) => (url.startsWith('/api/') ? url.slice('/api'.length) : `origin:${url}`).replace(/:[^/]+/g, '{}');
       const owners = new Map<string, Set<string>>();
       for (const a of announced) {
@@ -64,7 +71,8 @@ describe('the six-process topology through one gateway address', () => {
       for (const [path, item] of Object.entries(doc.paths)) {
         const onOrigin = ((item as { servers?: { url: string }[] }).servers ?? []).some((s) => !s.url.endsWith('/api'));
         for (const method of Object.keys(item)) {
-          if (['get', 'post', 'put', 'patch', 'delete'].includes(method)) documented.add(`${method.toUpperCase()} ${onOrigin ? 'origin:' : ''}${path.replace(/\{[^}]+\}/g, '{}')}`);
+          if (['get', 'post', 'put', 'patch', 'delete'].includes(method))
+            documented.add(`${method.toUpperCase()} ${onOrigin ? 'origin:' : ''}${path.replace(/\{[^}]+\}/g, '{}')}`);
         }
       }
       documented.delete('GET /healthz');
@@ -102,7 +110,13 @@ describe('the six-process topology through one gateway address', () => {
     // patient-pathway: a protocol with a daily check-in.
     const protocol = await api.post(
       `${env}/protocols`,
-      { programKey: 'topology', name: 'Topology', defaultCadenceDays: 1, questions: [{ key: 'pain', text: 'How bad is your pain today?', type: 'scale', min: 0, max: 10 }], redFlags: { emergencyTerms: true } },
+      {
+        programKey: 'topology',
+        name: 'Topology',
+        defaultCadenceDays: 1,
+        questions: [{ key: 'pain', text: 'How bad is your pain today?', type: 'scale', min: 0, max: 10 }],
+        redFlags: { emergencyTerms: true },
+      },
       staff,
     );
     expect(protocol.status).toBe(201);
@@ -110,7 +124,15 @@ describe('the six-process topology through one gateway address', () => {
     const email = `patient-${randomUUID()}@example.test`;
     const patient = await api.post(
       '/client/patient-events',
-      { eventId: randomUUID(), type: 'patient.created', externalPatientId: `canary-ext-${randomUUID()}`, email, firstName: 'Canary-First', lastName: 'Canary-Last', programKey: 'topology' },
+      {
+        eventId: randomUUID(),
+        type: 'patient.created',
+        externalPatientId: `canary-ext-${randomUUID()}`,
+        email,
+        firstName: 'Canary-First',
+        lastName: 'Canary-Last',
+        programKey: 'topology',
+      },
       apiKey,
     );
     expect(patient.status).toBe(202);
@@ -123,7 +145,7 @@ describe('the six-process topology through one gateway address', () => {
     expect(moved.status).toBe(200);
     expect(Date.parse(moved.body.now)).toBeGreaterThanOrEqual(before + 2 * 86_400_000);
     let emails: { to: string; subject: string; text: string }[] = [];
-    for (const until = Date.now() + 20_000; Date.now() < until && emails.length === 0; ) {
+    for (const until = Date.now() + 20_000; Date.now() < until && emails.length === 0;) {
       emails = (await api.get(`/dev/outbox?to=${encodeURIComponent(email)}`)).body.emails;
       if (emails.length === 0) await new Promise((r) => setTimeout(r, 250));
     }
@@ -140,20 +162,28 @@ describe('the six-process topology through one gateway address', () => {
     const due = await api.get(`/v1/clinical-cases/${caseId}/progress`, apiKey);
     expect(due.status).toBe(200);
     expect(due.body.confirmationOverdue).toBe(false);
-    const seconds = Math.ceil((Date.parse(due.body.confirmationDueAt) - Date.parse((await api.post('/dev/clock', { advanceSeconds: 0 })).body.now)) / 1000) + 60;
+    const seconds =
+      Math.ceil((Date.parse(due.body.confirmationDueAt) - Date.parse((await api.post('/dev/clock', { advanceSeconds: 0 })).body.now)) / 1000) + 60;
     expect((await api.post('/dev/clock', { advanceSeconds: seconds })).status).toBe(200);
     expect((await api.get(`/v1/clinical-cases/${caseId}/progress`, apiKey)).body.confirmationOverdue).toBe(true);
 
     // Read-your-writes through the gateway: each update's answer comes after the progress shows it.
     for (const [sequence, status] of STATUSES) {
-      const u = await api.post(`/v1/clinical-cases/${caseId}/updates`, { updateId: randomUUID(), sequence, status, externalReference: `ext-${sequence}` }, apiKey);
+      const u = await api.post(
+        `/v1/clinical-cases/${caseId}/updates`,
+        { updateId: randomUUID(), sequence, status, externalReference: `ext-${sequence}` },
+        apiKey,
+      );
       expect([u.status, u.text]).toEqual([200, expect.any(String)]);
       const p = await api.get(`/v1/clinical-cases/${caseId}/progress`, apiKey);
       expect([p.body.sequence, p.body.nextSequence, p.body.status]).toEqual([sequence, sequence + 1, status]);
     }
 
     // The owning app's body limit and error body, through the gateway (1 MiB).
-    const big = await api.request('POST', '/client/patient-events', { rawBody: JSON.stringify({ eventId: randomUUID(), pad: 'x'.repeat(1024 * 1024) }), token: apiKey });
+    const big = await api.request('POST', '/client/patient-events', {
+      rawBody: JSON.stringify({ eventId: randomUUID(), pad: 'x'.repeat(1024 * 1024) }),
+      token: apiKey,
+    });
     expect(big.status).toBe(413);
     expect(big.body).toEqual({ code: 'PAYLOAD_TOO_LARGE', message: expect.any(String) });
     expect(big.headers.get('cache-control')).toBe('no-store');
@@ -171,15 +201,45 @@ describe('the six-process topology through one gateway address', () => {
     const env = `/organizations/${org.body.id}/environments/${envId}`;
     await api.post(`/organizations/${org.body.id}/baa`, { signerName: 'Ada Owner', signerTitle: 'CEO' }, staff);
     const apiKey = (await api.post(`${env}/api-keys`, { name: 'kill' }, staff)).body.key as string;
-    const protocol = await api.post(`${env}/protocols`, { programKey: 'kill', name: 'Kill', defaultCadenceDays: 30, questions: [{ key: 'pain', text: 'How bad is your pain today?', type: 'scale', min: 0, max: 10 }], redFlags: { emergencyTerms: true } }, staff);
+    const protocol = await api.post(
+      `${env}/protocols`,
+      {
+        programKey: 'kill',
+        name: 'Kill',
+        defaultCadenceDays: 30,
+        questions: [{ key: 'pain', text: 'How bad is your pain today?', type: 'scale', min: 0, max: 10 }],
+        redFlags: { emergencyTerms: true },
+      },
+      staff,
+    );
     await api.post(`${env}/protocols/${protocol.body.id}/activate`, undefined, staff);
-    const patient = await api.post('/client/patient-events', { eventId: randomUUID(), type: 'patient.created', externalPatientId: `canary-ext-${randomUUID()}`, email: `patient-${randomUUID()}@example.test`, firstName: 'Canary-First', lastName: 'Canary-Last', programKey: 'kill' }, apiKey);
+    const patient = await api.post(
+      '/client/patient-events',
+      {
+        eventId: randomUUID(),
+        type: 'patient.created',
+        externalPatientId: `canary-ext-${randomUUID()}`,
+        email: `patient-${randomUUID()}@example.test`,
+        firstName: 'Canary-First',
+        lastName: 'Canary-Last',
+        programKey: 'kill',
+      },
+      apiKey,
+    );
     expect(patient.status).toBe(202);
-    const opened = await api.post(`${env}/clinical-cases`, { patientId: patient.body.patientId, request: 'Please call the patient back (canary-staff-note)' }, staff);
+    const opened = await api.post(
+      `${env}/clinical-cases`,
+      { patientId: patient.body.patientId, request: 'Please call the patient back (canary-staff-note)' },
+      staff,
+    );
     expect(opened.status).toBe(201);
     const caseId = opened.body.caseId as string;
     // A second case that nobody processes: its confirmation deadline shows whether the restarted app reads the shared clock.
-    const waiting = await api.post(`${env}/clinical-cases`, { patientId: patient.body.patientId, request: 'Please check the dosage (canary-staff-note)' }, staff);
+    const waiting = await api.post(
+      `${env}/clinical-cases`,
+      { patientId: patient.body.patientId, request: 'Please check the dosage (canary-staff-note)' },
+      staff,
+    );
     expect(waiting.status).toBe(201);
     const waitingDue = await api.get(`/v1/clinical-cases/${waiting.body.caseId}/progress`, apiKey);
     expect(waitingDue.body.confirmationOverdue).toBe(false);

@@ -16,16 +16,76 @@ const auth = (token?: string): Record<string, string> => (token ? { authorizatio
 
 /** Every body problem the edge knows, with what it answers once the caller is let in (unchanged from before). */
 const BAD_BODIES: { name: string; headers: Record<string, string>; body: string; status: number; answer: unknown }[] = [
-  { name: 'malformed JSON', headers: JSON_CT, body: '{bad', status: 400, answer: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: 'malformed JSON' }] } },
-  { name: 'an empty JSON body', headers: JSON_CT, body: '', status: 400, answer: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: 'empty body' }] } },
-  { name: 'a __proto__ key', headers: JSON_CT, body: '{"a":1,"__proto__":{"admin":true}}', status: 400, answer: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: expect.stringContaining('__proto__') }] } },
-  { name: 'JSON nested too deeply', headers: JSON_CT, body: `{"a":${'['.repeat(40)}${']'.repeat(40)}}`, status: 400, answer: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: 'nested too deeply' }] } },
-  { name: 'a text/plain body', headers: { 'content-type': 'text/plain' }, body: 'name=A', status: 415, answer: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.any(String) } },
-  { name: 'a gzip-encoded JSON body', headers: { ...JSON_CT, 'content-encoding': 'gzip' }, body: '\u001f\u008b', status: 415, answer: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.stringContaining('Content-Encoding') } },
-  { name: 'a plain JSON body labelled br', headers: { ...JSON_CT, 'content-encoding': 'br' }, body: '{"name":"A"}', status: 415, answer: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.stringContaining('Content-Encoding') } },
-  { name: 'a form body', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'name=A', status: 415, answer: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.any(String) } },
-  { name: 'a body without a content type', headers: {}, body: '{"name":"A"}', status: 415, answer: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.any(String) } },
-  { name: 'an unreadable content type', headers: { 'content-type': 'nonsense' }, body: '{"name":"A"}', status: 415, answer: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.any(String) } },
+  {
+    name: 'malformed JSON',
+    headers: JSON_CT,
+    body: '{bad',
+    status: 400,
+    answer: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: 'malformed JSON' }] },
+  },
+  {
+    name: 'an empty JSON body',
+    headers: JSON_CT,
+    body: '',
+    status: 400,
+    answer: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: 'empty body' }] },
+  },
+  {
+    name: 'a __proto__ key',
+    headers: JSON_CT,
+    body: '{"a":1,"__proto__":{"admin":true}}',
+    status: 400,
+    answer: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: expect.stringContaining('__proto__') }] },
+  },
+  {
+    name: 'JSON nested too deeply',
+    headers: JSON_CT,
+    body: `{"a":${'['.repeat(40)}${']'.repeat(40)}}`,
+    status: 400,
+    answer: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: 'nested too deeply' }] },
+  },
+  {
+    name: 'a text/plain body',
+    headers: { 'content-type': 'text/plain' },
+    body: 'name=A',
+    status: 415,
+    answer: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.any(String) },
+  },
+  {
+    name: 'a gzip-encoded JSON body',
+    headers: { ...JSON_CT, 'content-encoding': 'gzip' },
+    body: '\u001f\u008b',
+    status: 415,
+    answer: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.stringContaining('Content-Encoding') },
+  },
+  {
+    name: 'a plain JSON body labelled br',
+    headers: { ...JSON_CT, 'content-encoding': 'br' },
+    body: '{"name":"A"}',
+    status: 415,
+    answer: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.stringContaining('Content-Encoding') },
+  },
+  {
+    name: 'a form body',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: 'name=A',
+    status: 415,
+    answer: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.any(String) },
+  },
+  {
+    name: 'a body without a content type',
+    headers: {},
+    body: '{"name":"A"}',
+    status: 415,
+    answer: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.any(String) },
+  },
+  {
+    name: 'an unreadable content type',
+    headers: { 'content-type': 'nonsense' },
+    body: '{"name":"A"}',
+    status: 415,
+    answer: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.any(String) },
+  },
 ];
 
 describe('edge order: authentication before the body (e2e, real HTTP)', () => {
@@ -50,21 +110,24 @@ describe('edge order: authentication before the body (e2e, real HTTP)', () => {
     expect({ status: good.status, body: good.body }).toEqual({ status, body: answer });
   });
 
-  it.each(BAD_BODIES)('staff route, $name: 401 STAFF_AUTH_REQUIRED, the guard’s 404 and 403 first, else as always', async ({ headers, body, status, answer }) => {
-    for (const token of [undefined, t.apiKey, 'not-a-token']) {
-      const r = await send(app, 'POST', '/organizations', { ...headers, ...auth(token) }, body);
-      expect({ token, status: r.status, body: r.body }).toEqual({ token, status: 401, body: { code: 'STAFF_AUTH_REQUIRED', message: expect.any(String) } });
-    }
-    // another organization's resource: the guard's 404, not the body's answer
-    const stranger = await app.staffToken({ sub: 'edge-stranger' });
-    const foreign = await send(app, 'POST', `/organizations/${t.orgId}/members`, { ...headers, ...auth(stranger) }, body);
-    expect({ status: foreign.status, code: foreign.body?.code }).toEqual({ status: 404, code: 'NOT_FOUND' });
-    const noMfa = await app.staffToken({ sub: t.ownerSub, mfa: false });
-    const mfa = await send(app, 'POST', `${t.env}/api-keys`, { ...headers, ...auth(noMfa) }, body);
-    expect({ status: mfa.status, code: mfa.body?.code }).toEqual({ status: 403, code: 'MFA_REQUIRED' });
-    const good = await send(app, 'POST', '/organizations', { ...headers, ...auth(t.staff) }, body);
-    expect({ status: good.status, body: good.body }).toEqual({ status, body: answer });
-  });
+  it.each(BAD_BODIES)(
+    'staff route, $name: 401 STAFF_AUTH_REQUIRED, the guard’s 404 and 403 first, else as always',
+    async ({ headers, body, status, answer }) => {
+      for (const token of [undefined, t.apiKey, 'not-a-token']) {
+        const r = await send(app, 'POST', '/organizations', { ...headers, ...auth(token) }, body);
+        expect({ token, status: r.status, body: r.body }).toEqual({ token, status: 401, body: { code: 'STAFF_AUTH_REQUIRED', message: expect.any(String) } });
+      }
+      // another organization's resource: the guard's 404, not the body's answer
+      const stranger = await app.staffToken({ sub: 'edge-stranger' });
+      const foreign = await send(app, 'POST', `/organizations/${t.orgId}/members`, { ...headers, ...auth(stranger) }, body);
+      expect({ status: foreign.status, code: foreign.body?.code }).toEqual({ status: 404, code: 'NOT_FOUND' });
+      const noMfa = await app.staffToken({ sub: t.ownerSub, mfa: false });
+      const mfa = await send(app, 'POST', `${t.env}/api-keys`, { ...headers, ...auth(noMfa) }, body);
+      expect({ status: mfa.status, code: mfa.body?.code }).toEqual({ status: 403, code: 'MFA_REQUIRED' });
+      const good = await send(app, 'POST', '/organizations', { ...headers, ...auth(t.staff) }, body);
+      expect({ status: good.status, body: good.body }).toEqual({ status, body: answer });
+    },
+  );
 
   it.each(BAD_BODIES)('widget-session route, $name: 401 SESSION_REQUIRED without a session', async ({ headers, body }) => {
     const r = await send(app, 'POST', '/widget/v1/messages', { ...headers }, body);
@@ -85,7 +148,10 @@ describe('edge order: authentication before the body (e2e, real HTTP)', () => {
     const anonymous = await send(app, 'DELETE', path, JSON_CT, '{bad');
     expect({ status: anonymous.status, code: anonymous.body?.code }).toEqual({ status: 401, code: 'STAFF_AUTH_REQUIRED' });
     const bad = await send(app, 'DELETE', path, { ...JSON_CT, ...auth(t.staff) }, '{bad');
-    expect({ status: bad.status, body: bad.body }).toEqual({ status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: 'malformed JSON' }] } });
+    expect({ status: bad.status, body: bad.body }).toEqual({
+      status: 400,
+      body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: 'malformed JSON' }] },
+    });
     expect((await app.api.get('/v1/ping', key.body.key)).status).toBe(200); // nothing was revoked
     expect((await send(app, 'DELETE', path, auth(t.staff))).status).toBe(204);
   });
@@ -104,7 +170,13 @@ describe('edge order: authentication before the body (e2e, real HTTP)', () => {
     expect(anonymous.status).toBe(401);
     const unknown = await send(app, 'POST', '/organizations', { ...JSON_CT, ...auth(t.staff) }, '{"name":"A","constructor":{"x":1}}');
     expect({ status: unknown.status, details: unknown.body?.details }).toEqual({ status: 400, details: [{ path: 'constructor', message: 'unknown field' }] });
-    const created = await send(app, 'POST', '/organizations', { 'content-type': 'Application/JSON; charset=utf-8', ...auth(t.staff) }, '{"name":"Edge Clinic"}');
+    const created = await send(
+      app,
+      'POST',
+      '/organizations',
+      { 'content-type': 'Application/JSON; charset=utf-8', ...auth(t.staff) },
+      '{"name":"Edge Clinic"}',
+    );
     expect(created.status).toBe(201);
   });
 });
@@ -126,7 +198,26 @@ describe('free-form members reach the domain exactly as sent (e2e, real HTTP)', 
       [{ category: 'support', description: 'D', steps: [reply], constructor: { x: 1 } }, 'definition.constructor'],
       [{ category: 'support', description: 'D', steps: [{ ...reply, constructor: 'x' }] }, 'definition.steps[0].constructor'],
       [{ category: 'support', description: 'D', steps: [{ ...reply, toString: 'x' }] }, 'definition.steps[0].toString'],
-      [{ category: 'support', description: 'D', steps: [{ id: 'look', type: 'call_api', destinationStableKey: 'orders', method: 'GET', path: '/o', save: [], select: { listPath: 'a', matchPath: 'b', equals: 'c', valueOf: 1 }, notFoundReply: 'x', errorReply: 'y' }] }, 'definition.steps[0].select.valueOf'],
+      [
+        {
+          category: 'support',
+          description: 'D',
+          steps: [
+            {
+              id: 'look',
+              type: 'call_api',
+              destinationStableKey: 'orders',
+              method: 'GET',
+              path: '/o',
+              save: [],
+              select: { listPath: 'a', matchPath: 'b', equals: 'c', valueOf: 1 },
+              notFoundReply: 'x',
+              errorReply: 'y',
+            },
+          ],
+        },
+        'definition.steps[0].select.valueOf',
+      ],
     ];
     for (const [definition, path] of cases) {
       const r = await app.api.post(P, { stableKey: 'proto_keys', name: 'Proto keys', definition }, t.staff);
@@ -134,10 +225,18 @@ describe('free-form members reach the domain exactly as sent (e2e, real HTTP)', 
       expect(r.body.details).toContainEqual({ path, message: 'unknown field' });
     }
     // the same definitions went through a draft save too (SaveDraftDto): refused the same way
-    const ok = await app.api.post(P, { stableKey: 'proto_keys', name: 'Proto keys', definition: { category: 'support', description: 'D', steps: [reply] } }, t.staff);
+    const ok = await app.api.post(
+      P,
+      { stableKey: 'proto_keys', name: 'Proto keys', definition: { category: 'support', description: 'D', steps: [reply] } },
+      t.staff,
+    );
     expect(ok.status).toBe(201);
     const draft = ok.body.versions[0];
-    const saved = await app.api.put(`${P}/versions/${draft.id}`, { expectedRevision: draft.revision, definition: { category: 'support', description: 'D', steps: [reply], constructor: 1 } }, t.staff);
+    const saved = await app.api.put(
+      `${P}/versions/${draft.id}`,
+      { expectedRevision: draft.revision, definition: { category: 'support', description: 'D', steps: [reply], constructor: 1 } },
+      t.staff,
+    );
     expect(saved.status).toBe(400);
     expect(saved.body.details).toContainEqual({ path: 'definition.constructor', message: 'unknown field' });
   });
@@ -147,7 +246,21 @@ describe('free-form members reach the domain exactly as sent (e2e, real HTTP)', 
     const definition = {
       category: 'support',
       description: 'Posts a note',
-      steps: [{ id: 'note', type: 'call_api', destinationStableKey: 'notes', method: 'POST', path: '/notes', readOnly: true, body, save: [], notFoundReply: 'Not found', errorReply: 'Failed' }, reply],
+      steps: [
+        {
+          id: 'note',
+          type: 'call_api',
+          destinationStableKey: 'notes',
+          method: 'POST',
+          path: '/notes',
+          readOnly: true,
+          body,
+          save: [],
+          notFoundReply: 'Not found',
+          errorReply: 'Failed',
+        },
+        reply,
+      ],
     };
     const r = await app.api.post(`${t.env}/conversation-workflows`, { stableKey: 'proto_body', name: 'Proto body', definition }, t.staff);
     expect(r.status).toBe(201);
@@ -158,7 +271,11 @@ describe('free-form members reach the domain exactly as sent (e2e, real HTTP)', 
   });
 
   it('keeps a Destination header named constructor (a valid HTTP token) among its header names', async () => {
-    const r = await app.api.post(`${t.env}/destinations`, { stableKey: 'proto_headers', name: 'Proto headers', baseUrl: 'https://orders.example.test', headers: { constructor: 'a', toString: 'b', 'x-key': 'c' } }, t.staff);
+    const r = await app.api.post(
+      `${t.env}/destinations`,
+      { stableKey: 'proto_headers', name: 'Proto headers', baseUrl: 'https://orders.example.test', headers: { constructor: 'a', toString: 'b', 'x-key': 'c' } },
+      t.staff,
+    );
     expect(r.status).toBe(201);
     expect([...r.body.headerNames].sort()).toEqual(['constructor', 'toString', 'x-key']);
   });

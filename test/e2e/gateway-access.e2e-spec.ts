@@ -182,7 +182,11 @@ describe('gateway access (e2e, real HTTP)', () => {
     expect(empty.body).toEqual({ code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: 'empty body' }] });
     const poisoned = await api.request('POST', '/organizations', { rawBody: '{"name":"A","__proto__":{"admin":true}}', token: owner });
     expect(poisoned.status).toBe(400);
-    expect(poisoned.body).toEqual({ code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: expect.stringContaining('__proto__') }] });
+    expect(poisoned.body).toEqual({
+      code: 'VALIDATION_FAILED',
+      message: expect.any(String),
+      details: [{ path: '', message: expect.stringContaining('__proto__') }],
+    });
     const prototypeNamed = await api.request('POST', '/organizations', { rawBody: '{"name":"A","constructor":{"x":1}}', token: owner });
     expect(prototypeNamed.status).toBe(400);
     expect(prototypeNamed.body.details).toEqual([{ path: 'constructor', message: 'unknown field' }]);
@@ -221,7 +225,11 @@ describe('gateway access (e2e, real HTTP)', () => {
     // a badly percent-encoded URL: the error body of docs/decisions.md, "Errors and the HTTP edge", not Fastify's own
     for (const url of ['/organizations/%zz', '/v1/ping/%zz%', '/widget/v1/check-ins/%E0%A4%A']) {
       const badUrl = await rawRequest(app, 'GET', url, { token: owner });
-      expect({ url, status: badUrl.status, body: badUrl.body }).toEqual({ url, status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'url', message: expect.any(String) }] } });
+      expect({ url, status: badUrl.status, body: badUrl.body }).toEqual({
+        url,
+        status: 400,
+        body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'url', message: expect.any(String) }] },
+      });
     }
     // unparseable HTTP (answered before a request exists): the same body, details included
     const garbage = await new Promise<string>((resolve, reject) => {
@@ -232,7 +240,11 @@ describe('gateway access (e2e, real HTTP)', () => {
       socket.on('error', reject);
     });
     expect(garbage).toMatch(/^HTTP\/1\.1 400 /);
-    expect(JSON.parse(garbage.slice(garbage.indexOf('\r\n\r\n') + 4))).toEqual({ code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: expect.any(String) }] });
+    expect(JSON.parse(garbage.slice(garbage.indexOf('\r\n\r\n') + 4))).toEqual({
+      code: 'VALIDATION_FAILED',
+      message: expect.any(String),
+      details: [{ path: '', message: expect.any(String) }],
+    });
     const hugeHeader = await api.request('GET', '/v1/ping', { headers: { authorization: `Bearer svc_sb_${'x'.repeat(20000)}` } });
     expect(hugeHeader.status).toBe(431);
     expect(hugeHeader.body).toEqual({ code: 'REQUEST_HEADERS_TOO_LARGE', message: expect.any(String) });
@@ -257,7 +269,11 @@ describe('gateway access (e2e, real HTTP)', () => {
 describe('production mode', () => {
   const oidc = new OidcIssuer();
   // SVC_DEV_TOOLS=1 must not bring the dev tools back in production mode (docs/decisions.md, "Dev tools and the dev clock").
-  const app = new TestApp(undefined, { NODE_ENV: 'production', SVC_DEV_TOOLS: '1', SVC_MASTER_KEY: Buffer.alloc(32, 7).toString('base64'), WIDGET_BASE_URL: 'https://care.example.test/api' }, oidc);
+  const app = new TestApp(
+    undefined,
+    { NODE_ENV: 'production', SVC_DEV_TOOLS: '1', SVC_MASTER_KEY: Buffer.alloc(32, 7).toString('base64'), WIDGET_BASE_URL: 'https://care.example.test/api' },
+    oidc,
+  );
   beforeAll(async () => {
     await oidc.start();
     await app.start();

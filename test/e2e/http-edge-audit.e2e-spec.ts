@@ -101,12 +101,20 @@ describe('HTTP edge audit (e2e, raw sockets)', () => {
     });
 
   const request = (method: string, path: string, headers: Record<string, string>, body?: string, version = '1.1') =>
-    `${method} /api${path} HTTP/${version}\r\n${Object.entries({ ...headers, ...(body !== undefined ? { 'Content-Length': String(Buffer.byteLength(body)) } : {}) })
+    `${method} /api${path} HTTP/${version}\r\n${Object.entries({
+      ...headers,
+      ...(body !== undefined ? { 'Content-Length': String(Buffer.byteLength(body)) } : {}),
+    })
       .map(([k, v]) => `${k}: ${v}\r\n`)
       .join('')}\r\n${body ?? ''}`;
   const ping = (extra: Record<string, string> = {}) => request('GET', '/v1/ping', { Host: 'x', Authorization: `Bearer ${t.apiKey}`, ...extra });
   const caseUpdate = (caseId: string, body: unknown) =>
-    request('POST', `/v1/clinical-cases/${caseId}/updates`, { Host: 'x', Authorization: `Bearer ${t.apiKey}`, 'Content-Type': 'application/json' }, JSON.stringify(body));
+    request(
+      'POST',
+      `/v1/clinical-cases/${caseId}/updates`,
+      { Host: 'x', Authorization: `Bearer ${t.apiKey}`, 'Content-Type': 'application/json' },
+      JSON.stringify(body),
+    );
   const progress = async (caseId: string) => (await app.api.get(`/v1/clinical-cases/${caseId}/progress`, t.apiKey)).body;
   const withSecurityHeaders = (a: Answer) => SECURITY.every((h) => a.head.includes(h));
 
@@ -137,7 +145,8 @@ describe('HTTP edge audit (e2e, raw sockets)', () => {
     });
 
     it('a request whose own body breaks (bad chunk) gets the 400 as its answer, after the one before it', async () => {
-      const broken = 'POST /api/client/patient-events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n';
+      const broken =
+        'POST /api/client/patient-events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n';
       const r = await exchange([ping() + broken]);
       expect(r.answers.map((a) => a.status)).toEqual([200, 400]);
       expect(r.answers[1].body).toMatchObject({ code: 'VALIDATION_FAILED' });
@@ -175,7 +184,9 @@ describe('HTTP edge audit (e2e, raw sockets)', () => {
     });
 
     it('a body cut short by FIN is still 400 with the error body', async () => {
-      const r = await exchange(['POST /api/client/patient-events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{"a"'], { fin: true });
+      const r = await exchange(['POST /api/client/patient-events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{"a"'], {
+        fin: true,
+      });
       expect(r.answers.map((a) => a.status)).toEqual([400]);
       expect(r.answers[0].body).toMatchObject({ code: 'VALIDATION_FAILED' });
     });
@@ -183,7 +194,10 @@ describe('HTTP edge audit (e2e, raw sockets)', () => {
 
   describe('finding 3: Host', () => {
     it('an HTTP/1.1 request without Host is 400 VALIDATION_FAILED with the error body and the security headers, then the close', async () => {
-      for (const req of [`GET /api/v1/ping HTTP/1.1\r\nAuthorization: Bearer ${t.apiKey}\r\n\r\n`, 'POST /api/client/patient-events HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}']) {
+      for (const req of [
+        `GET /api/v1/ping HTTP/1.1\r\nAuthorization: Bearer ${t.apiKey}\r\n\r\n`,
+        'POST /api/client/patient-events HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}',
+      ]) {
         const r = await exchange([req]);
         expect(r.answers.map((a) => a.status)).toEqual([400]);
         expect(r.answers[0].body).toEqual({ code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: 'Host', message: expect.any(String) }] });
@@ -217,7 +231,10 @@ describe('HTTP edge audit (e2e, raw sockets)', () => {
     });
 
     it('a request with Upgrade is answered, then the connection is closed (Node drops what follows in that read): nothing after it is processed', async () => {
-      for (const upgrade of [{ Upgrade: 'websocket', Connection: 'Upgrade' } as Record<string, string>, { Upgrade: 'h2c', Connection: 'Upgrade, HTTP2-Settings', 'HTTP2-Settings': 'AAMAAABkAARAAAAAAAIAAAAA' }]) {
+      for (const upgrade of [
+        { Upgrade: 'websocket', Connection: 'Upgrade' } as Record<string, string>,
+        { Upgrade: 'h2c', Connection: 'Upgrade, HTTP2-Settings', 'HTTP2-Settings': 'AAMAAABkAARAAAAAAAIAAAAA' },
+      ]) {
         const name = `after-upgrade-${randomUUID()}`;
         const started = Date.now();
         const r = await exchange([ping(upgrade) + createKey(name)]);
@@ -230,7 +247,12 @@ describe('HTTP edge audit (e2e, raw sockets)', () => {
     });
 
     it('a request answered before its body was read (415) gets that one answer, also when its body then breaks off', async () => {
-      const r = await exchange([`POST /api/client/patient-events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.apiKey}\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\n0123456789`], { fin: true });
+      const r = await exchange(
+        [
+          `POST /api/client/patient-events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.apiKey}\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\n0123456789`,
+        ],
+        { fin: true },
+      );
       expect(r.answers.map((a) => a.status)).toEqual([415]);
       expect(r.closed).toBe(true);
     });
@@ -258,7 +280,10 @@ describe('HTTP edge audit (e2e, raw sockets)', () => {
     it('is 404 NOT_FOUND on any path, with or without a content type (no route takes it)', async () => {
       for (const path of ['/nope', '/v1/ping', `/v1/clinical-cases/${randomUUID()}/updates`, '/widget/v1/messages']) {
         const bare = await exchange([`QUERY /api${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`]);
-        expect({ path, answers: bare.answers.map((a) => [a.status, a.body]) }).toEqual({ path, answers: [[404, { code: 'NOT_FOUND', message: 'Route not found' }]] });
+        expect({ path, answers: bare.answers.map((a) => [a.status, a.body]) }).toEqual({
+          path,
+          answers: [[404, { code: 'NOT_FOUND', message: 'Route not found' }]],
+        });
         expect(withSecurityHeaders(bare.answers[0])).toBe(true);
         const typed = await rawHttp(app, 'QUERY', path, { 'content-type': 'application/json' }, '{}');
         expect({ path, status: typed.status, code: typed.body?.code }).toEqual({ path, status: 404, code: 'NOT_FOUND' });
@@ -267,12 +292,17 @@ describe('HTTP edge audit (e2e, raw sockets)', () => {
   });
 
   describe('finding 6: content and transfer codings the service does not decode', () => {
-    const post = (headers: Record<string, string>) => rawHttp(app, 'POST', '/client/patient-events', { authorization: `Bearer ${t.apiKey}`, 'content-type': 'application/json', ...headers }, '{}');
+    const post = (headers: Record<string, string>) =>
+      rawHttp(app, 'POST', '/client/patient-events', { authorization: `Bearer ${t.apiKey}`, 'content-type': 'application/json', ...headers }, '{}');
 
     it('any Content-Encoding but identity is 415 UNSUPPORTED_MEDIA_TYPE, after authentication', async () => {
       for (const coding of ['pack200-gzip', 'aes128gcm', 'exi', 'foo', 'gzip', 'identity, zstd', 'x-gzip']) {
         const r = await post({ 'content-encoding': coding });
-        expect({ coding, status: r.status, body: r.body }).toEqual({ coding, status: 415, body: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.stringContaining('Content-Encoding') } });
+        expect({ coding, status: r.status, body: r.body }).toEqual({
+          coding,
+          status: 415,
+          body: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.stringContaining('Content-Encoding') },
+        });
       }
       const anonymous = await rawHttp(app, 'POST', '/client/patient-events', { 'content-type': 'application/json', 'content-encoding': 'foo' }, '{}');
       expect(anonymous.status).toBe(401);
@@ -287,7 +317,9 @@ describe('HTTP edge audit (e2e, raw sockets)', () => {
       const chunkedBody = (te: string) =>
         `POST /api/client/patient-events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.apiKey}\r\nContent-Type: application/json\r\nTransfer-Encoding: ${te}\r\nConnection: close\r\n\r\n2\r\n{}\r\n0\r\n\r\n`;
       const gz = await exchange([chunkedBody('gzip, chunked')]);
-      expect(gz.answers.map((a) => [a.status, a.body])).toEqual([[415, { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.stringContaining('Transfer-Encoding') }]]);
+      expect(gz.answers.map((a) => [a.status, a.body])).toEqual([
+        [415, { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.stringContaining('Transfer-Encoding') }],
+      ]);
       const plain = await exchange([chunkedBody('chunked')]);
       expect(plain.answers.map((a) => [a.status, a.body?.code])).toEqual([[400, 'VALIDATION_FAILED']]);
     });
@@ -307,13 +339,29 @@ describe('HTTP edge audit (e2e, raw sockets)', () => {
       const c = await openCase(app, t);
       const session = await widgetToken(app, { organizationId: t.orgId, environmentId: t.sandbox, patientId: null });
       for (const [over, path] of cases) {
-        const inbound = await app.api.post(`/v1/conversations/${c.caseId}/messages`, { requestId: randomUUID(), message: 'hi', attachments: [item(over)] }, t.apiKey);
-        expect({ over, status: inbound.status, paths: inbound.body.details?.map((d: { path: string }) => d.path) }).toEqual({ over, status: 400, paths: [path] });
+        const inbound = await app.api.post(
+          `/v1/conversations/${c.caseId}/messages`,
+          { requestId: randomUUID(), message: 'hi', attachments: [item(over)] },
+          t.apiKey,
+        );
+        expect({ over, status: inbound.status, paths: inbound.body.details?.map((d: { path: string }) => d.path) }).toEqual({
+          over,
+          status: 400,
+          paths: [path],
+        });
         const widget = await app.api.post('/widget/v1/messages', { message: 'hi', attachments: [item(over)] }, session);
         expect({ over, status: widget.status, paths: widget.body.details?.map((d: { path: string }) => d.path) }).toEqual({ over, status: 400, paths: [path] });
       }
-      for (const over of [{ fileName: 'a', contentType: 'b' }, { fileName: 'x'.repeat(200), contentType: 'x'.repeat(160) }, { id: randomUUID().toUpperCase() }]) {
-        const inbound = await app.api.post(`/v1/conversations/${c.caseId}/messages`, { requestId: randomUUID(), message: 'hi', attachments: [item(over)] }, t.apiKey);
+      for (const over of [
+        { fileName: 'a', contentType: 'b' },
+        { fileName: 'x'.repeat(200), contentType: 'x'.repeat(160) },
+        { id: randomUUID().toUpperCase() },
+      ]) {
+        const inbound = await app.api.post(
+          `/v1/conversations/${c.caseId}/messages`,
+          { requestId: randomUUID(), message: 'hi', attachments: [item(over)] },
+          t.apiKey,
+        );
         expect({ over, status: inbound.status }).toEqual({ over, status: 201 });
         const widget = await app.api.post('/widget/v1/messages', { message: 'hi', attachments: [item(over)] }, session);
         expect({ over, status: widget.status }).toEqual({ over, status: 201 });
@@ -325,14 +373,23 @@ describe('HTTP edge audit (e2e, raw sockets)', () => {
     it('passes on an operation that takes no body (as without the header); still 400 "empty body" where a body is taken', async () => {
       const key = await app.api.post(`${t.env}/api-keys`, { name: 'to-revoke' }, t.staff);
       expect(key.status).toBe(201);
-      const revoke = await rawHttp(app, 'DELETE', `${t.env}/api-keys/${key.body.id}`, { authorization: `Bearer ${t.staff}`, 'content-type': 'application/json' }, '');
+      const revoke = await rawHttp(
+        app,
+        'DELETE',
+        `${t.env}/api-keys/${key.body.id}`,
+        { authorization: `Bearer ${t.staff}`, 'content-type': 'application/json' },
+        '',
+      );
       expect(revoke.status).toBe(204);
       expect((await app.api.get('/v1/ping', key.body.key)).status).toBe(401);
       // an anonymous call is still 401 first
       const anonymous = await rawHttp(app, 'DELETE', `${t.env}/api-keys/${key.body.id}`, { 'content-type': 'application/json' }, '');
       expect(anonymous.status).toBe(401);
       const taken = await rawHttp(app, 'POST', '/client/patient-events', { authorization: `Bearer ${t.apiKey}`, 'content-type': 'application/json' }, '');
-      expect({ status: taken.status, body: taken.body }).toEqual({ status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: 'empty body' }] } });
+      expect({ status: taken.status, body: taken.body }).toEqual({
+        status: 400,
+        body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: 'empty body' }] },
+      });
     });
   });
 });

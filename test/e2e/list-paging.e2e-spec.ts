@@ -184,7 +184,8 @@ describe.each(stores)('bounded lists (e2e, real HTTP, %s)', (_name, env) => {
     });
 
     it('rejects a bad limit or cursor, and a cursor of another list, environment or organization: 400', async () => {
-      for (const bad of ['0', '201', 'abc', '-3', '2.0', '']) expectInvalid(await app.api.get(`${path()}?limit=${encodeURIComponent(bad)}`, t.staff), 'limit', bad);
+      for (const bad of ['0', '201', 'abc', '-3', '2.0', ''])
+        expectInvalid(await app.api.get(`${path()}?limit=${encodeURIComponent(bad)}`, t.staff), 'limit', bad);
       expect((await app.api.get(`${path()}?limit=200`, t.staff)).status).toBe(200);
       const cursor = (await app.api.get(`${path()}?limit=2`, t.staff)).body.nextCursor as string;
       const forged = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
@@ -199,7 +200,11 @@ describe.each(stores)('bounded lists (e2e, real HTTP, %s)', (_name, env) => {
       const dCursor = (await app.api.get(`${t.env}/webhook-endpoints/${endpointId}/deliveries?limit=1`, t.staff)).body.nextCursor as string;
       expect(typeof dCursor).toBe('string');
       expectInvalid(await app.api.get(`${path()}?cursor=${encodeURIComponent(dCursor)}`, t.staff), 'cursor', 'deliveries cursor');
-      expectInvalid(await app.api.get(`${t.env}/webhook-endpoints/${endpointId}/deliveries?cursor=${encodeURIComponent(cursor)}`, t.staff), 'cursor', 'cases cursor');
+      expectInvalid(
+        await app.api.get(`${t.env}/webhook-endpoints/${endpointId}/deliveries?cursor=${encodeURIComponent(cursor)}`, t.staff),
+        'cursor',
+        'cases cursor',
+      );
     });
   });
 
@@ -207,10 +212,14 @@ describe.each(stores)('bounded lists (e2e, real HTTP, %s)', (_name, env) => {
     const path = (id = endpointId) => `${t.env}/webhook-endpoints/${id}/deliveries`;
     let order: string[];
     beforeAll(async () => {
-      const all = await until(async () => {
-        const r = await app.api.get(`${path()}?limit=200`, t.staff);
-        return r.body.deliveries?.length === CASES ? r.body : null;
-      }, 30_000, `${CASES} deliveries`);
+      const all = await until(
+        async () => {
+          const r = await app.api.get(`${path()}?limit=200`, t.staff);
+          return r.body.deliveries?.length === CASES ? r.body : null;
+        },
+        30_000,
+        `${CASES} deliveries`,
+      );
       expect(all.nextCursor).toBeNull();
       order = all.deliveries.map((d: { id: string }) => d.id);
     });
@@ -225,7 +234,11 @@ describe.each(stores)('bounded lists (e2e, real HTTP, %s)', (_name, env) => {
         expect([limit, pages.flat()]).toEqual([limit, order]);
       }
       // With ?status= too (every one of these was delivered).
-      await until(async () => ((await app.api.get(`${path()}?status=delivered&limit=200`, t.staff)).body.deliveries.length === CASES ? true : null), 30_000, 'all delivered');
+      await until(
+        async () => ((await app.api.get(`${path()}?status=delivered&limit=200`, t.staff)).body.deliveries.length === CASES ? true : null),
+        30_000,
+        'all delivered',
+      );
       const delivered = await walk(`${path()}?status=delivered`, 'deliveries', (d) => d.id, 8);
       expect(delivered.flat()).toEqual(order);
     });
@@ -247,7 +260,12 @@ describe.each(stores)('bounded lists (e2e, real HTTP, %s)', (_name, env) => {
     let workflowId: string;
     let otherWorkflowId: string;
     beforeAll(async () => {
-      const definition = { category: 'support', description: 'Hours', triggerPhrases: ['hours'], steps: [{ id: 'r', type: 'reply', message: 'We open at nine.' }] };
+      const definition = {
+        category: 'support',
+        description: 'Hours',
+        triggerPhrases: ['hours'],
+        steps: [{ id: 'r', type: 'reply', message: 'We open at nine.' }],
+      };
       const wf = await app.api.post(P(), { stableKey: 'paged_runs', name: 'Paged runs', definition }, t.staff);
       if (wf.status !== 201) throw new Error(wf.text);
       workflowId = wf.body.id;

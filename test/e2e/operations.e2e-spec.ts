@@ -70,7 +70,12 @@ describe('operations routes (e2e)', () => {
       expect(page.status).toBe(200);
       expect(page.headers.get('content-type')).toBe('text/html; charset=utf-8');
       const csp = page.headers.get('content-security-policy') ?? '';
-      const directives = new Map(csp.split(';').map((d) => d.trim().split(/\s+/)).map(([name, ...values]) => [name, values] as const));
+      const directives = new Map(
+        csp
+          .split(';')
+          .map((d) => d.trim().split(/\s+/))
+          .map(([name, ...values]) => [name, values] as const),
+      );
       expect(directives.get('default-src')).toEqual(["'none'"]);
       expect(directives.get('script-src')).toEqual(["'self'"]);
       expect(directives.get('connect-src')).toEqual(["'self'"]);
@@ -159,7 +164,11 @@ describe('operations routes (e2e)', () => {
       const r = await app.api.get('/readyz');
       const took = Date.now() - started;
       expect(r.status).toBe(503);
-      expect(r.body).toMatchObject({ code: 'NOT_READY', status: 'not_ready', checks: { eventStore: { status: 'ok' }, bus: { status: 'ok' }, readStore: { status: 'failed', reason: 'timeout' } } });
+      expect(r.body).toMatchObject({
+        code: 'NOT_READY',
+        status: 'not_ready',
+        checks: { eventStore: { status: 'ok' }, bus: { status: 'ok' }, readStore: { status: 'failed', reason: 'timeout' } },
+      });
       expect(took).toBeLessThan(READY_BOUND_MS);
       expect(r.text).not.toContain(String(forwarder.port));
       expect(r.text).not.toContain('redis://');

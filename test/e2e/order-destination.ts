@@ -3,7 +3,20 @@ import { IncomingMessage, Server, ServerResponse, createServer } from 'node:http
 import { performance } from 'node:perf_hooks';
 
 /** One order, as an orders_v1 Destination answers it. */
-export const ORDERS = { orders: [{ id: 'A-1', status: 'shipped', statusLabel: null, carrier: 'UPS', trackingUrl: 'https://track.example/A-1', estimatedDelivery: null, placedAt: '2026-01-01', items: null }] };
+export const ORDERS = {
+  orders: [
+    {
+      id: 'A-1',
+      status: 'shipped',
+      statusLabel: null,
+      carrier: 'UPS',
+      trackingUrl: 'https://track.example/A-1',
+      estimatedDelivery: null,
+      placedAt: '2026-01-01',
+      items: null,
+    },
+  ],
+};
 
 /** A real Destination on 127.0.0.1: checks the signature from the raw bytes, records when each call arrived. */
 export class OrderDestination {

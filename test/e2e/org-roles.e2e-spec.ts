@@ -33,7 +33,17 @@ describe('roles per organization (e2e, real HTTP)', () => {
     const key = await app.api.post(`${env}/api-keys`, { name: 'owner key' }, t.staff);
     const endpoint = await app.api.post(`${env}/webhook-endpoints`, { url: 'http://127.0.0.1:9/roles-hook', events: ['clinical_case.opened'] }, t.staff);
     const destination = await app.api.post(`${env}/destinations`, { stableKey: 'roles_dest', name: 'Roles', baseUrl: 'https://orders.example.test' }, t.staff);
-    const protocol = await app.api.post(`${env}/protocols`, { programKey: 'roles-program', name: 'Roles', defaultCadenceDays: 30, questions: [{ key: 'pain', text: 'Pain?', type: 'scale' }], redFlags: { emergencyTerms: true } }, t.staff);
+    const protocol = await app.api.post(
+      `${env}/protocols`,
+      {
+        programKey: 'roles-program',
+        name: 'Roles',
+        defaultCadenceDays: 30,
+        questions: [{ key: 'pain', text: 'Pain?', type: 'scale' }],
+        redFlags: { emergencyTerms: true },
+      },
+      t.staff,
+    );
     const definition = { category: 'support', description: 'Roles', triggerPhrases: ['roles hello'], steps: [{ id: 'hi', type: 'reply', message: 'Hello!' }] };
     const workflow = await app.api.post(`${env}/conversation-workflows`, { stableKey: 'roles_flow', name: 'Roles flow', definition }, t.staff);
     expect([key, endpoint, destination, protocol, workflow].map(code)).toEqual(['201', '201', '201', '201', '201']);
@@ -43,14 +53,30 @@ describe('roles per organization (e2e, real HTTP)', () => {
       ['list API keys', app.api.get(`${env}/api-keys`, member)],
       ['revoke API key', app.api.delete(`${env}/api-keys/${key.body.id}`, member)],
       ['rotate secret', app.api.post(`${env}/secrets/rotate`, { kind: 'identity_token' }, member)],
-      ['create webhook endpoint', app.api.post(`${env}/webhook-endpoints`, { url: 'http://127.0.0.1:9/member-hook', events: ['clinical_case.opened'] }, member)],
+      [
+        'create webhook endpoint',
+        app.api.post(`${env}/webhook-endpoints`, { url: 'http://127.0.0.1:9/member-hook', events: ['clinical_case.opened'] }, member),
+      ],
       ['list webhook endpoints', app.api.get(`${env}/webhook-endpoints`, member)],
       ['rotate endpoint secret', app.api.post(`${env}/webhook-endpoints/${endpoint.body.id}/rotate-secret`, undefined, member)],
       ['read deliveries', app.api.get(`${env}/webhook-endpoints/${endpoint.body.id}/deliveries`, member)],
       ['delete webhook endpoint', app.api.delete(`${env}/webhook-endpoints/${endpoint.body.id}`, member)],
       ['create destination', app.api.post(`${env}/destinations`, { stableKey: 'member_dest', name: 'Member', baseUrl: 'https://orders.example.test' }, member)],
       ['list destinations', app.api.get(`${env}/destinations`, member)],
-      ['create protocol', app.api.post(`${env}/protocols`, { programKey: 'member-program', name: 'Member', defaultCadenceDays: 30, questions: [{ key: 'pain', text: 'Pain?', type: 'scale' }], redFlags: { emergencyTerms: true } }, member)],
+      [
+        'create protocol',
+        app.api.post(
+          `${env}/protocols`,
+          {
+            programKey: 'member-program',
+            name: 'Member',
+            defaultCadenceDays: 30,
+            questions: [{ key: 'pain', text: 'Pain?', type: 'scale' }],
+            redFlags: { emergencyTerms: true },
+          },
+          member,
+        ),
+      ],
       ['list protocols', app.api.get(`${env}/protocols`, member)],
       ['activate protocol', app.api.post(`${env}/protocols/${protocol.body.id}/activate`, undefined, member)],
       ['create workflow', app.api.post(`${env}/conversation-workflows`, { stableKey: 'member_flow', name: 'Member flow', definition }, member)],
@@ -60,9 +86,13 @@ describe('roles per organization (e2e, real HTTP)', () => {
     expect(answers).toEqual(calls.map(([name]) => [name, '403 ROLE_REQUIRED']));
 
     // Nothing of it happened.
-    expect((await app.api.get(`${env}/api-keys`, t.staff)).body.apiKeys.map((k: { name: string; revokedAt: string | null }) => [k.name, k.revokedAt])).toEqual(expect.arrayContaining([['owner key', null]]));
+    expect((await app.api.get(`${env}/api-keys`, t.staff)).body.apiKeys.map((k: { name: string; revokedAt: string | null }) => [k.name, k.revokedAt])).toEqual(
+      expect.arrayContaining([['owner key', null]]),
+    );
     expect((await app.api.get(`${env}/api-keys`, t.staff)).body.apiKeys.map((k: { name: string }) => k.name)).not.toContain('member key');
-    expect((await app.api.get(`${env}/webhook-endpoints`, t.staff)).body.webhookEndpoints.map((e: { url: string }) => e.url)).toEqual(['http://127.0.0.1:9/roles-hook']);
+    expect((await app.api.get(`${env}/webhook-endpoints`, t.staff)).body.webhookEndpoints.map((e: { url: string }) => e.url)).toEqual([
+      'http://127.0.0.1:9/roles-hook',
+    ]);
     expect((await app.api.get(`${env}/destinations`, t.staff)).body.destinations.map((d: { stableKey: string }) => d.stableKey)).toEqual(['roles_dest']);
     expect((await app.api.get(`${env}/protocols`, t.staff)).body.protocols.map((p: { programKey: string }) => p.programKey)).not.toContain('member-program');
     expect((await app.api.get(`${env}/protocols`, t.staff)).body.protocols.find((p: { id: string }) => p.id === protocol.body.id).active).toBe(false);
@@ -77,7 +107,9 @@ describe('roles per organization (e2e, real HTTP)', () => {
     expect(code(await app.api.post(`${env}/secrets/rotate`, { kind: 'widget_signing' }, adminNoPerm))).toBe('403 PERMISSION_REQUIRED');
     expect(code(await app.api.get(`${env}/conversation-workflows`, adminNoPerm))).toBe('403 PERMISSION_REQUIRED');
     const ownerNoPerm = await app.staffToken({ sub: t.ownerSub, permissions: [] });
-    expect(code(await app.api.post(`${env}/destinations`, { stableKey: 'x_dest', name: 'X', baseUrl: 'https://orders.example.test' }, ownerNoPerm))).toBe('403 PERMISSION_REQUIRED');
+    expect(code(await app.api.post(`${env}/destinations`, { stableKey: 'x_dest', name: 'X', baseUrl: 'https://orders.example.test' }, ownerNoPerm))).toBe(
+      '403 PERMISSION_REQUIRED',
+    );
 
     // Promoted to admin, the same person may set up at once; demoted again, not.
     await join_('setup-member', 'admin');
@@ -100,7 +132,10 @@ describe('roles per organization (e2e, real HTTP)', () => {
     expect(setUp.length).toBeGreaterThan(25);
     expect(ops.filter((o) => clinical(o.path)).length).toBe(5);
     const url = (path: string) =>
-      path.replace('{orgId}', t.orgId).replace('{envId}', t.sandbox).replace(/\{[^}]+\}/g, '00000000-0000-4000-8000-000000000000');
+      path
+        .replace('{orgId}', t.orgId)
+        .replace('{envId}', t.sandbox)
+        .replace(/\{[^}]+\}/g, '00000000-0000-4000-8000-000000000000');
     const ask = (o: { method: string; path: string }, token: string) =>
       app.api.request(o.method, url(o.path), { token, ...(['POST', 'PUT', 'PATCH'].includes(o.method) ? { body: {} } : {}) });
     for (const [who, token, expected] of [
@@ -177,11 +212,22 @@ describe('roles per organization (e2e, real HTTP)', () => {
     expect(code(await app.api.post(path, { sub: 'list-admin', email: 'list-admin@example.test', role: 'member' }, member))).toBe('403 ROLE_REQUIRED');
     expect(code(await app.api.post(path, { sub: 'list-member', email: 'list-member@example.test', role: 'admin' }, member))).toBe('403 ROLE_REQUIRED');
     const after = bySub((await app.api.get(path, o.staff)).body);
-    expect(after.map((x: { sub: string; role: string }) => `${x.sub}:${x.role}`)).toEqual(['list-admin:admin', 'list-admin-2:member', 'list-member:member', `${o.ownerSub}:owner`]);
+    expect(after.map((x: { sub: string; role: string }) => `${x.sub}:${x.role}`)).toEqual([
+      'list-admin:admin',
+      'list-admin-2:member',
+      'list-member:member',
+      `${o.ownerSub}:owner`,
+    ]);
     // Oldest first, also for a sub that looks like an integer (an object would put it first).
     await app.advanceClock(1);
     expect((await app.api.post(path, { sub: '2024', email: 'numeric@example.test', role: 'member' }, o.staff)).status).toBe(201);
-    expect((await app.api.get(path, o.staff)).body.members.map((x: { sub: string }) => x.sub)).toEqual([o.ownerSub, 'list-admin', 'list-member', 'list-admin-2', '2024']);
+    expect((await app.api.get(path, o.staff)).body.members.map((x: { sub: string }) => x.sub)).toEqual([
+      o.ownerSub,
+      'list-admin',
+      'list-member',
+      'list-admin-2',
+      '2024',
+    ]);
     // Not a member: 404 like every other organization route.
     expect(code(await app.api.get(path, await app.staffToken({ sub: 'list-stranger' })))).toBe('404 NOT_FOUND');
   });
@@ -272,7 +318,12 @@ describe('roles per organization (e2e, real HTTP)', () => {
       [{ sub: 'v', email: 'not-an-email', role: 'member' }, ['email']],
     ] as const) {
       const r = await app.api.post(path, body, t.staff);
-      expect({ body, status: r.status, code: r.body.code, paths: [...new Set(r.body.details?.map((d: { path: string }) => d.path))] }).toEqual({ body, status: 400, code: 'VALIDATION_FAILED', paths });
+      expect({ body, status: r.status, code: r.body.code, paths: [...new Set(r.body.details?.map((d: { path: string }) => d.path))] }).toEqual({
+        body,
+        status: 400,
+        code: 'VALIDATION_FAILED',
+        paths,
+      });
     }
     // A body on DELETE is refused like on any operation that takes none.
     expect((await app.api.post(path, { sub: 'v-body', email: 'v@example.test', role: 'member' }, t.staff)).status).toBe(201);

@@ -47,7 +47,11 @@ describe('patient cancelled while a check-in falls due (e2e, real HTTP)', () => 
     const outcomes = await Promise.all(
       patients.map(async (p) => {
         await sleep(Math.random() * spreadMs);
-        const r = await api.post('/client/patient-events', { eventId: randomUUID(), type: 'patient.cancelled', externalPatientId: p.externalPatientId }, t.apiKey);
+        const r = await api.post(
+          '/client/patient-events',
+          { eventId: randomUUID(), type: 'patient.cancelled', externalPatientId: p.externalPatientId },
+          t.apiKey,
+        );
         const answeredAt = Date.now();
         expect(r.status).toBe(202);
         return { ...p, answeredAt };
@@ -73,7 +77,15 @@ describe('patient cancelled while a check-in falls due (e2e, real HTTP)', () => 
   it("refuses a voided check-in's link (401), whatever the token", async () => {
     const t = await setUpTenant(app, 'voided-link');
     const checkInId = randomUUID();
-    const meta = { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: t.orgId, environmentId: t.sandbox, actor: 'system', recordedAt: new Date().toISOString() };
+    const meta = {
+      eventId: randomUUID(),
+      correlationId: randomUUID(),
+      causationId: null,
+      organizationId: t.orgId,
+      environmentId: t.sandbox,
+      actor: 'system',
+      recordedAt: new Date().toISOString(),
+    };
     // What the dispatch records for a check-in whose patient was cancelled before it was issued.
     await (await store()).append(checkInStream(checkInId), [{ type: 'CheckInVoided', data: { at: meta.recordedAt }, metadata: meta }], 'no_stream');
     for (const r of [

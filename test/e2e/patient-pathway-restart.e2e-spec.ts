@@ -30,7 +30,11 @@ describe('patient pathway survives kill -9 (built standalone process)', () => {
     proc = new StandaloneProcess(dataDir);
     await proc.start();
     // The original body after the restart: a duplicate with the same patientId.
-    expect((await proc.api.post('/client/patient-events', original, key)).body).toEqual({ accepted: true, duplicate: true, patientId: enrolled.body.patientId });
+    expect((await proc.api.post('/client/patient-events', original, key)).body).toEqual({
+      accepted: true,
+      duplicate: true,
+      patientId: enrolled.body.patientId,
+    });
     await proc.api.post('/dev/clock', { advanceSeconds: DAY + 60 });
     const emails = await waitForEmails(proc.api, email, 1, 10000);
     expect(emails).toHaveLength(1);
@@ -42,7 +46,8 @@ describe('patient pathway survives kill -9 (built standalone process)', () => {
     // Counted in the streams (the outbox would hide a second send: it dedupes by id).
     const db = new Database(join(dataDir, 'events.sqlite'), { readonly: true });
     try {
-      const count = (stream: string, type: string) => (db.prepare('SELECT COUNT(*) AS n FROM events WHERE stream_id = ? AND type = ?').get(stream, type) as { n: number }).n;
+      const count = (stream: string, type: string) =>
+        (db.prepare('SELECT COUNT(*) AS n FROM events WHERE stream_id = ? AND type = ?').get(stream, type) as { n: number }).n;
       expect(count(`patient-pathway-checkin-${checkInId}`, 'check_in.sent')).toBe(1);
       expect(count(`patient-pathway-checkin-${checkInId}`, 'CheckInSendClaimed')).toBe(1);
       expect(count(`patient-pathway-patient-${enrolled.body.patientId}`, 'CheckInSent')).toBe(1);

@@ -16,7 +16,15 @@ describe('patient pathway (e2e, real HTTP)', () => {
   it('enrolls, sends the check-in email after one cadence, and a red-flag answer opens a case with the right priority and rules', async () => {
     const api = app.api;
     const t = await setUpTenant(app);
-    expect(t.protocol).toMatchObject({ programKey: 'post-op', active: false, defaultCadenceDays: 7, questions: expect.any(Array), redFlags: expect.any(Object), createdAt: expect.any(String), id: expect.any(String) });
+    expect(t.protocol).toMatchObject({
+      programKey: 'post-op',
+      active: false,
+      defaultCadenceDays: 7,
+      questions: expect.any(Array),
+      redFlags: expect.any(Object),
+      createdAt: expect.any(String),
+      id: expect.any(String),
+    });
 
     const email = `story-${randomUUID()}@example.test`;
     const ev = created('EXT-STORY-1', email, { programKey: 'post-op', checkInCadenceDays: 3 });
@@ -56,7 +64,11 @@ describe('patient pathway (e2e, real HTTP)', () => {
     const a2 = await api.post(`/widget/v1/check-ins/${checkInId}/answers`, { token, questionKey: 'mood', value: 2 });
     expect(a2.body.next.key).toBe('fever');
     await api.post(`/widget/v1/check-ins/${checkInId}/answers`, { token, questionKey: 'fever', value: false });
-    const a4 = await api.post(`/widget/v1/check-ins/${checkInId}/answers`, { token, questionKey: 'other', value: 'My left ankle has been swollen since Monday' });
+    const a4 = await api.post(`/widget/v1/check-ins/${checkInId}/answers`, {
+      token,
+      questionKey: 'other',
+      value: 'My left ankle has been swollen since Monday',
+    });
     expect(a4.body).toEqual({ next: null, emergency: false });
 
     const again = await api.get(`/widget/v1/check-ins/${checkInId}?token=${token}`);
@@ -74,7 +86,13 @@ describe('patient pathway (e2e, real HTTP)', () => {
     const item = cases.body.clinicalCases.find((x: { reference: string }) => x.reference === done.body.caseReference);
     expect(item).toBeDefined();
     const c = (await api.get(`${t.env}/clinical-cases/${item.caseId}`, staff)).body;
-    expect(c).toMatchObject({ priority: 'urgent', source: 'check_in', patientId: r.body.patientId, stoppedEarly: false, patientNotes: 'Also the wound is leaking a bit.' });
+    expect(c).toMatchObject({
+      priority: 'urgent',
+      source: 'check_in',
+      patientId: r.body.patientId,
+      stoppedEarly: false,
+      patientNotes: 'Also the wound is leaking a bit.',
+    });
     expect(c.symptomScores).toEqual({ pain: 8, mood: 2, fever: false, other: 'My left ankle has been swollen since Monday' });
     expect(c.matchedRules).toEqual(['score:urgent:pain>=7', 'score:routine:mood<=2', 'phrase:wound is leaking', 'semantic_phrase:leg swelling']);
 
@@ -82,7 +100,9 @@ describe('patient pathway (e2e, real HTTP)', () => {
     const retried = await api.post(`/widget/v1/check-ins/${checkInId}/complete`, { token, notes: 'Also the wound is leaking a bit.' });
     expect(retried.status).toBe(200);
     expect(retried.body).toEqual(done.body);
-    expect((await api.get(`${t.env}/clinical-cases`, staff)).body.clinicalCases.filter((x: { reference: string }) => x.reference === done.body.caseReference)).toHaveLength(1);
+    expect(
+      (await api.get(`${t.env}/clinical-cases`, staff)).body.clinicalCases.filter((x: { reference: string }) => x.reference === done.body.caseReference),
+    ).toHaveLength(1);
     expect((await api.get(`${t.env}/clinical-cases`, staff)).body.clinicalCases).toHaveLength(cases.body.clinicalCases.length);
 
     // Otherwise the token was single-use.
@@ -106,7 +126,11 @@ describe('patient pathway (e2e, real HTTP)', () => {
     const [mail] = await waitForEmails(api, email, 1);
     const { checkInId, token } = link(mail.text);
     await api.post(`/widget/v1/check-ins/${checkInId}/answers`, { token, questionKey: 'pain', value: 3 });
-    const stop = await api.post(`/widget/v1/check-ins/${checkInId}/answers`, { token, questionKey: 'other', value: 'Tengo un dolor fuerte en el pecho y no puedo respirar' });
+    const stop = await api.post(`/widget/v1/check-ins/${checkInId}/answers`, {
+      token,
+      questionKey: 'other',
+      value: 'Tengo un dolor fuerte en el pecho y no puedo respirar',
+    });
     expect(stop.status).toBe(200);
     expect(stop.body).toMatchObject({ next: null, emergency: true, guidance: expect.any(String), caseReference: expect.stringMatching(/^CC-/) });
     const staff = await app.staffToken({ sub: t.ownerSub });
@@ -119,7 +143,11 @@ describe('patient pathway (e2e, real HTTP)', () => {
     expect(c.matchedRules).toEqual(['emergency_terms:chest_pain', 'emergency_terms:breathing']);
     // A retry of the answer that stopped it (the guidance lost on the way) gets the guidance and
     // the same case again; the check-in is over for anything else: another answer or completing.
-    const retried = await api.post(`/widget/v1/check-ins/${checkInId}/answers`, { token, questionKey: 'other', value: 'Tengo un dolor fuerte en el pecho y no puedo respirar' });
+    const retried = await api.post(`/widget/v1/check-ins/${checkInId}/answers`, {
+      token,
+      questionKey: 'other',
+      value: 'Tengo un dolor fuerte en el pecho y no puedo respirar',
+    });
     expect(retried.status).toBe(200);
     expect(retried.body).toEqual(stop.body);
     expect((await api.get(`${t.env}/clinical-cases`, staff)).body.clinicalCases).toHaveLength(cases.body.clinicalCases.length);
@@ -128,7 +156,15 @@ describe('patient pathway (e2e, real HTTP)', () => {
     const after = await api.post(`/widget/v1/check-ins/${checkInId}/complete`, { token });
     expect(after.status).toBe(401);
     // A wrong token is refused all the same.
-    expect((await api.post(`/widget/v1/check-ins/${checkInId}/answers`, { token: 'x' + token.slice(1), questionKey: 'other', value: 'Tengo un dolor fuerte en el pecho y no puedo respirar' })).status).toBe(401);
+    expect(
+      (
+        await api.post(`/widget/v1/check-ins/${checkInId}/answers`, {
+          token: 'x' + token.slice(1),
+          questionKey: 'other',
+          value: 'Tengo un dolor fuerte en el pecho y no puedo respirar',
+        })
+      ).status,
+    ).toBe(401);
   });
 
   it('completes with no action when nothing matched', async () => {
@@ -160,7 +196,11 @@ describe('patient pathway (e2e, real HTTP)', () => {
     const reordered = Object.fromEntries(Object.entries(ev).reverse());
     expect((await api.post('/client/patient-events', reordered, t.apiKey)).body.duplicate).toBe(true);
     // Nor does the case of the uuid: the same eventId in capitals is the same event.
-    expect((await api.post('/client/patient-events', { ...ev, eventId: ev.eventId.toUpperCase() }, t.apiKey)).body).toEqual({ accepted: true, duplicate: true, patientId: first.body.patientId });
+    expect((await api.post('/client/patient-events', { ...ev, eventId: ev.eventId.toUpperCase() }, t.apiKey)).body).toEqual({
+      accepted: true,
+      duplicate: true,
+      patientId: first.body.patientId,
+    });
 
     const reused = await api.post('/client/patient-events', { ...ev, firstName: 'Other' }, t.apiKey);
     expect(reused.status).toBe(409);
@@ -260,7 +300,11 @@ describe('patient pathway (e2e, real HTTP)', () => {
     // An update or cancel naming a protocol that is not an active one of the environment: 404, nothing applied.
     for (const named of [{ programKey: 'no-such-program' }, { protocolId: randomUUID() }]) {
       for (const type of ['patient.updated', 'patient.cancelled']) {
-        const r = await api.post('/client/patient-events', ev(type, { ...named, ...(type === 'patient.updated' ? { email: 'never@example.test' } : {}) }), t.apiKey);
+        const r = await api.post(
+          '/client/patient-events',
+          ev(type, { ...named, ...(type === 'patient.updated' ? { email: 'never@example.test' } : {}) }),
+          t.apiKey,
+        );
         expect({ type, named, status: r.status, code: r.body.code }).toEqual({ type, named, status: 404, code: 'PROTOCOL_NOT_FOUND' });
       }
     }
@@ -309,8 +353,12 @@ describe('patient pathway (e2e, real HTTP)', () => {
     const a = (await api.post(`${t.env}/protocols`, protocolBody('program-a'), t.staff)).body;
     const b = (await api.post(`${t.env}/protocols`, protocolBody('program-b', { defaultCadenceDays: 2 }), t.staff)).body;
     // Not active yet: not found by key or id.
-    expect((await api.post('/client/patient-events', created('EXT-P1', 'p1@example.test', { programKey: 'program-a' }), t.apiKey)).body.code).toBe('PROTOCOL_NOT_FOUND');
-    expect((await api.post('/client/patient-events', created('EXT-P1', 'p1@example.test', { protocolId: a.id }), t.apiKey)).body.code).toBe('PROTOCOL_NOT_FOUND');
+    expect((await api.post('/client/patient-events', created('EXT-P1', 'p1@example.test', { programKey: 'program-a' }), t.apiKey)).body.code).toBe(
+      'PROTOCOL_NOT_FOUND',
+    );
+    expect((await api.post('/client/patient-events', created('EXT-P1', 'p1@example.test', { protocolId: a.id }), t.apiKey)).body.code).toBe(
+      'PROTOCOL_NOT_FOUND',
+    );
     expect((await api.post('/client/patient-events', created('EXT-P1', 'p1@example.test', { programKey: 'no-such-program' }), t.apiKey)).status).toBe(404);
 
     expect((await api.post(`${t.env}/protocols/${a.id}/activate`, undefined, t.staff)).body.active).toBe(true);
@@ -340,7 +388,9 @@ describe('patient pathway (e2e, real HTTP)', () => {
     const other = await app.tenant();
     expect((await api.post(`${other.env}/protocols/${a.id}/activate`, undefined, other.staff)).status).toBe(404);
     expect((await api.post(`${t.env}/protocols/${randomUUID()}/activate`, undefined, t.staff)).status).toBe(404);
-    expect((await api.post('/client/patient-events', created('EXT-P9', 'p9@example.test', { protocolId: a.id }), other.apiKey)).body.code).toBe('PROTOCOL_NOT_FOUND');
+    expect((await api.post('/client/patient-events', created('EXT-P9', 'p9@example.test', { protocolId: a.id }), other.apiKey)).body.code).toBe(
+      'PROTOCOL_NOT_FOUND',
+    );
   });
 
   it('validates protocols: 400 on every rule, 409 DUPLICATE_KEY, staff auth', async () => {
@@ -359,12 +409,33 @@ describe('patient pathway (e2e, real HTTP)', () => {
       [{ ...base, questions: [{ key: 'pain', text: 'x', type: 'slider' }] }, 'questions[0].type'],
       [{ ...base, questions: [{ key: 'pain', text: 'x', type: 'scale', min: 5, max: 5 }] }, 'questions[0].max'],
       [{ ...base, questions: [{ key: 'pain', text: 'x', type: 'scale', extra: 1 }] }, 'questions[0].extra'],
-      [{ ...base, questions: [{ key: 'a', text: 'x', type: 'text' }, { key: 'a', text: 'y', type: 'text' }], redFlags: {} }, 'questions[1].key'],
+      [
+        {
+          ...base,
+          questions: [
+            { key: 'a', text: 'x', type: 'text' },
+            { key: 'a', text: 'y', type: 'text' },
+          ],
+          redFlags: {},
+        },
+        'questions[1].key',
+      ],
       [{ ...base, redFlags: { scores: [{ question: 'nope', tier: 'urgent', op: '>=', value: 1 }] } }, 'redFlags.scores[0].question'],
       [{ ...base, redFlags: { scores: [{ question: 'pain', tier: 'critical', op: '>=', value: 1 }] } }, 'redFlags.scores[0].tier'],
       [{ ...base, redFlags: { scores: [{ question: 'pain', tier: 'urgent', op: '>', value: 1 }] } }, 'redFlags.scores[0].op'],
       [{ ...base, redFlags: { phrases: [{ phrase: '', tier: 'urgent' }] } }, 'redFlags.phrases[0].phrase'],
-      [{ ...base, redFlags: { phrases: [{ phrase: 'боль', tier: 'urgent' }, { phrase: '...', tier: 'urgent' }] } }, 'redFlags.phrases[1].phrase'],
+      [
+        {
+          ...base,
+          redFlags: {
+            phrases: [
+              { phrase: 'боль', tier: 'urgent' },
+              { phrase: '...', tier: 'urgent' },
+            ],
+          },
+        },
+        'redFlags.phrases[1].phrase',
+      ],
       [{ ...base, redFlags: { semanticPhrases: [{ phrase: 'the and of', tier: 'urgent' }] } }, 'redFlags.semanticPhrases[0].phrase'],
       [{ ...base, redFlags: { emergencyTerms: 'yes' } }, 'redFlags.emergencyTerms'],
       [{ ...base, redFlags: undefined }, 'redFlags'],
@@ -397,12 +468,14 @@ describe('patient pathway (e2e, real HTTP)', () => {
     expect((await api.get(`${t.env}/protocols`, noPerm)).body.code).toBe('PERMISSION_REQUIRED');
   });
 
-  it('ten concurrent creates with one programKey: exactly one 201, the others 409 DUPLICATE_KEY, the stored body is the winner\'s', async () => {
+  it("ten concurrent creates with one programKey: exactly one 201, the others 409 DUPLICATE_KEY, the stored body is the winner's", async () => {
     const api = app.api;
     const t = await app.tenant();
     for (let round = 0; round < 3; round++) {
       const key = `race-key-${round}`;
-      const results = await Promise.all(Array.from({ length: 10 }, (_, i) => api.post(`${t.env}/protocols`, protocolBody(key, { name: `Racer ${i}` }), t.staff)));
+      const results = await Promise.all(
+        Array.from({ length: 10 }, (_, i) => api.post(`${t.env}/protocols`, protocolBody(key, { name: `Racer ${i}` }), t.staff)),
+      );
       const statuses = results.map((r) => r.status);
       expect(statuses.filter((s) => s === 201)).toHaveLength(1);
       expect(statuses.filter((s) => s === 409)).toHaveLength(9);
@@ -474,7 +547,15 @@ describe('patient pathway (e2e, real HTTP)', () => {
     expect(malformed.body.code).toBe('VALIDATION_FAILED');
     // Email is optional on updates; a valid leap day is fine.
     expect((await api.post('/client/patient-events', { ...ok, dateOfBirth: '2024-02-29' }, t.apiKey)).status).toBe(202);
-    expect((await api.post('/client/patient-events', { eventId: randomUUID(), type: 'patient.updated', externalPatientId: 'EXT-VAL', phone: '5550001234' }, t.apiKey)).status).toBe(202);
+    expect(
+      (
+        await api.post(
+          '/client/patient-events',
+          { eventId: randomUUID(), type: 'patient.updated', externalPatientId: 'EXT-VAL', phone: '5550001234' },
+          t.apiKey,
+        )
+      ).status,
+    ).toBe(202);
 
     // Auth: no key 401, unsigned BAA 403.
     expect((await api.post('/client/patient-events', ok)).status).toBe(401);
@@ -520,7 +601,16 @@ describe('patient pathway (e2e, real HTTP)', () => {
     expect((await api.post(`/widget/v1/check-ins/${checkInId}/answers`, { token: 'nope', questionKey: 'pain', value: 1 })).status).toBe(401);
 
     const answer = (questionKey: string, value: unknown) => api.post(`/widget/v1/check-ins/${checkInId}/answers`, { token, questionKey, value });
-    for (const [k, v] of [['pain', 11], ['pain', -1], ['pain', 2.5], ['pain', '3'], ['fever', 'yes'], ['other', ''], ['other', 'x'.repeat(2001)], ['nope', 1]] as [string, unknown][]) {
+    for (const [k, v] of [
+      ['pain', 11],
+      ['pain', -1],
+      ['pain', 2.5],
+      ['pain', '3'],
+      ['fever', 'yes'],
+      ['other', ''],
+      ['other', 'x'.repeat(2001)],
+      ['nope', 1],
+    ] as [string, unknown][]) {
       const r = await answer(k, v);
       expect({ k, v, status: r.status, code: r.body.code }).toEqual({ k, v, status: 400, code: 'VALIDATION_FAILED' });
     }
@@ -539,17 +629,37 @@ describe('patient pathway (e2e, real HTTP)', () => {
     expect(await busRequest(app, Patterns.findPatient, { environmentId: t.sandbox, externalPatientId: 'EXT-BUS' })).toEqual({ patientId: p.body.patientId });
     expect(await busRequest(app, Patterns.findPatient, { environmentId: t.production, externalPatientId: 'EXT-BUS' })).toEqual({ patientId: null });
     expect(await busRequest(app, Patterns.findPatient, { environmentId: t.sandbox, externalPatientId: 'EXT-NOBODY' })).toEqual({ patientId: null });
-    expect(await busRequest(app, Patterns.patientContact, { environmentId: t.sandbox, patientId: p.body.patientId })).toEqual({ known: true, email, externalPatientId: null });
-    expect(await busRequest(app, Patterns.patientContact, { environmentId: t.production, patientId: p.body.patientId })).toEqual({ known: false, email: null, externalPatientId: null });
-    expect(await busRequest(app, Patterns.patientContact, { environmentId: t.sandbox, patientId: randomUUID() })).toEqual({ known: false, email: null, externalPatientId: null });
-    expect(await busRequest(app, Patterns.patientContact, { environmentId: t.sandbox, patientId: 'not-a-uuid' })).toEqual({ known: false, email: null, externalPatientId: null });
+    expect(await busRequest(app, Patterns.patientContact, { environmentId: t.sandbox, patientId: p.body.patientId })).toEqual({
+      known: true,
+      email,
+      externalPatientId: null,
+    });
+    expect(await busRequest(app, Patterns.patientContact, { environmentId: t.production, patientId: p.body.patientId })).toEqual({
+      known: false,
+      email: null,
+      externalPatientId: null,
+    });
+    expect(await busRequest(app, Patterns.patientContact, { environmentId: t.sandbox, patientId: randomUUID() })).toEqual({
+      known: false,
+      email: null,
+      externalPatientId: null,
+    });
+    expect(await busRequest(app, Patterns.patientContact, { environmentId: t.sandbox, patientId: 'not-a-uuid' })).toEqual({
+      known: false,
+      email: null,
+      externalPatientId: null,
+    });
 
     // Enrolled patients only: once cancelled, findPatient answers null (a widget session gets no patientId).
     const cancel = await api.post('/client/patient-events', { eventId: randomUUID(), type: 'patient.cancelled', externalPatientId: 'EXT-BUS' }, t.apiKey);
     expect(cancel.status).toBe(202);
     expect(await busRequest(app, Patterns.findPatient, { environmentId: t.sandbox, externalPatientId: 'EXT-BUS' })).toEqual({ patientId: null });
     // ...but still known to patientContact (staff may raise a case about a patient whose pathway ended).
-    expect(await busRequest(app, Patterns.patientContact, { environmentId: t.sandbox, patientId: p.body.patientId })).toEqual({ known: true, email, externalPatientId: null });
+    expect(await busRequest(app, Patterns.patientContact, { environmentId: t.sandbox, patientId: p.body.patientId })).toEqual({
+      known: true,
+      email,
+      externalPatientId: null,
+    });
     // Re-enrolled: found again, with the same patientId.
     expect((await api.post('/client/patient-events', created('EXT-BUS', email), t.apiKey)).body.patientId).toBe(p.body.patientId);
     expect(await busRequest(app, Patterns.findPatient, { environmentId: t.sandbox, externalPatientId: 'EXT-BUS' })).toEqual({ patientId: p.body.patientId });

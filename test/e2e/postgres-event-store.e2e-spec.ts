@@ -41,7 +41,11 @@ describe('standalone on the PostgreSQL event store (e2e)', () => {
     const opened = await app.api.post(`${t.env}/clinical-cases`, { patientId, request: 'Please review the new prescription' }, t.staff);
     expect(opened.status).toBe(201);
     const caseId = opened.body.caseId as string;
-    const update = await app.api.post(`/v1/clinical-cases/${caseId}/updates`, { updateId: randomUUID(), sequence: 1, status: 'processed', externalReference: 'EHR-1' }, t.apiKey);
+    const update = await app.api.post(
+      `/v1/clinical-cases/${caseId}/updates`,
+      { updateId: randomUUID(), sequence: 1, status: 'processed', externalReference: 'EHR-1' },
+      t.apiKey,
+    );
     expect(update.status).toBe(200);
     // Read-your-writes through the log's subscriptions.
     const progress = await app.api.get(`/v1/clinical-cases/${caseId}/progress`, t.apiKey);
@@ -58,7 +62,11 @@ describe('standalone on the PostgreSQL event store (e2e)', () => {
     const again = await app.api.get(`/v1/clinical-cases/${caseId}/progress`, t.apiKey);
     expect(again.status).toBe(200);
     expect(again.body).toEqual(progress.body);
-    const next = await app.api.post(`/v1/clinical-cases/${caseId}/updates`, { updateId: randomUUID(), sequence: 2, status: 'patient_contacted', externalReference: 'EHR-2' }, t.apiKey);
+    const next = await app.api.post(
+      `/v1/clinical-cases/${caseId}/updates`,
+      { updateId: randomUUID(), sequence: 2, status: 'patient_contacted', externalReference: 'EHR-2' },
+      t.apiKey,
+    );
     expect(next.status).toBe(200);
     await app.stop();
 

@@ -66,7 +66,10 @@ describe('rate limits (e2e, real HTTP)', () => {
     afterAll(() => app.stop());
 
     it('per API key: 429 with Retry-After over the limit (Nest and lean routes alike), another key unaffected, the bucket refills', async () => {
-      const limited = await exhaust(() => app.api.get('/v1/ping', t.apiKey), (r) => r.status === 200);
+      const limited = await exhaust(
+        () => app.api.get('/v1/ping', t.apiKey),
+        (r) => r.status === 200,
+      );
       const retryAfter = expectRateLimited(limited);
       expect(retryAfter).toBeLessThanOrEqual(2);
       // The same key on a lean route and on a write: the same bucket.
@@ -85,7 +88,10 @@ describe('rate limits (e2e, real HTTP)', () => {
     it('per staff subject: 429 over the limit on any staff route, another subject unaffected, then refilled', async () => {
       const stranger = await app.staffToken({ sub: `rl-stranger-${randomUUID()}` });
       // Counted once the token is verified, whatever the route answers (here: another organization, 404).
-      const limited = await exhaust(() => app.api.get(`/organizations/${t.orgId}`, stranger), (r) => r.status === 404);
+      const limited = await exhaust(
+        () => app.api.get(`/organizations/${t.orgId}`, stranger),
+        (r) => r.status === 404,
+      );
       const retryAfter = expectRateLimited(limited);
       expectRateLimited(await app.api.post('/organizations', { name: 'Over the limit' }, stranger));
       // Without a valid token nothing is counted against anyone: still 401.
@@ -97,7 +103,10 @@ describe('rate limits (e2e, real HTTP)', () => {
     });
 
     it('per client address on the widget and check-in routes; API-key routes are not counted by address', async () => {
-      const limited = await exhaust(() => app.api.get(`/widget/v1/check-ins/${randomUUID()}`), (r) => r.status === 404);
+      const limited = await exhaust(
+        () => app.api.get(`/widget/v1/check-ins/${randomUUID()}`),
+        (r) => r.status === 404,
+      );
       const retryAfter = expectRateLimited(limited);
       // The same address on the check-in page and on a session's opening: the same bucket.
       expectRateLimited(await app.api.get(`/check-ins/${randomUUID()}`));
@@ -113,9 +122,15 @@ describe('rate limits (e2e, real HTTP)', () => {
 
     it('logs a 429 like any request, without the credential', async () => {
       const fresh = await app.tenant();
-      await exhaust(() => app.api.get('/v1/ping', fresh.apiKey), (r) => r.status === 200);
+      await exhaust(
+        () => app.api.get('/v1/ping', fresh.apiKey),
+        (r) => r.status === 200,
+      );
       const log = readFileSync(logFile, 'utf8');
-      const lines = log.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+      const lines = log
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
       expect(lines.filter((l) => l.msg === 'request' && l.statusCode === 429 && l.route === '/api/v1/ping').length).toBeGreaterThan(0);
       expect(log).not.toContain(fresh.apiKey);
       expect(log).not.toContain(fresh.apiKey.slice(-20));
@@ -124,7 +139,10 @@ describe('rate limits (e2e, real HTTP)', () => {
     // Last of this app: the dev clock's jump ends the staff tokens minted before it.
     it('the buckets follow real time, not the dev clock: moving it neither refills nor drains them', async () => {
       const fresh = await app.tenant();
-      await exhaust(() => app.api.get('/v1/ping', fresh.apiKey), (r) => r.status === 200);
+      await exhaust(
+        () => app.api.get('/v1/ping', fresh.apiKey),
+        (r) => r.status === 200,
+      );
       await app.advanceClock(3600);
       expectRateLimited(await app.api.get('/v1/ping', fresh.apiKey));
       // A key that has not been used is not drained by the jump either.
@@ -202,11 +220,17 @@ describe('rate limits (e2e, real HTTP)', () => {
       expectRateLimited(await b.api.get('/v1/ping', t.apiKey));
 
       const staff = await a.staffToken({ sub: `rl-shared-${randomUUID()}` });
-      await exhaust(() => either().api.get(`/organizations/${t.orgId}`, staff), (r) => r.status === 404);
+      await exhaust(
+        () => either().api.get(`/organizations/${t.orgId}`, staff),
+        (r) => r.status === 404,
+      );
       expectRateLimited(await a.api.get(`/organizations/${t.orgId}`, staff));
       expectRateLimited(await b.api.get(`/organizations/${t.orgId}`, staff));
 
-      await exhaust(() => either().api.get(`/check-ins/${randomUUID()}`), (r) => r.status === 404);
+      await exhaust(
+        () => either().api.get(`/check-ins/${randomUUID()}`),
+        (r) => r.status === 404,
+      );
       expectRateLimited(await a.api.get(`/widget/v1/check-ins/${randomUUID()}`));
       expectRateLimited(await b.api.get(`/widget/v1/check-ins/${randomUUID()}`));
 

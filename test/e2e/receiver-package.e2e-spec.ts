@@ -73,7 +73,9 @@ describe('the receiver package, packed and installed (e2e)', () => {
 
   it('packs its build, README and package.json only, with no dependencies', () => {
     const listed = spawnSync('tar', ['-tzf', tarball], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean);
-    expect(listed).toEqual(expect.arrayContaining(['package/package.json', 'package/README.md', 'package/dist/index.js', 'package/dist/index.d.ts', 'package/dist/events.d.ts']));
+    expect(listed).toEqual(
+      expect.arrayContaining(['package/package.json', 'package/README.md', 'package/dist/index.js', 'package/dist/index.d.ts', 'package/dist/events.d.ts']),
+    );
     expect(listed.filter((f) => !/^package\/(package\.json|README\.md|dist\/.+\.(js|d\.ts))$/.test(f))).toEqual([]);
     const installed = JSON.parse(readFileSync(join(scratch, 'consumer/node_modules/@svc/webhooks-receiver/package.json'), 'utf8'));
     expect(installed).toMatchObject({ name: '@svc/webhooks-receiver', version: '1.0.0', main: 'dist/index.js', types: 'dist/index.d.ts' });
@@ -112,18 +114,28 @@ describe('the receiver package, packed and installed (e2e)', () => {
   it('verifies the order lookup a workflow test run sends to a Destination', async () => {
     const t = await app.tenant();
     const rotated = await app.api.post(`${t.env}/secrets/rotate`, { kind: 'widget_signing' }, t.staff);
-    const dest = await app.api.post(`${t.env}/destinations`, { stableKey: 'order_system', name: 'Orders', baseUrl: `${base}/shop`, headers: {}, timeoutMs: 3000 }, t.staff);
+    const dest = await app.api.post(
+      `${t.env}/destinations`,
+      { stableKey: 'order_system', name: 'Orders', baseUrl: `${base}/shop`, headers: {}, timeoutMs: 3000 },
+      t.staff,
+    );
     expect(dest.status).toBe(201);
     const P = `${t.env}/conversation-workflows`;
     const wf = await app.api.post(`${P}/from-template`, { templateKey: 'order_status_tracking' }, t.staff);
-    const tested = await app.api.post(`${P}/versions/${wf.body.draftVersionId}/test`, { expectedRevision: 1, opening: 'where is my order', replies: [], patientEmail: 'pat@example.test', patientId: 'ext-pkg-1' }, t.staff);
+    const tested = await app.api.post(
+      `${P}/versions/${wf.body.draftVersionId}/test`,
+      { expectedRevision: 1, opening: 'where is my order', replies: [], patientEmail: 'pat@example.test', patientId: 'ext-pkg-1' },
+      t.staff,
+    );
     expect(tested.status).toBe(201);
     const call = await waitFor(() => got.find((g) => g.target.startsWith('/shop/')));
 
     const verified = pkg.verifyDestinationCall({ method: call.method, url: call.target, rawBody: call.raw, headers: call.headers }, rotated.body.secret);
     expect(pkg.isOrderLookupRequested(verified.body)).toBe(true);
     expect(verified.body).toEqual({ version: 1, type: 'order_lookup.requested', requestId: tested.body.runId, patient: { externalId: 'ext-pkg-1' } });
-    expect(() => pkg.verifyDestinationCall({ method: call.method, url: '/orders/lookup', rawBody: call.raw, headers: call.headers }, rotated.body.secret)).toThrow(pkg.WebhookVerificationError);
+    expect(() =>
+      pkg.verifyDestinationCall({ method: call.method, url: '/orders/lookup', rawBody: call.raw, headers: call.headers }, rotated.body.secret),
+    ).toThrow(pkg.WebhookVerificationError);
   });
 
   it('its types serve a TypeScript consumer (strict, node16 resolution through "exports")', () => {
@@ -132,26 +144,35 @@ describe('the receiver package, packed and installed (e2e)', () => {
       join(consumer, 'consumer.ts'),
       [
         "import { verifyWebhook, verifyDestinationCall, isOrderLookupRequested, WebhookVerificationError, type WebhookEvent, type OrderLookupResponse, type VerificationReason } from '@svc/webhooks-receiver';",
-        "export function handle(raw: string, headers: Record<string, string>): string {",
+        'export function handle(raw: string, headers: Record<string, string>): string {',
         "  const event: WebhookEvent = verifyWebhook(raw, headers, 'whsec_x', { toleranceSeconds: 300 });",
-        "  switch (event.type) {",
+        '  switch (event.type) {',
         "    case 'clinical_case.opened': return event.data.priority;",
         "    case 'subscription.updated': return event.data.status;",
-        "    default: return event.type;",
-        "  }",
-        "}",
-        "export function orders(raw: string, headers: Record<string, string>): OrderLookupResponse | null {",
+        '    default: return event.type;',
+        '  }',
+        '}',
+        'export function orders(raw: string, headers: Record<string, string>): OrderLookupResponse | null {',
         "  const call = verifyDestinationCall({ method: 'POST', url: '/orders/lookup', rawBody: raw, headers }, 'secret');",
         "  return isOrderLookupRequested(call.body) ? { orders: [{ id: call.body.patient.externalId, status: 'shipped' }] } : null;",
-        "}",
-        "export const reasonOf = (e: unknown): VerificationReason | null => (e instanceof WebhookVerificationError ? e.reason : null);",
+        '}',
+        'export const reasonOf = (e: unknown): VerificationReason | null => (e instanceof WebhookVerificationError ? e.reason : null);',
         '',
       ].join('\n'),
     );
     // No @types of any kind in the consumer: the package's declarations stand on their own.
-    for (const [module, moduleResolution] of [['node16', 'node16'], ['commonjs', 'node10']]) {
+    for (const [module, moduleResolution] of [
+      ['node16', 'node16'],
+      ['commonjs', 'node10'],
+    ]) {
       const config = `tsconfig.${moduleResolution}.json`;
-      writeFileSync(join(consumer, config), JSON.stringify({ compilerOptions: { noEmit: true, strict: true, target: 'es2022', lib: ['es2022'], module, moduleResolution, types: [] }, files: ['consumer.ts'] }));
+      writeFileSync(
+        join(consumer, config),
+        JSON.stringify({
+          compilerOptions: { noEmit: true, strict: true, target: 'es2022', lib: ['es2022'], module, moduleResolution, types: [] },
+          files: ['consumer.ts'],
+        }),
+      );
       run(process.execPath, [TSC, '-p', config], consumer);
     }
   });

@@ -28,7 +28,11 @@ describe('standalone on the Redis read store (e2e)', () => {
     const opened = await app.api.post(`${t.env}/clinical-cases`, { patientId, request: 'Please review the new prescription' }, t.staff);
     expect(opened.status).toBe(201);
     const caseId = opened.body.caseId as string;
-    const update = await app.api.post(`/v1/clinical-cases/${caseId}/updates`, { updateId: randomUUID(), sequence: 1, status: 'processed', externalReference: 'EHR-1' }, t.apiKey);
+    const update = await app.api.post(
+      `/v1/clinical-cases/${caseId}/updates`,
+      { updateId: randomUUID(), sequence: 1, status: 'processed', externalReference: 'EHR-1' },
+      t.apiKey,
+    );
     expect(update.status).toBe(200);
     const progress = await app.api.get(`/v1/clinical-cases/${caseId}/progress`, t.apiKey);
     expect(progress.body).toMatchObject({ status: 'processed', sequence: 1, nextSequence: 2 });
@@ -55,7 +59,15 @@ describe('standalone on the Redis read store (e2e)', () => {
     const caseId = opened.body.caseId as string;
     for (let sequence = 1; sequence <= 5; sequence++) {
       const status = sequence === 1 ? 'processed' : 'patient_contacted';
-      expect((await app.api.post(`/v1/clinical-cases/${caseId}/updates`, { updateId: randomUUID(), sequence, status, externalReference: `EHR-${sequence}` }, t.apiKey)).status).toBe(200);
+      expect(
+        (
+          await app.api.post(
+            `/v1/clinical-cases/${caseId}/updates`,
+            { updateId: randomUUID(), sequence, status, externalReference: `EHR-${sequence}` },
+            t.apiKey,
+          )
+        ).status,
+      ).toBe(200);
     }
     const expected = (await app.api.get(`/v1/clinical-cases/${caseId}/progress`, t.apiKey)).body;
     expect(expected).toMatchObject({ sequence: 5, nextSequence: 6 });
@@ -72,13 +84,29 @@ describe('standalone on the Redis read store (e2e)', () => {
     }
     expect(progress.body).toEqual({ ...expected, confirmationOverdue: progress.body.confirmationOverdue });
     expect((await app.api.get(`/organizations/${t.orgId}`, t.staff)).status).toBe(200);
-    expect((await app.api.post(`/v1/clinical-cases/${caseId}/updates`, { updateId: randomUUID(), sequence: 6, status: 'scheduled', scheduledFor: '2031-01-01T09:00:00Z', externalReference: 'EHR-6' }, t.apiKey)).status).toBe(200);
+    expect(
+      (
+        await app.api.post(
+          `/v1/clinical-cases/${caseId}/updates`,
+          { updateId: randomUUID(), sequence: 6, status: 'scheduled', scheduledFor: '2031-01-01T09:00:00Z', externalReference: 'EHR-6' },
+          t.apiKey,
+        )
+      ).status,
+    ).toBe(200);
 
     // Lost while stopped: the restarted service answers only once its read models are rebuilt
     // (PlatformLifecycle waits for ProjectionRunner.caughtUp before serving; on a log this short the
     // rebuild is quick either way, so the wait itself is shown by the runner's own test).
     for (let sequence = 7; sequence <= 60; sequence++) {
-      expect((await app.api.post(`/v1/clinical-cases/${caseId}/updates`, { updateId: randomUUID(), sequence, status: 'patient_contacted', externalReference: `EHR-${sequence}` }, t.apiKey)).status).toBe(200);
+      expect(
+        (
+          await app.api.post(
+            `/v1/clinical-cases/${caseId}/updates`,
+            { updateId: randomUUID(), sequence, status: 'patient_contacted', externalReference: `EHR-${sequence}` },
+            t.apiKey,
+          )
+        ).status,
+      ).toBe(200);
     }
     await app.stop();
     await wipe();
@@ -87,6 +115,8 @@ describe('standalone on the Redis read store (e2e)', () => {
     expect(first.status).toBe(200);
     expect(first.body).toMatchObject({ status: 'patient_contacted', sequence: 60, nextSequence: 61, scheduledFor: '2031-01-01T09:00:00Z' });
     expect((await app.api.get(`/v1/conversations/${caseId}/messages`, t.apiKey)).status).toBe(200);
-    expect((await app.api.get(`${t.env}/clinical-cases`, t.staff)).body.clinicalCases.map((c: { caseId?: string; id?: string }) => c.caseId ?? c.id)).toContain(caseId);
+    expect((await app.api.get(`${t.env}/clinical-cases`, t.staff)).body.clinicalCases.map((c: { caseId?: string; id?: string }) => c.caseId ?? c.id)).toContain(
+      caseId,
+    );
   });
 });

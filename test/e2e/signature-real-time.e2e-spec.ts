@@ -47,7 +47,8 @@ class Caller {
     for (;;) {
       const found = this.arrivals.find(match);
       if (found) return found;
-      if (Date.now() > end) throw new Error(`no matching request after ${timeoutMs} ms (got ${this.arrivals.map((a) => `${a.method} ${a.url}`).join(', ') || 'none'})`);
+      if (Date.now() > end)
+        throw new Error(`no matching request after ${timeoutMs} ms (got ${this.arrivals.map((a) => `${a.method} ${a.url}`).join(', ') || 'none'})`);
       await new Promise((r) => setTimeout(r, 25));
     }
   }
@@ -109,7 +110,12 @@ describe('signature timestamps are real time (e2e, real HTTP)', () => {
     // Within a few seconds of the real time it arrived at (not days ahead with the service clock).
     expect(Math.abs(ts - got.arrivedS)).toBeLessThanOrEqual(5);
     // The receiver's usual check: no `now` given (its own clock), default tolerance (300 s).
-    const event = await verifyWebhook<{ caseId: string }>({ rawBody: got.raw, headers: got.headers as Record<string, string>, secret: ep.body.secret, seen: null });
+    const event = await verifyWebhook<{ caseId: string }>({
+      rawBody: got.raw,
+      headers: got.headers as Record<string, string>,
+      secret: ep.body.secret,
+      seen: null,
+    });
     expect(event).toMatchObject({ type: 'clinical_case.opened', data: { caseId: opened.body.caseId } });
     // The envelope's createdAt stays on the service clock (days ahead): only the signing timestamp is real time.
     expect(Date.parse(event.createdAt) / 1000 - got.arrivedS).toBeGreaterThan(DAYS * 86_400 - 60);
@@ -119,12 +125,20 @@ describe('signature timestamps are real time (e2e, real HTTP)', () => {
     const t = await app.tenant();
     const rotated = await app.api.post(`${t.env}/secrets/rotate`, { kind: 'widget_signing' }, t.staff);
     expect(rotated.status).toBe(201);
-    const dest = await app.api.post(`${t.env}/destinations`, { stableKey: 'order_system', name: 'Orders', baseUrl: `${caller.baseUrl}/api`, headers: {}, timeoutMs: 3000 }, t.staff);
+    const dest = await app.api.post(
+      `${t.env}/destinations`,
+      { stableKey: 'order_system', name: 'Orders', baseUrl: `${caller.baseUrl}/api`, headers: {}, timeoutMs: 3000 },
+      t.staff,
+    );
     expect(dest.status).toBe(201);
     const P = `${t.env}/conversation-workflows`;
     const wf = await app.api.post(`${P}/from-template`, { templateKey: 'order_status_tracking' }, t.staff);
     expect(wf.status).toBe(201);
-    const tested = await app.api.post(`${P}/versions/${wf.body.draftVersionId}/test`, { expectedRevision: 1, opening: 'where is my order', replies: [], patientEmail: 'pat@example.test', patientId: 'ext-real-time-1' }, t.staff);
+    const tested = await app.api.post(
+      `${P}/versions/${wf.body.draftVersionId}/test`,
+      { expectedRevision: 1, opening: 'where is my order', replies: [], patientEmail: 'pat@example.test', patientId: 'ext-real-time-1' },
+      t.staff,
+    );
     expect(tested.status).toBe(201);
 
     const got = await caller.waitFor((a) => a.url.startsWith('/api/'));
@@ -149,7 +163,10 @@ describe('signature timestamps are real time (e2e, real HTTP)', () => {
     expect(ep.status).toBe(201);
     const secret = ep.body.secret as string;
     let output = '';
-    const child: ChildProcess = spawn(process.execPath, [file], { env: { PATH: process.env.PATH ?? '', WEBHOOK_SECRET: secret, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child: ChildProcess = spawn(process.execPath, [file], {
+      env: { PATH: process.env.PATH ?? '', WEBHOOK_SECRET: secret, PORT: String(port) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     child.stdout!.on('data', (c: Buffer) => (output += c.toString('utf8')));
     child.stderr!.on('data', (c: Buffer) => (output += c.toString('utf8')));
     const lines = (prefix: string) => output.split('\n').filter((l) => l.startsWith(prefix));
@@ -160,7 +177,8 @@ describe('signature timestamps are real time (e2e, real HTTP)', () => {
       const body = '{"id":"e-1","type":"clinical_case.opened","createdAt":"2026-01-01T00:00:00.000Z","data":{}}';
       const nowS = Math.floor(Date.now() / 1000);
       const sign = (ts: number | string, key = secret) => `v1=${createHmac('sha256', key).update(`${ts}.${body}`).digest('hex')}`;
-      const send = (headers: Record<string, string>) => fetch(`http://127.0.0.1:${port}/`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+      const send = (headers: Record<string, string>) =>
+        fetch(`http://127.0.0.1:${port}/`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
       const ahead = nowS + DAYS * 86_400; // what a signature on the moved service clock carried
       expect((await send({})).status).toBe(400);
       expect((await send({ 'x-svc-event-id': 'e-1', 'x-svc-timestamp': 'yesterday', 'x-svc-signature': sign(nowS) })).status).toBe(400);

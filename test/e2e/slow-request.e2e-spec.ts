@@ -34,7 +34,10 @@ describe('slow requests (e2e, raw sockets)', () => {
     });
 
   it('answers a body that never arrives in full with 408 REQUEST_TIMEOUT and closes the connection', async () => {
-    const r = await send(['POST /api/v1/clinical-cases/00000000-0000-4000-8000-000000000000/updates HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n', '{"upd']);
+    const r = await send([
+      'POST /api/v1/clinical-cases/00000000-0000-4000-8000-000000000000/updates HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n',
+      '{"upd',
+    ]);
     expect(r.text).toMatch(/^HTTP\/1\.1 408 /);
     expect(JSON.parse(r.text.slice(r.text.indexOf('\r\n\r\n') + 4))).toEqual({ code: 'REQUEST_TIMEOUT', message: expect.any(String) });
     expect(r.ms).toBeGreaterThanOrEqual(1400);

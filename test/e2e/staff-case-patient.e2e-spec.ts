@@ -21,7 +21,8 @@ describe('staff cases need a patient the environment knows (e2e, real HTTP)', ()
     await receiver.stop();
   });
 
-  const open = (t: { env: string; staff: string }, patientId: string) => app.api.post(`${t.env}/clinical-cases`, { patientId, request: 'Please call the patient about the dizziness' }, t.staff);
+  const open = (t: { env: string; staff: string }, patientId: string) =>
+    app.api.post(`${t.env}/clinical-cases`, { patientId, request: 'Please call the patient about the dizziness' }, t.staff);
   const cases = async (t: Tenant) => (await app.api.get(`${t.env}/clinical-cases`, t.staff)).body.clinicalCases as { caseId: string; patientId: string }[];
 
   async function endpoint(t: Tenant, path: string) {
@@ -29,7 +30,8 @@ describe('staff cases need a patient the environment knows (e2e, real HTTP)', ()
     expect(r.status).toBe(201);
     return r.body.id as string;
   }
-  const deliveries = async (t: Tenant, endpointId: string) => (await app.api.get(`${t.env}/webhook-endpoints/${endpointId}/deliveries`, t.staff)).body.deliveries as { eventId: string; status: string }[];
+  const deliveries = async (t: Tenant, endpointId: string) =>
+    (await app.api.get(`${t.env}/webhook-endpoints/${endpointId}/deliveries`, t.staff)).body.deliveries as { eventId: string; status: string }[];
 
   it('an unknown patientId is 404 NOT_FOUND and nothing is written: no case, no event, no webhook delivery', async () => {
     const t = await app.tenant();
@@ -45,14 +47,21 @@ describe('staff cases need a patient the environment knows (e2e, real HTTP)', ()
     const { patientId } = await app.enrolledPatient(t);
     const ok = await open(t, patientId);
     expect(ok.status).toBe(201);
-    const list = await until(async () => {
-      const d = await deliveries(t, ep);
-      return d.length >= 1 && d.every((x) => x.status === 'delivered') ? d : null;
-    }, 10_000, 'the known patient case delivered');
+    const list = await until(
+      async () => {
+        const d = await deliveries(t, ep);
+        return d.length >= 1 && d.every((x) => x.status === 'delivered') ? d : null;
+      },
+      10_000,
+      'the known patient case delivered',
+    );
     expect(list).toHaveLength(1);
     expect((await cases(t)).map((c) => c.caseId)).toEqual([ok.body.caseId]);
     // (On the topology the watch consumer may get the event after the dispatcher delivered it.)
-    await eventually(async () => caseEvents.seen.some((m) => m.type === 'clinical_case.opened' && m.data.caseId === ok.body.caseId), (v) => v);
+    await eventually(
+      async () => caseEvents.seen.some((m) => m.type === 'clinical_case.opened' && m.data.caseId === ok.body.caseId),
+      (v) => v,
+    );
     const opened = caseEvents.seen.filter((m) => m.type === 'clinical_case.opened' && m.metadata.environmentId === t.sandbox);
     expect(opened.map((m) => m.data.patientId)).toEqual([patientId]);
     expect(receiver.on('/unknown-patient')).toHaveLength(1);
@@ -85,23 +94,26 @@ describe('staff cases need a patient the environment knows (e2e, real HTTP)', ()
     expect((await cases(t)).map((c) => c.caseId)).toEqual([r.body.caseId]);
   });
 
-  inProcess('takes the patient-pathway handler off the in-process broker')('the patient-pathway not answering is 503 UNAVAILABLE with retry-after: 1, and nothing is written', async () => {
-    const t = await app.tenant();
-    const { patientId } = await app.enrolledPatient(t);
-    const broker = (app as unknown as { app: { get<T>(token: unknown): T } }).app.get<InProcessBroker>(IN_PROCESS_BROKER);
-    const handlers = (broker as unknown as { requestHandlers: Map<string, unknown> }).requestHandlers;
-    const handler = handlers.get(Patterns.patientContact);
-    expect(handler).toBeDefined();
-    handlers.delete(Patterns.patientContact); // no handler: the bus answers an error at once
-    try {
-      const r = await open(t, patientId);
-      expect(r.status).toBe(503);
-      expect(r.body.code).toBe('UNAVAILABLE');
-      expect(r.headers.get('retry-after')).toBe('1');
-    } finally {
-      handlers.set(Patterns.patientContact, handler);
-    }
-    expect(await cases(t)).toEqual([]);
-    expect((await open(t, patientId)).status).toBe(201);
-  });
+  inProcess('takes the patient-pathway handler off the in-process broker')(
+    'the patient-pathway not answering is 503 UNAVAILABLE with retry-after: 1, and nothing is written',
+    async () => {
+      const t = await app.tenant();
+      const { patientId } = await app.enrolledPatient(t);
+      const broker = (app as unknown as { app: { get<T>(token: unknown): T } }).app.get<InProcessBroker>(IN_PROCESS_BROKER);
+      const handlers = (broker as unknown as { requestHandlers: Map<string, unknown> }).requestHandlers;
+      const handler = handlers.get(Patterns.patientContact);
+      expect(handler).toBeDefined();
+      handlers.delete(Patterns.patientContact); // no handler: the bus answers an error at once
+      try {
+        const r = await open(t, patientId);
+        expect(r.status).toBe(503);
+        expect(r.body.code).toBe('UNAVAILABLE');
+        expect(r.headers.get('retry-after')).toBe('1');
+      } finally {
+        handlers.set(Patterns.patientContact, handler);
+      }
+      expect(await cases(t)).toEqual([]);
+      expect((await open(t, patientId)).status).toBe(201);
+    },
+  );
 });

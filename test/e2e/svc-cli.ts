@@ -21,7 +21,11 @@ const SERVICE_SETTINGS = /^(SVC_|EVENT_STORE|DATABASE_URL|ESDB_|READ_STORE|REDIS
 export function svc(args: string[], env: Record<string, string>): Promise<Run> {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !SERVICE_SETTINGS.test(k)));
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], { cwd: root, env: { ...base, SVC_CLI_BUILD: '0', NO_COLOR: '1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [bin, ...args], {
+      cwd: root,
+      env: { ...base, SVC_CLI_BUILD: '0', NO_COLOR: '1', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

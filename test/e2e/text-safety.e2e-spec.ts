@@ -88,7 +88,11 @@ describe('text safety: disguised emergency words and adversarial text (e2e, real
       app.api.get('/v1/ping', t.apiKey),
       app.api.get('/v1/ping', t.apiKey),
     ]);
-    for (const p of [ping, ping2]) expect({ status: p.status, body: p.body }).toEqual({ status: 200, body: { organizationId: t.orgId, environmentId: t.sandbox, environmentKind: 'sandbox' } });
+    for (const p of [ping, ping2])
+      expect({ status: p.status, body: p.body }).toEqual({
+        status: 200,
+        body: { organizationId: t.orgId, environmentId: t.sandbox, environmentKind: 'sandbox' },
+      });
     for (const r of [a, b, c]) expect(r.status).toBe(201);
     expect(a.body.replies[0].text).toMatch(/connect you with our team/);
     expect(b.body.replies[0].text).toMatch(/This may be an emergency/);
@@ -101,7 +105,11 @@ describe('text safety: disguised emergency words and adversarial text (e2e, real
 
   it('a check-in answer with a disguised emergency word stops the check-in at emergency guidance', async () => {
     const email = `text-check-in-${randomUUID()}@example.test`;
-    const r = await app.api.post('/client/patient-events', created(`EXT-TEXT-CI-${randomUUID()}`, email, { programKey: 'text-safety', checkInCadenceDays: 1 }), t.apiKey);
+    const r = await app.api.post(
+      '/client/patient-events',
+      created(`EXT-TEXT-CI-${randomUUID()}`, email, { programKey: 'text-safety', checkInCadenceDays: 1 }),
+      t.apiKey,
+    );
     expect(r.status).toBe(202);
     await app.advanceClock(DAY + 60);
     const [mail] = await waitForEmails(app.api, email, 1);

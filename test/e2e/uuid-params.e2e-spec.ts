@@ -11,10 +11,17 @@ import { TestApp } from '@svc/testing';
  * credential its security scheme names (authentication still comes first: 401 without it).
  */
 
- 
 type Obj = Record<string, any>;
 const doc: Obj = parse(readFileSync(join(__dirname, '..', '..', 'contracts', 'openapi.yaml'), 'utf8'));
-const deref = (node: Obj): Obj => (typeof node.$ref === 'string' ? deref(node.$ref.slice(2).split('/').reduce((o: Obj, k: string) => o[k], doc)) : node);
+const deref = (node: Obj): Obj =>
+  typeof node.$ref === 'string'
+    ? deref(
+        node.$ref
+          .slice(2)
+          .split('/')
+          .reduce((o: Obj, k: string) => o[k], doc),
+      )
+    : node;
 
 type Scheme = 'apiKey' | 'staffToken' | 'widgetSession' | null;
 interface Route {
@@ -34,7 +41,13 @@ for (const [path, item] of Object.entries(doc.paths as Obj)) {
     if (!params.some((p: Obj) => p.schema?.format === 'uuid')) continue;
     const security = (op.security ?? doc.security ?? []) as Obj[];
     const scheme = (security.length ? Object.keys(security[0])[0] : null) as Scheme;
-    routes.push({ method: method.toUpperCase(), path, params: params.map((p: Obj) => ({ name: p.name as string, uuid: p.schema?.format === 'uuid' })), scheme, takesBody: !!op.requestBody });
+    routes.push({
+      method: method.toUpperCase(),
+      path,
+      params: params.map((p: Obj) => ({ name: p.name as string, uuid: p.schema?.format === 'uuid' })),
+      scheme,
+      takesBody: !!op.requestBody,
+    });
   }
 }
 
@@ -57,7 +70,8 @@ describe('uuid path parameters: 400 when malformed, 404 when unknown (e2e, real 
   });
   afterAll(() => app.stop());
 
-  const credential = (scheme: Scheme): string | undefined => (scheme === 'apiKey' ? t.apiKey : scheme === 'staffToken' ? t.staff : scheme === 'widgetSession' ? session : undefined);
+  const credential = (scheme: Scheme): string | undefined =>
+    scheme === 'apiKey' ? t.apiKey : scheme === 'staffToken' ? t.staff : scheme === 'widgetSession' ? session : undefined;
 
   /** The route's path with `value` for `param`, the tenant's organization and environment, and fresh uuids for the rest. */
   function pathFor(route: Route, param: string, value: string): string {
@@ -90,7 +104,11 @@ describe('uuid path parameters: 400 when malformed, 404 when unknown (e2e, real 
   it.each(cases)('$name: a malformed value is 400 VALIDATION_FAILED naming it', async (route) => {
     for (const bad of MALFORMED) {
       const r = await send(route, pathFor(route, route.param, bad), credential(route.scheme));
-      expect({ bad, status: r.status, body: r.body }).toEqual({ bad, status: 400, body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: route.param, message: expect.any(String) }] } });
+      expect({ bad, status: r.status, body: r.body }).toEqual({
+        bad,
+        status: 400,
+        body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: route.param, message: expect.any(String) }] },
+      });
     }
   });
 

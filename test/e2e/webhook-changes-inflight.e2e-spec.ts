@@ -93,13 +93,19 @@ describe('webhook secret rotation and endpoint deletion vs attempts in flight (e
     expect(created.status).toBe(201);
     const ep = created.body as { id: string; secret: string };
     currentSecret.set(path, ep.secret);
-    const opened = await Promise.all(Array.from({ length: CASES }, (_, i) => app.api.post(`${t.env}/clinical-cases`, { patientId, request: `Please review ${i}` }, t.staff)));
+    const opened = await Promise.all(
+      Array.from({ length: CASES }, (_, i) => app.api.post(`${t.env}/clinical-cases`, { patientId, request: `Please review ${i}` }, t.staff)),
+    );
     expect(opened.map((r) => r.status)).toEqual(Array(CASES).fill(201));
-    await until(async () => {
-      const r = await app.api.get(`${t.env}/webhook-endpoints/${ep.id}/deliveries?status=pending&limit=${CASES}`, t.staff);
-      const d = r.body.deliveries as { attempts: unknown[]; nextAttemptAt: string | null }[];
-      return d.length === CASES && d.every((x) => x.attempts.length === 1 && x.nextAttemptAt) ? d : null;
-    }, 20_000, 'every first attempt recorded');
+    await until(
+      async () => {
+        const r = await app.api.get(`${t.env}/webhook-endpoints/${ep.id}/deliveries?status=pending&limit=${CASES}`, t.staff);
+        const d = r.body.deliveries as { attempts: unknown[]; nextAttemptAt: string | null }[];
+        return d.length === CASES && d.every((x) => x.attempts.length === 1 && x.nextAttemptAt) ? d : null;
+      },
+      20_000,
+      'every first attempt recorded',
+    );
     expect(on(path)).toHaveLength(CASES);
     expect(on(path).every((a) => a.current)).toBe(true);
     return { t, ep };
@@ -154,14 +160,22 @@ describe('webhook secret rotation and endpoint deletion vs attempts in flight (e
       await app.advanceClock(400);
       await settleTimers();
       const after = on(path).filter((a) => a.at > answeredAt);
-      expect({ round, attemptsAfter204: after.length, msAfter: after.map((a) => Math.round(a.at - answeredAt)) }).toEqual({ round, attemptsAfter204: 0, msAfter: [] });
+      expect({ round, attemptsAfter204: after.length, msAfter: after.map((a) => Math.round(a.at - answeredAt)) }).toEqual({
+        round,
+        attemptsAfter204: 0,
+        msAfter: [],
+      });
       inflightAtChange += on(path).length - before;
       // Every delivery has ended: failed (abandoned, or recorded then abandoned), none pending.
       const svc = webhooks as unknown as { readStore: { list<T>(c: string, p: string, o?: { limit: number }): Promise<T[]> } };
-      const docs = await until(async () => {
-        const list = await svc.readStore.list<{ status: string }>('webhooks.deliveries', ep.id, { limit: 1000 });
-        return list.length === CASES && list.every((d) => d.status === 'failed') ? list : null;
-      }, 10_000, 'every delivery of the deleted endpoint failed');
+      const docs = await until(
+        async () => {
+          const list = await svc.readStore.list<{ status: string }>('webhooks.deliveries', ep.id, { limit: 1000 });
+          return list.length === CASES && list.every((d) => d.status === 'failed') ? list : null;
+        },
+        10_000,
+        'every delivery of the deleted endpoint failed',
+      );
       expect(docs).toHaveLength(CASES);
     }
     expect(inflightAtChange).toBeGreaterThan(0);

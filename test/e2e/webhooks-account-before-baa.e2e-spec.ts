@@ -21,9 +21,17 @@ describe('account events before the BAA (e2e, real receiver)', () => {
     const url = receiver.script('/account', [200]);
     const ep = await app.api.post(`${t.env}/webhook-endpoints`, { url, events: ['subscription.updated'] }, t.staff);
     expect(ep.status).toBe(201);
-    expect((await app.api.post(`/organizations/${t.orgId}/billing-events`, { eventId: randomUUID(), type: 'payment_failed', invoiceId: 'inv-1' }, t.staff)).status).toBe(202);
+    expect(
+      (await app.api.post(`/organizations/${t.orgId}/billing-events`, { eventId: randomUUID(), type: 'payment_failed', invoiceId: 'inv-1' }, t.staff)).status,
+    ).toBe(202);
     const [got] = await receiver.waitFor('/account', 1);
-    const event = await verifyWebhook<{ status: string; previousStatus: string }>({ rawBody: got.rawBody, headers: got.headers as Record<string, string>, secret: ep.body.secret, seen: null, toleranceSec: 3600 * 24 * 365 });
+    const event = await verifyWebhook<{ status: string; previousStatus: string }>({
+      rawBody: got.rawBody,
+      headers: got.headers as Record<string, string>,
+      secret: ep.body.secret,
+      seen: null,
+      toleranceSec: 3600 * 24 * 365,
+    });
     expect(event.type).toBe('subscription.updated');
     expect(event.data).toMatchObject({ status: 'grace_period', previousStatus: 'active' });
     // The attempt is recorded after the receiver answered: read the log until it shows it.

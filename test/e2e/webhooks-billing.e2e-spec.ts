@@ -18,20 +18,31 @@ describe('webhook-dispatcher credits (e2e)', () => {
 
   const serviceNow = async () => new Date(await app.advanceClock(0));
   const credits = async (orgId: string, at: Date) =>
-    (await store.readStream(usageStream(orgId, periodStartOf(at)))).filter((e) => e.type === 'CreditUsed').map((e) => e.data as { source: string; sourceId: string; periodStart: string });
+    (await store.readStream(usageStream(orgId, periodStartOf(at))))
+      .filter((e) => e.type === 'CreditUsed')
+      .map((e) => e.data as { source: string; sourceId: string; periodStart: string });
   /** The credits of the month once `ok` holds (events published on the bus are charged when the dispatcher has consumed them). */
   const creditsWhen = (orgId: string, at: Date, ok: (c: Awaited<ReturnType<typeof credits>>) => boolean) => eventually(() => credits(orgId, at), ok);
 
   it('a payment notice delivered late (occurredAt before the one that set the status) changes nothing; a later one does', async () => {
     const t = await app.tenant();
-    const bill = (eventId: string, type: string, occurredAt: Date) => app.api.post(`/organizations/${t.orgId}/billing-events`, { eventId, type, occurredAt: occurredAt.toISOString() }, t.staff);
+    const bill = (eventId: string, type: string, occurredAt: Date) =>
+      app.api.post(`/organizations/${t.orgId}/billing-events`, { eventId, type, occurredAt: occurredAt.toISOString() }, t.staff);
     const now = await serviceNow();
     expect((await bill('in_paid', 'payment_succeeded', now)).body).toEqual({ eventId: 'in_paid', duplicate: false, subscriptionStatus: 'active' });
     const yesterday = new Date(now.getTime() - 86_400_000);
-    expect((await bill('in_failed_yesterday', 'payment_failed', yesterday)).body).toEqual({ eventId: 'in_failed_yesterday', duplicate: false, subscriptionStatus: 'active' });
+    expect((await bill('in_failed_yesterday', 'payment_failed', yesterday)).body).toEqual({
+      eventId: 'in_failed_yesterday',
+      duplicate: false,
+      subscriptionStatus: 'active',
+    });
     // Every ISO 8601 offset form is read as the instant it names: yesterday at +02, +0200, lower-case t/z.
     const iso = yesterday.toISOString().slice(0, 19);
-    for (const [id, occurredAt] of [['in_f_plus02', `${iso}+02`], ['in_f_plus0200', `${iso}+0200`], ['in_f_lower', `${iso.replace('T', 't')}z`]]) {
+    for (const [id, occurredAt] of [
+      ['in_f_plus02', `${iso}+02`],
+      ['in_f_plus0200', `${iso}+0200`],
+      ['in_f_lower', `${iso.replace('T', 't')}z`],
+    ]) {
       const r = await app.api.post(`/organizations/${t.orgId}/billing-events`, { eventId: id, type: 'payment_failed', occurredAt }, t.staff);
       expect({ id, status: r.status, subscriptionStatus: r.body.subscriptionStatus }).toEqual({ id, status: 202, subscriptionStatus: 'active' });
     }
@@ -58,7 +69,11 @@ describe('webhook-dispatcher credits (e2e)', () => {
     const t = await app.tenant();
     expect((await app.api.put(`/organizations/${t.orgId}/plan`, { monthlyCredits: 3 }, t.staff)).status).toBe(200);
     const patient = await enrollPatient(app.api, t);
-    const cancelled = await app.api.post('/client/patient-events', { eventId: randomUUID(), type: 'patient.cancelled', externalPatientId: patient.externalPatientId }, t.apiKey);
+    const cancelled = await app.api.post(
+      '/client/patient-events',
+      { eventId: randomUUID(), type: 'patient.cancelled', externalPatientId: patient.externalPatientId },
+      t.apiKey,
+    );
     expect(cancelled.status).toBeLessThan(300);
     for (let i = 0; i < 3; i++) {
       const r = await app.api.post(`${t.env}/patients/${patient.patientId}/check-ins`, undefined, t.staff);
@@ -73,13 +88,33 @@ describe('webhook-dispatcher credits (e2e)', () => {
     const caseId = randomUUID();
     const message: IntegrationMessage = {
       type: 'clinical_case.opened',
-      data: { caseId, patientId: randomUUID(), priority: 'urgent', source: 'check_in', patientNotes: null, symptomScores: {}, matchedRules: [], stoppedEarly: false, handoff: { progressPath: '', updatesPath: '', messagesPath: '' } },
-      metadata: { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: t.orgId, environmentId: t.sandbox, actor: 'system', recordedAt: opened.toISOString() },
+      data: {
+        caseId,
+        patientId: randomUUID(),
+        priority: 'urgent',
+        source: 'check_in',
+        patientNotes: null,
+        symptomScores: {},
+        matchedRules: [],
+        stoppedEarly: false,
+        handoff: { progressPath: '', updatesPath: '', messagesPath: '' },
+      },
+      metadata: {
+        eventId: randomUUID(),
+        correlationId: randomUUID(),
+        causationId: null,
+        organizationId: t.orgId,
+        environmentId: t.sandbox,
+        actor: 'system',
+        recordedAt: opened.toISOString(),
+      },
       streamId: `case-ledger-case-${caseId}`,
       position: 1,
     };
     await publishEvent(app, Topics.caseEvents, message);
-    expect(await creditsWhen(t.orgId, opened, (c) => c.length > 0)).toEqual([expect.objectContaining({ source: 'clinical_case', sourceId: caseId, periodStart: periodStartOf(opened) })]);
+    expect(await creditsWhen(t.orgId, opened, (c) => c.length > 0)).toEqual([
+      expect.objectContaining({ source: 'clinical_case', sourceId: caseId, periodStart: periodStartOf(opened) }),
+    ]);
 
     await app.advanceClock(32 * 86_400);
     const later = await serviceNow();
@@ -106,14 +141,30 @@ describe('webhook-dispatcher credits (e2e)', () => {
     const msg = (type: string, data: Record<string, unknown>): IntegrationMessage => ({
       type,
       data,
-      metadata: { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: t.orgId, environmentId: t.sandbox, actor: 'system', recordedAt: sentAt.toISOString() },
+      metadata: {
+        eventId: randomUUID(),
+        correlationId: randomUUID(),
+        causationId: null,
+        organizationId: t.orgId,
+        environmentId: t.sandbox,
+        actor: 'system',
+        recordedAt: sentAt.toISOString(),
+      },
       streamId: `x-${randomUUID()}`,
       position: 1,
     });
     const checkInId = randomUUID();
     const runId = randomUUID();
-    await publishEvent(app, Topics.pathwayEvents, msg('check_in.sent', { organizationId: t.orgId, environmentId: t.sandbox, checkInId, patientId: randomUUID(), sentAt: sentAt.toISOString() }));
-    await publishEvent(app, Topics.workflowEvents, msg('workflow_run.started', { organizationId: t.orgId, environmentId: t.sandbox, runId, workflowId: randomUUID(), startedAt: sentAt.toISOString() }));
+    await publishEvent(
+      app,
+      Topics.pathwayEvents,
+      msg('check_in.sent', { organizationId: t.orgId, environmentId: t.sandbox, checkInId, patientId: randomUUID(), sentAt: sentAt.toISOString() }),
+    );
+    await publishEvent(
+      app,
+      Topics.workflowEvents,
+      msg('workflow_run.started', { organizationId: t.orgId, environmentId: t.sandbox, runId, workflowId: randomUUID(), startedAt: sentAt.toISOString() }),
+    );
     expect((await creditsWhen(t.orgId, sentAt, (c) => c.length >= 2)).map((c) => c.sourceId).sort()).toEqual([checkInId, runId].sort());
     expect(await credits(t.orgId, now)).toEqual([]);
   });

@@ -53,7 +53,14 @@ describe('webhooks survive kill -9 (built standalone process)', () => {
       internalNote: 'call back',
       actor: `staff:${held.sub}`,
     } satisfies OpenClinicalCaseCommand);
-    await until(async () => (await inProcess.api.get(`${held.env}/webhook-endpoints/${held.ep.id}/deliveries`, held.staff)).body.deliveries.some((x: { status: string }) => x.status === 'held'), 15_000, 'held delivery (in-process)');
+    await until(
+      async () =>
+        (await inProcess.api.get(`${held.env}/webhook-endpoints/${held.ep.id}/deliveries`, held.staff)).body.deliveries.some(
+          (x: { status: string }) => x.status === 'held',
+        ),
+      15_000,
+      'held delivery (in-process)',
+    );
     await inProcess.stop();
 
     proc = await new StandaloneProcess(dataDir).start();
@@ -61,11 +68,20 @@ describe('webhooks survive kill -9 (built standalone process)', () => {
     const { patientId } = await enrollPatient(proc.api, live);
     for (let i = 0; i < 3; i++) expect((await proc.api.post(`${live.env}/clinical-cases`, { patientId, request: 'call back' }, live.staff)).status).toBe(201);
 
-    const deliveries = async (api: Api, t: typeof live) => (await api.get(`${t.env}/webhook-endpoints/${t.ep.id}/deliveries`, t.staff)).body.deliveries as { eventId: string; status: string; attempts: unknown[] }[];
-    const pending = await until(async () => {
-      const d = await deliveries(proc.api, live);
-      return d.length === 3 && d.every((x) => x.status === 'pending' && x.attempts.length === 1) ? d : null;
-    }, 15_000, 'three pending deliveries after a failed first attempt');
+    const deliveries = async (api: Api, t: typeof live) =>
+      (await api.get(`${t.env}/webhook-endpoints/${t.ep.id}/deliveries`, t.staff)).body.deliveries as {
+        eventId: string;
+        status: string;
+        attempts: unknown[];
+      }[];
+    const pending = await until(
+      async () => {
+        const d = await deliveries(proc.api, live);
+        return d.length === 3 && d.every((x) => x.status === 'pending' && x.attempts.length === 1) ? d : null;
+      },
+      15_000,
+      'three pending deliveries after a failed first attempt',
+    );
     await until(async () => (await deliveries(proc.api, held)).some((x) => x.status === 'held'), 15_000, 'held delivery');
     expect(receiver.on('/k9')).toHaveLength(3);
 

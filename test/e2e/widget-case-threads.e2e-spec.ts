@@ -45,18 +45,34 @@ describe('widget case list and threads (e2e, real HTTP)', () => {
     }
 
     // The provider writes; the patient reads and replies; the thread shows both in order, and never the staff's request.
-    const pm = await app.api.post(`/v1/clinical-cases/${first.caseId}/messages`, { messageId: randomUUID(), message: 'Please send a photo of the wound.', externalReference: 'ehr-1' }, t.apiKey);
+    const pm = await app.api.post(
+      `/v1/clinical-cases/${first.caseId}/messages`,
+      { messageId: randomUUID(), message: 'Please send a photo of the wound.', externalReference: 'ehr-1' },
+      t.apiKey,
+    );
     expect(pm.status).toBe(200);
     const thread = await app.api.get(`/widget/v1/cases/${first.caseId}/messages`, session);
     expect(thread.status).toBe(200);
     expect(thread.body).toEqual({
       conversationId: first.caseId,
-      messages: [{ id: expect.any(String), sequence: expect.any(Number), sender: 'provider', message: 'Please send a photo of the wound.', createdAt: expect.any(String) }],
+      messages: [
+        {
+          id: expect.any(String),
+          sequence: expect.any(Number),
+          sender: 'provider',
+          message: 'Please send a photo of the wound.',
+          createdAt: expect.any(String),
+        },
+      ],
       hasMore: false,
       closed: false,
     });
     expect(thread.text).not.toContain('canary-staff-note');
-    const reply = await app.api.request('POST', `/widget/v1/cases/${first.caseId}/messages`, { body: { message: 'Sent it by email just now.' }, token: session, headers: { 'idempotency-key': randomUUID() } });
+    const reply = await app.api.request('POST', `/widget/v1/cases/${first.caseId}/messages`, {
+      body: { message: 'Sent it by email just now.' },
+      token: session,
+      headers: { 'idempotency-key': randomUUID() },
+    });
     expect(reply.status).toBe(201);
     const after = await app.api.get(`/widget/v1/cases/${first.caseId}/messages?afterSequence=${thread.body.messages[0].sequence}`, session);
     expect(after.body.messages).toEqual([expect.objectContaining({ sender: 'patient', message: 'Sent it by email just now.', sequence: reply.body.sequence })]);
@@ -76,7 +92,11 @@ describe('widget case list and threads (e2e, real HTTP)', () => {
 
     // Resolved: the list says so and the thread is closed to replies.
     expect((await app.api.post(`/v1/clinical-cases/${first.caseId}/updates`, update(1, 'processed'), t.apiKey)).status).toBe(200);
-    const resolved = await app.api.post(`/v1/clinical-cases/${first.caseId}/updates`, update(2, 'resolved', { resolutionOutcome: 'patient_contacted', resolutionNote: 'Photo reviewed, healing well.' }), t.apiKey);
+    const resolved = await app.api.post(
+      `/v1/clinical-cases/${first.caseId}/updates`,
+      update(2, 'resolved', { resolutionOutcome: 'patient_contacted', resolutionNote: 'Photo reviewed, healing well.' }),
+      t.apiKey,
+    );
     expect(resolved.status).toBe(200);
     const closed = await app.api.get(`/widget/v1/cases/${first.caseId}/messages`, session);
     expect(closed.body.closed).toBe(true);

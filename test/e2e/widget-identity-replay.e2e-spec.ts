@@ -39,7 +39,8 @@ describe.each(stores)('widget identity tokens: one session each, bounded lifetim
   afterAll(() => app.stop());
 
   const nowS = async () => Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
-  const open = (environmentId: string, identityToken?: string) => app.api.post('/widget/v1/sessions', { environmentId, ...(identityToken !== undefined ? { identityToken } : {}) });
+  const open = (environmentId: string, identityToken?: string) =>
+    app.api.post('/widget/v1/sessions', { environmentId, ...(identityToken !== undefined ? { identityToken } : {}) });
   /** A request that needs the session: 201 while it lives. */
   const use = (sessionToken: string) => app.api.post('/widget/v1/messages', { message: 'Hello' }, sessionToken);
 

@@ -11,7 +11,6 @@ import { identityToken } from './case-helpers';
  * an anonymous session's), while another, still active patient's session is unaffected.
  */
 
-
 const HEALTH = 'I have had a high fever and bad headache since yesterday, is that worrying?';
 
 describe('a widget session issued before patient.cancelled (e2e, real HTTP, real Destination)', () => {
@@ -34,7 +33,10 @@ describe('a widget session issued before patient.cancelled (e2e, real HTTP, real
     const wf = await app.api.post(`${P}/from-template`, { templateKey: 'order_status_tracking' }, t.staff);
     expect(wf.status).toBe(201);
     const v = wf.body.draftVersionId;
-    expect((await app.api.post(`${P}/versions/${v}/test`, { expectedRevision: 1, opening: 'where is my order', replies: [], patientId: 'ext-sample' }, t.staff)).body.passed).toBe(true);
+    expect(
+      (await app.api.post(`${P}/versions/${v}/test`, { expectedRevision: 1, opening: 'where is my order', replies: [], patientId: 'ext-sample' }, t.staff)).body
+        .passed,
+    ).toBe(true);
     expect((await app.api.post(`${P}/versions/${v}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
 
     const identity = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff)).body.secret as string;
@@ -44,7 +46,10 @@ describe('a widget session issued before patient.cancelled (e2e, real HTTP, real
       expect(r.status).toBe(201);
       return { token: r.body.sessionToken, patientId: r.body.patientId };
     };
-    const casesOf = async (patientId: string) => ((await app.api.get(`${t.env}/clinical-cases`, t.staff)).body.clinicalCases as { caseId: string; reference: string; patientId: string }[]).filter((c) => c.patientId === patientId);
+    const casesOf = async (patientId: string) =>
+      ((await app.api.get(`${t.env}/clinical-cases`, t.staff)).body.clinicalCases as { caseId: string; reference: string; patientId: string }[]).filter(
+        (c) => c.patientId === patientId,
+      );
 
     const cancelled = await app.enrolledPatient(t);
     const other = await app.enrolledPatient(t);
@@ -61,10 +66,16 @@ describe('a widget session issued before patient.cancelled (e2e, real HTTP, real
     expect(theCase.reference).toBe(before.body.caseReference);
     expect((await app.api.post(`/widget/v1/cases/${theCase.caseId}/messages`, { message: 'It is a bit better now' }, old.token)).status).toBe(201);
     dest.arrivals = [];
-    expect((await app.api.post('/widget/v1/messages', { message: 'where is my order' }, old.token)).body.replies.some((r: { type: string }) => r.type === 'orders')).toBe(true);
+    expect(
+      (await app.api.post('/widget/v1/messages', { message: 'where is my order' }, old.token)).body.replies.some((r: { type: string }) => r.type === 'orders'),
+    ).toBe(true);
     expect(dest.arrivals.map((a) => a.externalId)).toEqual([cancelled.externalPatientId]);
 
-    const cancel = await app.api.post('/client/patient-events', { eventId: randomUUID(), type: 'patient.cancelled', externalPatientId: cancelled.externalPatientId }, t.apiKey);
+    const cancel = await app.api.post(
+      '/client/patient-events',
+      { eventId: randomUUID(), type: 'patient.cancelled', externalPatientId: cancelled.externalPatientId },
+      t.apiKey,
+    );
     expect(cancel.status).toBe(202);
     const cancelAt = performance.now();
     dest.arrivals = [];

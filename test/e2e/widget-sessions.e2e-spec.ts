@@ -79,16 +79,29 @@ describe('widget sessions (e2e, real HTTP)', () => {
     const secret = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff)).body.secret as string;
     const now = Math.floor(Date.parse(await app.advanceClock(0)) / 1000);
 
-    const session = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(secret, { sub: 'ext-widget-1' }, now) });
+    const session = await app.api.post('/widget/v1/sessions', {
+      environmentId: t.sandbox,
+      identityToken: await identityToken(secret, { sub: 'ext-widget-1' }, now),
+    });
     expect(session.status).toBe(201);
     expect(session.body.patientId).toBe(enrolled.body.patientId);
 
-    const stranger = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(secret, { sub: 'ext-unknown' }, now) });
+    const stranger = await app.api.post('/widget/v1/sessions', {
+      environmentId: t.sandbox,
+      identityToken: await identityToken(secret, { sub: 'ext-unknown' }, now),
+    });
     expect(stranger.body.patientId).toBeNull();
 
-    const cancelled = await app.api.post('/client/patient-events', { eventId: randomUUID(), type: 'patient.cancelled', externalPatientId: 'ext-widget-1' }, t.apiKey);
+    const cancelled = await app.api.post(
+      '/client/patient-events',
+      { eventId: randomUUID(), type: 'patient.cancelled', externalPatientId: 'ext-widget-1' },
+      t.apiKey,
+    );
     expect(cancelled.status).toBe(202);
-    const after = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(secret, { sub: 'ext-widget-1' }, now) });
+    const after = await app.api.post('/widget/v1/sessions', {
+      environmentId: t.sandbox,
+      identityToken: await identityToken(secret, { sub: 'ext-widget-1' }, now),
+    });
     expect(after.body.patientId).toBeNull();
   });
 

@@ -73,7 +73,13 @@ const definition = {
       notFoundReply: 'I could not start the return.',
       errorReply: 'I could not start the return. Shall I connect you with our team?',
     },
-    { id: 'team', type: 'hand_off', message: 'Your return has started; our team will email the label.', summary: 'Return for {{orderNo}}', category: 'fulfillment' },
+    {
+      id: 'team',
+      type: 'hand_off',
+      message: 'Your return has started; our team will email the label.',
+      summary: 'Return for {{orderNo}}',
+      category: 'fulfillment',
+    },
     { id: 'not_yet', type: 'reply', message: 'Order {{orderNo}} is {{status}}; returns open after delivery.' },
   ],
 };
@@ -104,7 +110,11 @@ describe('workflow agent conversations (e2e, real HTTP)', () => {
   it('continues a conversation across messages: ask, ownership-checked lookup, confirm, account change, hand-off', async () => {
     const { t, workflow } = await setUp(app, dest, OWNER);
     const versionId = workflow.draftVersionId;
-    const test = await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/test`, { expectedRevision: 1, opening: 'return my order', replies: ['B-77', 'yes'], patientId: OWNER }, t.staff);
+    const test = await app.api.post(
+      `${t.env}/conversation-workflows/versions/${versionId}/test`,
+      { expectedRevision: 1, opening: 'return my order', replies: ['B-77', 'yes'], patientId: OWNER },
+      t.staff,
+    );
     expect(test.status).toBe(201);
     expect(test.body.passed).toBe(true);
     expect(test.body.steps.map((s: { stepId: string; outcome: string }) => `${s.stepId}:${s.outcome}`)).toEqual([
@@ -124,7 +134,9 @@ describe('workflow agent conversations (e2e, real HTTP)', () => {
 
     await app.enrolledPatient(t, { externalPatientId: OWNER }); // a care-team case needs a known patient
     const rotated = await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff);
-    const session = (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(app, rotated.body.secret, OWNER) })).body.sessionToken;
+    const session = (
+      await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(app, rotated.body.secret, OWNER) })
+    ).body.sessionToken;
 
     // Attachment items are objects: an array in their place is 400 naming it, and nothing runs.
     const att = { id: randomUUID(), fileName: 'a.jpg', contentType: 'image/jpeg', sha256: 'a'.repeat(64) };
@@ -178,7 +190,18 @@ describe('workflow agent conversations (e2e, real HTTP)', () => {
       triggerPhrases: ['my plan status'],
       steps: [
         // No ownership check and no orders contract: only the body names the patient.
-        { id: 'look', type: 'call_api', destinationStableKey: 'shop', method: 'POST', readOnly: true, path: '/orders/B-1', body: { email: '{{patient.email}}' }, save: [{ variable: 'status', path: 'status' }], notFoundReply: 'Not found.', errorReply: 'I cannot check that here; shall I connect you with our team?' },
+        {
+          id: 'look',
+          type: 'call_api',
+          destinationStableKey: 'shop',
+          method: 'POST',
+          readOnly: true,
+          path: '/orders/B-1',
+          body: { email: '{{patient.email}}' },
+          save: [{ variable: 'status', path: 'status' }],
+          notFoundReply: 'Not found.',
+          errorReply: 'I cannot check that here; shall I connect you with our team?',
+        },
         { id: 'done', type: 'reply', message: 'Status: {{status}}' },
       ],
     };
@@ -189,11 +212,19 @@ describe('workflow agent conversations (e2e, real HTTP)', () => {
 
     // A test run without a sample patient is the anonymous visitor: nothing is sent, and it does not pass.
     let before = seen();
-    const anonTest = await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/test`, { expectedRevision: 1, opening: 'my plan status', replies: [] }, t.staff);
+    const anonTest = await app.api.post(
+      `${t.env}/conversation-workflows/versions/${versionId}/test`,
+      { expectedRevision: 1, opening: 'my plan status', replies: [] },
+      t.staff,
+    );
     expect(anonTest.body.passed).toBe(false);
     expect(anonTest.body.steps).toEqual([{ stepId: 'look', type: 'call_api', outcome: 'sign_in_required' }]);
     expect(seen()).toBe(before);
-    const test = await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/test`, { expectedRevision: 1, opening: 'my plan status', replies: [], patientId: OWNER, patientEmail: 'p@example.test' }, t.staff);
+    const test = await app.api.post(
+      `${t.env}/conversation-workflows/versions/${versionId}/test`,
+      { expectedRevision: 1, opening: 'my plan status', replies: [], patientId: OWNER, patientEmail: 'p@example.test' },
+      t.staff,
+    );
     expect(test.body.passed).toBe(true);
     expect(JSON.parse(dest.seen.at(-1)!.raw)).toEqual({ email: 'p@example.test' });
     expect((await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
@@ -207,7 +238,8 @@ describe('workflow agent conversations (e2e, real HTTP)', () => {
 
     const rotated = await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff);
     const session = async (claims: Record<string, string>) =>
-      (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(app, rotated.body.secret, OWNER, claims) })).body.sessionToken;
+      (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(app, rotated.body.secret, OWNER, claims) }))
+        .body.sessionToken;
 
     const withoutEmail = await app.api.post('/widget/v1/messages', { message: 'my plan status' }, await session({}));
     expect(withoutEmail.body.replies).toEqual([{ type: 'text', text: 'I cannot check that here; shall I connect you with our team?' }]);
@@ -219,7 +251,11 @@ describe('workflow agent conversations (e2e, real HTTP)', () => {
     expect(JSON.parse(dest.seen.at(-1)!.raw)).toEqual({ email: 'p@example.test' });
 
     const runs = await app.api.get(`${t.env}/conversation-workflows/${c.body.id}/runs`, t.staff);
-    expect(runs.body.runs.filter((r: { test: boolean }) => !r.test).map((r: { outcome: string }) => r.outcome)).toEqual(['completed', 'error', 'sign_in_required']);
+    expect(runs.body.runs.filter((r: { test: boolean }) => !r.test).map((r: { outcome: string }) => r.outcome)).toEqual([
+      'completed',
+      'error',
+      'sign_in_required',
+    ]);
   });
 });
 
@@ -238,7 +274,10 @@ function identitySecret(app: TestApp, t: { env: string; staff: string }): Promis
 }
 
 async function patientSession(app: TestApp, t: { env: string; staff: string; sandbox: string }, externalId: string): Promise<string> {
-  const r = await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(app, await identitySecret(app, t), externalId) });
+  const r = await app.api.post('/widget/v1/sessions', {
+    environmentId: t.sandbox,
+    identityToken: await identityToken(app, await identitySecret(app, t), externalId),
+  });
   expect(r.status).toBe(201);
   return r.body.sessionToken;
 }
@@ -259,7 +298,15 @@ describe('concurrent replies to one turn (e2e)', () => {
   it('three quick "yes" to a confirm step: exactly one account-changing call; the others are told to wait', async () => {
     const { t, workflow } = await setUp(app, dest, OWNER);
     const versionId = workflow.draftVersionId;
-    expect((await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/test`, { expectedRevision: 1, opening: 'return my order', replies: ['B-5', 'yes'], patientId: OWNER }, t.staff)).body.passed).toBe(true);
+    expect(
+      (
+        await app.api.post(
+          `${t.env}/conversation-workflows/versions/${versionId}/test`,
+          { expectedRevision: 1, opening: 'return my order', replies: ['B-5', 'yes'], patientId: OWNER },
+          t.staff,
+        )
+      ).body.passed,
+    ).toBe(true);
     expect((await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
     const session = await patientSession(app, t, OWNER);
     await app.api.post('/widget/v1/messages', { message: 'return my order' }, session);
@@ -302,11 +349,20 @@ describe('concurrent replies to one turn (e2e)', () => {
   it('recognises a retried widget message by its Idempotency-Key: the first answer again, no second run, case or call; another message 409', async () => {
     const { t, workflow } = await setUp(app, dest, OWNER);
     const versionId = workflow.draftVersionId;
-    expect((await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/test`, { expectedRevision: 1, opening: 'return my order', replies: ['B-5', 'yes'], patientId: OWNER }, t.staff)).body.passed).toBe(true);
+    expect(
+      (
+        await app.api.post(
+          `${t.env}/conversation-workflows/versions/${versionId}/test`,
+          { expectedRevision: 1, opening: 'return my order', replies: ['B-5', 'yes'], patientId: OWNER },
+          t.staff,
+        )
+      ).body.passed,
+    ).toBe(true);
     expect((await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
     await app.enrolledPatient(t, { externalPatientId: OWNER }); // a care-team case needs a known patient
     const session = await patientSession(app, t, OWNER);
-    const send = (message: string, key?: string) => app.api.request('POST', '/widget/v1/messages', { token: session, body: { message }, headers: key ? { 'idempotency-key': key } : {} });
+    const send = (message: string, key?: string) =>
+      app.api.request('POST', '/widget/v1/messages', { token: session, body: { message }, headers: key ? { 'idempotency-key': key } : {} });
 
     // A workflow opening sent twice with one key: one run, the second answer is the first one again.
     const k1 = randomUUID();
@@ -338,7 +394,11 @@ describe('concurrent replies to one turn (e2e)', () => {
     expect(healthAgain.body).toEqual({ ...health.body, duplicate: true });
     // The key is the patient's: signed in again (a new session), the retry is still the same message.
     const session2 = await patientSession(app, t, OWNER);
-    const fromNewSession = await app.api.request('POST', '/widget/v1/messages', { token: session2, body: { message: 'I have a fever and a rash since I took the medication' }, headers: { 'idempotency-key': k3 } });
+    const fromNewSession = await app.api.request('POST', '/widget/v1/messages', {
+      token: session2,
+      body: { message: 'I have a fever and a rash since I took the medication' },
+      headers: { 'idempotency-key': k3 },
+    });
     expect(fromNewSession.body).toEqual({ ...health.body, duplicate: true });
     const cases = await app.api.get(`${t.env}/clinical-cases`, t.staff);
     expect(cases.body.clinicalCases.filter((c: { reference: string }) => c.reference === health.body.caseReference)).toHaveLength(1);
@@ -350,10 +410,19 @@ describe('concurrent replies to one turn (e2e)', () => {
   it('a retry that arrives while a slow turn is still answered (even a minute later on the service clock) waits for its answer: one account-changing call', async () => {
     const { t, workflow } = await setUp(app, dest, OWNER);
     const versionId = workflow.draftVersionId;
-    expect((await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/test`, { expectedRevision: 1, opening: 'return my order', replies: ['B-5', 'yes'], patientId: OWNER }, t.staff)).body.passed).toBe(true);
+    expect(
+      (
+        await app.api.post(
+          `${t.env}/conversation-workflows/versions/${versionId}/test`,
+          { expectedRevision: 1, opening: 'return my order', replies: ['B-5', 'yes'], patientId: OWNER },
+          t.staff,
+        )
+      ).body.passed,
+    ).toBe(true);
     expect((await app.api.post(`${t.env}/conversation-workflows/versions/${versionId}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
     const session = await patientSession(app, t, OWNER);
-    const send = (message: string, key: string) => app.api.request('POST', '/widget/v1/messages', { token: session, body: { message }, headers: { 'idempotency-key': key } });
+    const send = (message: string, key: string) =>
+      app.api.request('POST', '/widget/v1/messages', { token: session, body: { message }, headers: { 'idempotency-key': key } });
     await send('return my order', randomUUID());
     expect((await send('B-77', randomUUID())).body.replies).toEqual([{ type: 'text', text: 'Return order B-77?' }]);
     const postsBefore = dest.seen.filter((x) => x.method === 'POST').length;
@@ -382,7 +451,11 @@ describe('concurrent replies to one turn (e2e)', () => {
 describeInProcess('production mode with an OIDC issuer of its own')('destinations in production mode (e2e)', () => {
   // Production mode has no dev tools: staff sign in through a (test) OIDC issuer.
   const oidc = new OidcIssuer();
-  const app = new TestApp(undefined, { NODE_ENV: 'production', SVC_MASTER_KEY: randomBytes(32).toString('base64'), WIDGET_BASE_URL: 'https://care.example.test/api' }, oidc);
+  const app = new TestApp(
+    undefined,
+    { NODE_ENV: 'production', SVC_MASTER_KEY: randomBytes(32).toString('base64'), WIDGET_BASE_URL: 'https://care.example.test/api' },
+    oidc,
+  );
   const dest = new Destination();
   beforeAll(async () => {
     await oidc.start();
@@ -400,14 +473,34 @@ describeInProcess('production mode with an OIDC issuer of its own')('destination
     const port = new URL(dest.baseUrl).port;
     const cases: [string, string][] = [
       [dest.baseUrl, 'must be an https URL'],
-      ...['127.0.0.1', '127.1', '0x7f000001', '2130706433', '[::1]', '[::ffff:127.0.0.1]', '[::ffff:7f00:1]', '[0:0:0:0:0:ffff:127.0.0.1]', '[::ffff:a9fe:a9fe]', '169.254.169.254', '10.0.0.1', '192.168.1.1', '[fd00::1]', '0.0.0.0', 'localhost', 'shop.localhost'].map(
-        (host): [string, string] => [`https://${host}:${port}/api`, 'must not point to a loopback, private or link-local address'],
-      ),
+      ...[
+        '127.0.0.1',
+        '127.1',
+        '0x7f000001',
+        '2130706433',
+        '[::1]',
+        '[::ffff:127.0.0.1]',
+        '[::ffff:7f00:1]',
+        '[0:0:0:0:0:ffff:127.0.0.1]',
+        '[::ffff:a9fe:a9fe]',
+        '169.254.169.254',
+        '10.0.0.1',
+        '192.168.1.1',
+        '[fd00::1]',
+        '0.0.0.0',
+        'localhost',
+        'shop.localhost',
+      ].map((host): [string, string] => [`https://${host}:${port}/api`, 'must not point to a loopback, private or link-local address']),
       ['https://user:pw@shop.example/api', 'must not contain a user name or password'],
     ];
     for (const [baseUrl, message] of cases) {
       const r = await app.api.post(`${t.env}/destinations`, { stableKey: 'shop', name: 'Shop', baseUrl }, t.staff);
-      expect({ baseUrl, status: r.status, code: r.body.code, details: r.body.details }).toEqual({ baseUrl, status: 400, code: 'VALIDATION_FAILED', details: [{ path: 'baseUrl', message }] });
+      expect({ baseUrl, status: r.status, code: r.body.code, details: r.body.details }).toEqual({
+        baseUrl,
+        status: 400,
+        code: 'VALIDATION_FAILED',
+        details: [{ path: 'baseUrl', message }],
+      });
     }
     expect((await app.api.get(`${t.env}/destinations`, t.staff)).body.destinations).toEqual([]);
     expect(dest.seen).toHaveLength(0);

@@ -2,7 +2,12 @@ import { TestApp } from '@svc/testing';
 import { eventStoreOf } from './case-helpers';
 
 /** Issue 6: every change to a workflow is audited (who, what, when) in the workflow's own stream. */
-const definition = (text: string) => ({ category: 'support', description: 'Hours', triggerPhrases: ['hours'], steps: [{ id: 'r', type: 'reply', message: text }] });
+const definition = (text: string) => ({
+  category: 'support',
+  description: 'Hours',
+  triggerPhrases: ['hours'],
+  steps: [{ id: 'r', type: 'reply', message: text }],
+});
 
 describe('workflow audit trail (e2e, real HTTP)', () => {
   const app = new TestApp();

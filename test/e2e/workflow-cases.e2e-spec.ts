@@ -29,11 +29,26 @@ describe('workflow agent cases and hand-offs (e2e)', () => {
   }
 
   async function live(stableKey: string, trigger: string, category: string) {
-    const def = { category: 'support', description: 'Hand-off', triggerPhrases: [trigger], steps: [{ id: 'team', type: 'hand_off', message: 'I am passing this to the team.', summary: 'Asked for the team', category }] };
+    const def = {
+      category: 'support',
+      description: 'Hand-off',
+      triggerPhrases: [trigger],
+      steps: [{ id: 'team', type: 'hand_off', message: 'I am passing this to the team.', summary: 'Asked for the team', category }],
+    };
     const c = await app.api.post(`${t.env}/conversation-workflows`, { stableKey, name: stableKey, definition: def }, t.staff);
     expect(c.status).toBe(201);
-    expect((await app.api.post(`${t.env}/conversation-workflows/versions/${c.body.draftVersionId}/test`, { expectedRevision: 1, opening: trigger, replies: [] }, t.staff)).body.passed).toBe(true);
-    expect((await app.api.post(`${t.env}/conversation-workflows/versions/${c.body.draftVersionId}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
+    expect(
+      (
+        await app.api.post(
+          `${t.env}/conversation-workflows/versions/${c.body.draftVersionId}/test`,
+          { expectedRevision: 1, opening: trigger, replies: [] },
+          t.staff,
+        )
+      ).body.passed,
+    ).toBe(true);
+    expect((await app.api.post(`${t.env}/conversation-workflows/versions/${c.body.draftVersionId}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(
+      200,
+    );
     return c.body;
   }
 
@@ -82,7 +97,11 @@ describe('workflow agent cases and hand-offs (e2e)', () => {
     // Staff see an internal summary of the patient's answers at the top of the case thread (spec, hand_off).
     const thread = await app.api.get(`/v1/conversations/${opened.caseId}/messages`, t.apiKey);
     expect(thread.status).toBe(200);
-    expect(thread.body.messages[0]).toMatchObject({ sequence: 1, sender: 'system', message: expect.stringMatching(/^Hand-off \(clinical\)\nPatient answers:/) });
+    expect(thread.body.messages[0]).toMatchObject({
+      sequence: 1,
+      sender: 'system',
+      message: expect.stringMatching(/^Hand-off \(clinical\)\nPatient answers:/),
+    });
     expect(thread.body.messages.filter((m: { sender: string }) => m.sender === 'system')).toHaveLength(1);
   });
 
@@ -97,7 +116,10 @@ describe('workflow agent cases and hand-offs (e2e)', () => {
     const thread = await app.api.get(`/v1/conversations/${derivedUuid(`work-item:${run.runId}`)}/messages`, t.apiKey);
     expect(thread.status).toBe(200);
     expect(thread.body.messages).toHaveLength(1);
-    expect(thread.body.messages[0]).toMatchObject({ sender: 'system', message: expect.stringMatching(/^Hand-off \(support\)[\s\S]*Summary: Asked for the team/) });
+    expect(thread.body.messages[0]).toMatchObject({
+      sender: 'system',
+      message: expect.stringMatching(/^Hand-off \(support\)[\s\S]*Summary: Asked for the team/),
+    });
   });
 
   it("another environment's workflows and destinations answer 404", async () => {
@@ -111,7 +133,9 @@ describe('workflow agent cases and hand-offs (e2e)', () => {
     expect((await app.api.post(`${P}/${wf.id}/archive`, undefined, t.staff)).status).toBe(404);
     expect((await app.api.get(`${P}/versions/${wf.draftVersionId ?? wf.liveVersionId}/readiness`, t.staff)).status).toBe(404);
     // The version made live (the creation's answer has no liveVersionId yet: `versions/null` is no uuid, 400).
-    expect((await app.api.post(`${P}/versions/${wf.draftVersionId}/test`, { expectedRevision: 1, opening: 'check env', replies: [] }, t.staff)).status).toBe(404);
+    expect((await app.api.post(`${P}/versions/${wf.draftVersionId}/test`, { expectedRevision: 1, opening: 'check env', replies: [] }, t.staff)).status).toBe(
+      404,
+    );
     expect((await app.api.get(P, t.staff)).body.workflows).toEqual([]);
     expect((await app.api.delete(`${prod}/destinations/${d.body.id}`, t.staff)).status).toBe(404);
     expect((await app.api.get(`${prod}/destinations`, t.staff)).body.destinations).toEqual([]);

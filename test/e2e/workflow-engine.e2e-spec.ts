@@ -50,10 +50,46 @@ class Destination {
               ? { orders: [] }
               : {
                   orders: [
-                    { id: 'A-1', status: 'delivered', statusLabel: null, carrier: 'UPS', trackingUrl: 'https://track.example/A-1', estimatedDelivery: '2026-01-02', placedAt: '2026-01-01', items: [{ name: 'Vitamin D', quantity: 1 }] },
-                    { id: 'A-3', status: 'shipped', statusLabel: 'On its way', carrier: 'UPS', trackingUrl: 'https://user:pw@track.example/A-3', estimatedDelivery: null, placedAt: '2026-03-01T10:00:00Z', items: null },
-                    { id: 'A-2', status: 'processing', statusLabel: null, carrier: null, trackingUrl: 'http://track.example/A-2', estimatedDelivery: null, placedAt: '2026-02-01', items: null },
-                    { id: 'A-0', status: 'cancelled', statusLabel: null, carrier: null, trackingUrl: null, estimatedDelivery: null, placedAt: '2025-12-01', items: null },
+                    {
+                      id: 'A-1',
+                      status: 'delivered',
+                      statusLabel: null,
+                      carrier: 'UPS',
+                      trackingUrl: 'https://track.example/A-1',
+                      estimatedDelivery: '2026-01-02',
+                      placedAt: '2026-01-01',
+                      items: [{ name: 'Vitamin D', quantity: 1 }],
+                    },
+                    {
+                      id: 'A-3',
+                      status: 'shipped',
+                      statusLabel: 'On its way',
+                      carrier: 'UPS',
+                      trackingUrl: 'https://user:pw@track.example/A-3',
+                      estimatedDelivery: null,
+                      placedAt: '2026-03-01T10:00:00Z',
+                      items: null,
+                    },
+                    {
+                      id: 'A-2',
+                      status: 'processing',
+                      statusLabel: null,
+                      carrier: null,
+                      trackingUrl: 'http://track.example/A-2',
+                      estimatedDelivery: null,
+                      placedAt: '2026-02-01',
+                      items: null,
+                    },
+                    {
+                      id: 'A-0',
+                      status: 'cancelled',
+                      statusLabel: null,
+                      carrier: null,
+                      trackingUrl: null,
+                      estimatedDelivery: null,
+                      placedAt: '2025-12-01',
+                      items: null,
+                    },
                   ],
                 };
         res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
@@ -104,7 +140,11 @@ describe('conversation workflows (e2e, real HTTP)', () => {
 
   it('builds, fails readiness, tests, activates, and answers a signed-in patient with order cards (EN and ES)', async () => {
     const api = app.api;
-    const d = await api.post(`${t.env}/destinations`, { stableKey: 'order_system', name: 'Orders', baseUrl: dest.baseUrl, headers: { authorization: 'Bearer dest-secret-xyz' }, timeoutMs: 3000 }, t.staff);
+    const d = await api.post(
+      `${t.env}/destinations`,
+      { stableKey: 'order_system', name: 'Orders', baseUrl: dest.baseUrl, headers: { authorization: 'Bearer dest-secret-xyz' }, timeoutMs: 3000 },
+      t.staff,
+    );
     expect(d.status).toBe(201);
     expect(JSON.stringify(d.body)).not.toContain('dest-secret-xyz');
     const dl = await api.get(`${t.env}/destinations`, t.staff);
@@ -133,7 +173,11 @@ describe('conversation workflows (e2e, real HTTP)', () => {
     expect(early.body.code).toBe('VALIDATION_FAILED');
 
     // Test: calls the real Destination, signed; never the patient's words.
-    const tested = await api.post(`${P}/versions/${versionId}/test`, { expectedRevision: 1, opening: 'where is my order', replies: [], patientEmail: PATIENT_EMAIL, patientId: PATIENT_EXT }, t.staff);
+    const tested = await api.post(
+      `${P}/versions/${versionId}/test`,
+      { expectedRevision: 1, opening: 'where is my order', replies: [], patientEmail: PATIENT_EMAIL, patientId: PATIENT_EXT },
+      t.staff,
+    );
     expect(tested.status).toBe(201);
     expect(tested.body.passed).toBe(true);
     const callStep = tested.body.steps.find((s: { type: string }) => s.type === 'call_api');
@@ -232,7 +276,10 @@ describe('conversation workflows (e2e, real HTTP)', () => {
     const tested = await api.post(`${P}/versions/${v1}/test`, { expectedRevision: 2, opening: 'hello there', replies: [] }, t.staff);
     expect(tested.status).toBe(201);
     expect(tested.body.passed).toBe(true);
-    expect(tested.body.transcript).toEqual([{ from: 'patient', text: 'hello there' }, { from: 'agent', text: 'Hello!' }]);
+    expect(tested.body.transcript).toEqual([
+      { from: 'patient', text: 'hello there' },
+      { from: 'agent', text: 'Hello!' },
+    ]);
     expect((await api.post(`${P}/versions/${v1}/activate`, { expectedRevision: 2 }, t.staff)).status).toBe(200);
 
     const locked = await api.put(`${P}/versions/${v1}`, { expectedRevision: 2, definition: def }, t.staff);
@@ -278,7 +325,7 @@ describe('conversation workflows (e2e, real HTTP)', () => {
     expect((await api.post(P, { stableKey: 'temp_flow', name: 'Temp', definition: def }, t.staff)).status).toBe(201);
   });
 
-  it('a variable named like an Object.prototype member is an ordinary unset variable in a test run (was 500, and a function\'s source in replies)', async () => {
+  it("a variable named like an Object.prototype member is an ordinary unset variable in a test run (was 500, and a function's source in replies)", async () => {
     const def = {
       category: 'support',
       description: 'Proto names',
@@ -292,7 +339,11 @@ describe('conversation workflows (e2e, real HTTP)', () => {
     };
     const c = await app.api.post(P, { stableKey: 'proto_names', name: 'Proto names', definition: def }, t.staff);
     expect(c.status).toBe(201);
-    const tested = await app.api.post(`${P}/versions/${c.body.draftVersionId}/test`, { expectedRevision: 1, opening: 'proto names', replies: ['Ann'] }, t.staff);
+    const tested = await app.api.post(
+      `${P}/versions/${c.body.draftVersionId}/test`,
+      { expectedRevision: 1, opening: 'proto names', replies: ['Ann'] },
+      t.staff,
+    );
     expect(tested.status).toBe(201);
     expect(tested.body.transcript).toEqual([
       { from: 'patient', text: 'proto names' },
@@ -312,7 +363,17 @@ describe('conversation workflows (e2e, real HTTP)', () => {
       triggerPhrases: ['record status'],
       steps: [
         { id: 'q', type: 'ask', variable: 'ref', prompt: 'Which record?', format: 'text' },
-        { id: 'look', type: 'call_api', destinationStableKey: 'records_system', method: 'GET', path: '/records/{{ref}}/status?ref={{ref}}', ownership: { patientIdPath: 'patientId' }, save: [], notFoundReply: 'Not found.', errorReply: 'Sorry, I could not look that up.' },
+        {
+          id: 'look',
+          type: 'call_api',
+          destinationStableKey: 'records_system',
+          method: 'GET',
+          path: '/records/{{ref}}/status?ref={{ref}}',
+          ownership: { patientIdPath: 'patientId' },
+          save: [],
+          notFoundReply: 'Not found.',
+          errorReply: 'Sorry, I could not look that up.',
+        },
         { id: 'done', type: 'reply', message: 'Done.' },
       ],
     };
@@ -320,16 +381,35 @@ describe('conversation workflows (e2e, real HTTP)', () => {
     expect(c.status).toBe(201);
     for (const answer of ['..', '.']) {
       const before = dest.seen.length;
-      const r = await app.api.post(`${P}/versions/${c.body.draftVersionId}/test`, { expectedRevision: 1, opening: 'record status', replies: [answer], patientId: PATIENT_EXT }, t.staff);
+      const r = await app.api.post(
+        `${P}/versions/${c.body.draftVersionId}/test`,
+        { expectedRevision: 1, opening: 'record status', replies: [answer], patientId: PATIENT_EXT },
+        t.staff,
+      );
       expect(r.status).toBe(201);
-      expect({ answer, seen: dest.seen.length - before, last: r.body.transcript.at(-1) }).toEqual({ answer, seen: 0, last: { from: 'agent', text: 'Sorry, I could not look that up.' } });
+      expect({ answer, seen: dest.seen.length - before, last: r.body.transcript.at(-1) }).toEqual({
+        answer,
+        seen: 0,
+        last: { from: 'agent', text: 'Sorry, I could not look that up.' },
+      });
     }
     const before = dest.seen.length;
     // Dots inside a value, and a typed percent-encoded dot, are values like any other: sent, escaped, in place.
     for (const answer of ['a.b..c', '%2e%2e']) {
-      expect((await app.api.post(`${P}/versions/${c.body.draftVersionId}/test`, { expectedRevision: 1, opening: 'record status', replies: [answer], patientId: PATIENT_EXT }, t.staff)).status).toBe(201);
+      expect(
+        (
+          await app.api.post(
+            `${P}/versions/${c.body.draftVersionId}/test`,
+            { expectedRevision: 1, opening: 'record status', replies: [answer], patientId: PATIENT_EXT },
+            t.staff,
+          )
+        ).status,
+      ).toBe(201);
     }
-    expect(dest.seen.slice(before).map((x) => x.url)).toEqual(['/clinic/api/records/a.b..c/status?ref=a.b..c', '/clinic/api/records/%252e%252e/status?ref=%252e%252e']);
+    expect(dest.seen.slice(before).map((x) => x.url)).toEqual([
+      '/clinic/api/records/a.b..c/status?ref=a.b..c',
+      '/clinic/api/records/%252e%252e/status?ref=%252e%252e',
+    ]);
   });
 
   it('refuses invalid definitions with details naming each step and rule', async () => {
@@ -343,8 +423,28 @@ describe('conversation workflows (e2e, real HTTP)', () => {
           description: 'Bad',
           steps: [
             { id: 'num', type: 'ask', variable: 'orderNo', prompt: 'Order?', format: 'order_number' },
-            { id: 'cancel', type: 'call_api', destinationStableKey: 'order_system', method: 'POST', path: '/orders/{{orderNo}}/cancel', save: [], notFoundReply: 'x', errorReply: 'y' },
-            { id: 'sel', type: 'call_api', destinationStableKey: 'order_system', method: 'GET', path: '/o', contract: 'orders_v1', select: { listPath: 'a', matchPath: 'b', equals: 'c' }, save: [], notFoundReply: 'x', errorReply: 'y' },
+            {
+              id: 'cancel',
+              type: 'call_api',
+              destinationStableKey: 'order_system',
+              method: 'POST',
+              path: '/orders/{{orderNo}}/cancel',
+              save: [],
+              notFoundReply: 'x',
+              errorReply: 'y',
+            },
+            {
+              id: 'sel',
+              type: 'call_api',
+              destinationStableKey: 'order_system',
+              method: 'GET',
+              path: '/o',
+              contract: 'orders_v1',
+              select: { listPath: 'a', matchPath: 'b', equals: 'c' },
+              save: [],
+              notFoundReply: 'x',
+              errorReply: 'y',
+            },
             { id: 'oops', type: 'reply', message: 'hi', next: 'nowhere' },
           ],
         },
@@ -366,7 +466,16 @@ describe('conversation workflows (e2e, real HTTP)', () => {
           description: 'Bad',
           steps: [
             { id: 'num', type: 'ask', variable: 'orderNo', prompt: 'Order?', format: 'order_number' },
-            { id: 'cancel', type: 'call_api', destinationStableKey: 'order_system', method: 'POST', path: '/orders/{{orderNo}}/cancel', save: [], notFoundReply: 'x', errorReply: 'y' },
+            {
+              id: 'cancel',
+              type: 'call_api',
+              destinationStableKey: 'order_system',
+              method: 'POST',
+              path: '/orders/{{orderNo}}/cancel',
+              save: [],
+              notFoundReply: 'x',
+              errorReply: 'y',
+            },
             { id: 'loop_a', type: 'reply', message: 'a', next: 'loop_b' },
             { id: 'loop_b', type: 'reply', message: 'b', next: 'loop_a' },
           ],
@@ -400,8 +509,15 @@ describe('conversation workflows (e2e, real HTTP)', () => {
       expect({ status: r.status, code: r.body.code, path: r.body.details?.[0]?.path }).toEqual({ status: 400, code: 'VALIDATION_FAILED', path: 'baseUrl' });
     }
     // Schemes are case-insensitive.
-    expect((await app.api.post(`${t.env}/destinations`, { stableKey: 'upper_scheme', name: 'Upper', baseUrl: dest.baseUrl.replace('http://', 'HTTP://') }, t.staff)).status).toBe(201);
-    const latin1 = await app.api.post(`${t.env}/destinations`, { stableKey: 'latin1_headers', name: 'Latin-1', baseUrl: dest.baseUrl, headers: { 'x-name': 'caf\u00e9' } }, t.staff);
+    expect(
+      (await app.api.post(`${t.env}/destinations`, { stableKey: 'upper_scheme', name: 'Upper', baseUrl: dest.baseUrl.replace('http://', 'HTTP://') }, t.staff))
+        .status,
+    ).toBe(201);
+    const latin1 = await app.api.post(
+      `${t.env}/destinations`,
+      { stableKey: 'latin1_headers', name: 'Latin-1', baseUrl: dest.baseUrl, headers: { 'x-name': 'caf\u00e9' } },
+      t.staff,
+    );
     expect(latin1.status).toBe(201);
     expect((await app.api.delete(`${t.env}/destinations/${latin1.body.id}`, t.staff)).status).toBe(204);
   });
@@ -409,7 +525,11 @@ describe('conversation workflows (e2e, real HTTP)', () => {
   it('checks the revision before any call, and records no test run when the version changed during the calls (409 STALE_REVISION)', async () => {
     const api = app.api;
     expect((await api.post(`${t.env}/destinations`, { stableKey: 'slow_system', name: 'Slow', baseUrl: dest.baseUrl }, t.staff)).status).toBe(201);
-    const created = await api.post(`${P}/from-template`, { templateKey: 'order_status_tracking', stableKey: 'slow_orders', destinationStableKey: 'slow_system' }, t.staff);
+    const created = await api.post(
+      `${P}/from-template`,
+      { templateKey: 'order_status_tracking', stableKey: 'slow_orders', destinationStableKey: 'slow_system' },
+      t.staff,
+    );
     expect(created.status).toBe(201);
     const versionId = created.body.draftVersionId;
     const body = { opening: 'where is my order', replies: [], patientId: PATIENT_EXT };
@@ -448,14 +568,22 @@ describe('conversation workflows (e2e, real HTTP)', () => {
     const u = await app.tenant({ baa: false });
     const created = await app.api.post(`${u.env}/conversation-workflows/from-template`, { templateKey: 'order_status_tracking' }, u.staff);
     expect(created.status).toBe(201);
-    const r = await app.api.post(`${u.env}/conversation-workflows/versions/${created.body.draftVersionId}/test`, { expectedRevision: 1, opening: 'where is my order', replies: [], patientId: 'x' }, u.staff);
+    const r = await app.api.post(
+      `${u.env}/conversation-workflows/versions/${created.body.draftVersionId}/test`,
+      { expectedRevision: 1, opening: 'where is my order', replies: [], patientId: 'x' },
+      u.staff,
+    );
     expect(r.status).toBe(403);
     expect(r.body.code).toBe('BAA_REQUIRED');
     // Nothing recorded.
     const list = await app.api.get(`${u.env}/conversation-workflows`, u.staff);
     expect(list.body.workflows.find((w: { id: string }) => w.id === created.body.id).versions[0].lastTest).toBeNull();
     // A test that would not call (no patient: the lookup ends at sign-in) runs before the BAA.
-    const signIn = await app.api.post(`${u.env}/conversation-workflows/versions/${created.body.draftVersionId}/test`, { expectedRevision: 1, opening: 'where is my order', replies: [] }, u.staff);
+    const signIn = await app.api.post(
+      `${u.env}/conversation-workflows/versions/${created.body.draftVersionId}/test`,
+      { expectedRevision: 1, opening: 'where is my order', replies: [] },
+      u.staff,
+    );
     expect(signIn.status).toBe(201);
     expect(signIn.body.passed).toBe(false);
     // Nor does one whose call is on a branch the test does not take.
@@ -472,10 +600,18 @@ describe('conversation workflows (e2e, real HTTP)', () => {
     };
     const branch = await app.api.post(`${u.env}/conversation-workflows`, { stableKey: 'branchy', name: 'Branchy', definition: def }, u.staff);
     expect(branch.status).toBe(201);
-    const not = await app.api.post(`${u.env}/conversation-workflows/versions/${branch.body.draftVersionId}/test`, { expectedRevision: 1, opening: 'branch', replies: ['no'] }, u.staff);
+    const not = await app.api.post(
+      `${u.env}/conversation-workflows/versions/${branch.body.draftVersionId}/test`,
+      { expectedRevision: 1, opening: 'branch', replies: ['no'] },
+      u.staff,
+    );
     expect(not.status).toBe(201);
     expect(not.body.transcript.at(-1)).toEqual({ from: 'agent', text: 'Bye' });
-    const would = await app.api.post(`${u.env}/conversation-workflows/versions/${branch.body.draftVersionId}/test`, { expectedRevision: 1, opening: 'branch', replies: ['yes'] }, u.staff);
+    const would = await app.api.post(
+      `${u.env}/conversation-workflows/versions/${branch.body.draftVersionId}/test`,
+      { expectedRevision: 1, opening: 'branch', replies: ['yes'] },
+      u.staff,
+    );
     expect(would.status).toBe(403);
     expect(would.body.code).toBe('BAA_REQUIRED');
   });

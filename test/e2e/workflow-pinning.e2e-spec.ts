@@ -23,12 +23,15 @@ describe('workflow runs are pinned to their version (e2e, real HTTP)', () => {
     const created = await app.api.post(P, { stableKey: 'hours', name: 'Hours', definition: definition('v1: 9-17') }, t.staff);
     expect(created.status).toBe(201);
     const v1 = created.body.draftVersionId;
-    expect((await app.api.post(`${P}/versions/${v1}/test`, { expectedRevision: 1, opening: 'opening hours', replies: ['Monday'] }, t.staff)).body.passed).toBe(true);
+    expect((await app.api.post(`${P}/versions/${v1}/test`, { expectedRevision: 1, opening: 'opening hours', replies: ['Monday'] }, t.staff)).body.passed).toBe(
+      true,
+    );
     expect((await app.api.post(`${P}/versions/${v1}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
 
     const secret = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff)).body.secret as string;
     const session = async (sub: string) => {
-      return (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(app, secret, sub) })).body.sessionToken as string;
+      return (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(app, secret, sub) })).body
+        .sessionToken as string;
     };
 
     const early = await session('ext-pin-1');
@@ -41,7 +44,9 @@ describe('workflow runs are pinned to their version (e2e, real HTTP)', () => {
     const v2 = draft.body.id;
     expect((await app.api.put(`${P}/versions/${v2}`, { expectedRevision: draft.body.revision, definition: definition('v2: 8-20') }, t.staff)).status).toBe(200);
     const rev = draft.body.revision + 1;
-    expect((await app.api.post(`${P}/versions/${v2}/test`, { expectedRevision: rev, opening: 'opening hours', replies: ['Monday'] }, t.staff)).body.passed).toBe(true);
+    expect(
+      (await app.api.post(`${P}/versions/${v2}/test`, { expectedRevision: rev, opening: 'opening hours', replies: ['Monday'] }, t.staff)).body.passed,
+    ).toBe(true);
     const live = await app.api.post(`${P}/versions/${v2}/activate`, { expectedRevision: rev }, t.staff);
     expect(live.status).toBe(200);
     expect(live.body.liveVersionId).toBe(v2);
@@ -66,13 +71,16 @@ describe('workflow runs are pinned to their version (e2e, real HTTP)', () => {
     const P = `${t.env}/conversation-workflows`;
     const secret = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff)).body.secret as string;
     const session = async (sub: string) => {
-      return (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(app, secret, sub) })).body.sessionToken as string;
+      return (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(app, secret, sub) })).body
+        .sessionToken as string;
     };
     for (const action of ['deactivate', 'archive']) {
       const key = `hours_${action}`;
       const created = await app.api.post(P, { stableKey: key, name: `Hours ${action}`, definition: definition('9-17') }, t.staff);
       const v1 = created.body.draftVersionId;
-      expect((await app.api.post(`${P}/versions/${v1}/test`, { expectedRevision: 1, opening: 'opening hours', replies: ['Monday'] }, t.staff)).body.passed).toBe(true);
+      expect(
+        (await app.api.post(`${P}/versions/${v1}/test`, { expectedRevision: 1, opening: 'opening hours', replies: ['Monday'] }, t.staff)).body.passed,
+      ).toBe(true);
       expect((await app.api.post(`${P}/versions/${v1}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
       const s = await session(`ext-off-${action}`);
       expect((await app.api.post('/widget/v1/messages', { message: 'opening hours?' }, s)).body.replies).toEqual([{ type: 'text', text: 'Which day?' }]);
@@ -93,10 +101,13 @@ describe('workflow runs are pinned to their version (e2e, real HTTP)', () => {
     const P = `${t.env}/conversation-workflows`;
     const created = await app.api.post(P, { stableKey: 'hours_burst', name: 'Hours burst', definition: definition('9-17') }, t.staff);
     const v1 = created.body.draftVersionId;
-    expect((await app.api.post(`${P}/versions/${v1}/test`, { expectedRevision: 1, opening: 'opening hours', replies: ['Monday'] }, t.staff)).body.passed).toBe(true);
+    expect((await app.api.post(`${P}/versions/${v1}/test`, { expectedRevision: 1, opening: 'opening hours', replies: ['Monday'] }, t.staff)).body.passed).toBe(
+      true,
+    );
     expect((await app.api.post(`${P}/versions/${v1}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
     const secret = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff)).body.secret as string;
-    const session = (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(app, secret, 'ext-burst') })).body.sessionToken as string;
+    const session = (await app.api.post('/widget/v1/sessions', { environmentId: t.sandbox, identityToken: await identityToken(app, secret, 'ext-burst') })).body
+      .sessionToken as string;
     const answers = await Promise.all(Array.from({ length: 10 }, () => app.api.post('/widget/v1/messages', { message: 'opening hours?' }, session)));
     expect(answers.map((a) => a.status)).toEqual(Array(10).fill(201));
     const texts = answers.map((a) => a.body.replies[0].text as string);
@@ -113,6 +124,7 @@ describe('workflow runs are pinned to their version (e2e, real HTTP)', () => {
     expect(runs).toHaveLength(asked);
     expect(runs.filter((r: { outcome: string }) => r.outcome === 'waiting_for_patient')).toHaveLength(asked - answered);
     // A run still waiting takes the patient's actual answer.
-    if (asked > answered) expect((await app.api.post('/widget/v1/messages', { message: 'Monday' }, session)).body.replies).toEqual([{ type: 'text', text: '9-17 on Monday' }]);
+    if (asked > answered)
+      expect((await app.api.post('/widget/v1/messages', { message: 'Monday' }, session)).body.replies).toEqual([{ type: 'text', text: '9-17 on Monday' }]);
   });
 });

@@ -11,7 +11,6 @@ import { identityToken } from './case-helpers';
  * answered) just before it; a run stopped this way ends `switched_off`.
  */
 
-
 /** Two order lookups in a row (optionally after a question): a switch-off between them stops the second. */
 const twoCalls = (trigger: string, ask: boolean) => {
   const call = (id: string) => ({
@@ -30,7 +29,12 @@ const twoCalls = (trigger: string, ask: boolean) => {
     category: 'fulfillment',
     description: 'Two lookups',
     triggerPhrases: [trigger],
-    steps: [...(ask ? [{ id: 'go', type: 'ask', variable: 'go', prompt: 'Shall I look up your orders?', format: 'text' }] : []), call('first'), call('second'), { id: 'done', type: 'reply', message: 'Looked twice.' }],
+    steps: [
+      ...(ask ? [{ id: 'go', type: 'ask', variable: 'go', prompt: 'Shall I look up your orders?', format: 'text' }] : []),
+      call('first'),
+      call('second'),
+      { id: 'done', type: 'reply', message: 'Looked twice.' },
+    ],
   };
 };
 
@@ -55,7 +59,9 @@ describe('workflow switch-off with calls in flight (e2e, real HTTP, real Destina
     const t = await app.tenant();
     const P = `${t.env}/conversation-workflows`;
     dest.secret = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'widget_signing' }, t.staff)).body.secret;
-    expect((await app.api.post(`${t.env}/destinations`, { stableKey: 'order_system', name: 'Orders', baseUrl: dest.baseUrl, timeoutMs: 5000 }, t.staff)).status).toBe(201);
+    expect(
+      (await app.api.post(`${t.env}/destinations`, { stableKey: 'order_system', name: 'Orders', baseUrl: dest.baseUrl, timeoutMs: 5000 }, t.staff)).status,
+    ).toBe(201);
     const identity = (await app.api.post(`${t.env}/secrets/rotate`, { kind: 'identity_token' }, t.staff)).body.secret as string;
     const session = async (sub: string): Promise<string> => {
       const token = await identityToken(app, identity, sub, { email: `${sub}@example.test` });
@@ -67,12 +73,17 @@ describe('workflow switch-off with calls in flight (e2e, real HTTP, real Destina
       const c = await app.api.post(P, { stableKey, name: stableKey, definition }, t.staff);
       expect(c.status).toBe(201);
       const v = c.body.draftVersionId;
-      const tested = await app.api.post(`${P}/versions/${v}/test`, { expectedRevision: 1, opening, replies, patientId: 'ext-sample', patientEmail: 'sample@example.test' }, t.staff);
+      const tested = await app.api.post(
+        `${P}/versions/${v}/test`,
+        { expectedRevision: 1, opening, replies, patientId: 'ext-sample', patientEmail: 'sample@example.test' },
+        t.staff,
+      );
       expect(tested.body.passed).toBe(true);
       expect((await app.api.post(`${P}/versions/${v}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
       return c.body.id as string;
     };
-    const runs = async (workflowId: string) => ((await app.api.get(`${P}/${workflowId}/runs`, t.staff)).body.runs as { test: boolean; outcome: string }[]).filter((r) => !r.test);
+    const runs = async (workflowId: string) =>
+      ((await app.api.get(`${P}/${workflowId}/runs`, t.staff)).body.runs as { test: boolean; outcome: string }[]).filter((r) => !r.test);
     return { t, P, session, live, runs };
   }
 
@@ -83,7 +94,10 @@ describe('workflow switch-off with calls in flight (e2e, real HTTP, real Destina
         const trigger = 'check my parcel';
         const wf = await live(`two_${op}_${waiting}`, twoCalls(trigger, waiting), trigger, waiting ? ['yes'] : []);
         const s = await session(`ext-held-${op}-${waiting}`);
-        if (waiting) expect((await app.api.post('/widget/v1/messages', { message: trigger }, s)).body.replies).toEqual([{ type: 'text', text: 'Shall I look up your orders?' }]);
+        if (waiting)
+          expect((await app.api.post('/widget/v1/messages', { message: trigger }, s)).body.replies).toEqual([
+            { type: 'text', text: 'Shall I look up your orders?' },
+          ]);
         dest.arrivals = [];
         dest.holdCalls();
         const reply = app.api.post('/widget/v1/messages', { message: waiting ? 'yes' : trigger }, s);
@@ -127,7 +141,10 @@ describe('workflow switch-off with calls in flight (e2e, real HTTP, real Destina
         const created = await app.api.post(P, { stableKey: `orders_${round}`, name: 'Orders', definition: tpl.definition }, t.staff);
         expect(created.status).toBe(201);
         const v = created.body.draftVersionId;
-        expect((await app.api.post(`${P}/versions/${v}/test`, { expectedRevision: 1, opening: 'where is my order', replies: [], patientId: 'ext-sample' }, t.staff)).body.passed).toBe(true);
+        expect(
+          (await app.api.post(`${P}/versions/${v}/test`, { expectedRevision: 1, opening: 'where is my order', replies: [], patientId: 'ext-sample' }, t.staff))
+            .body.passed,
+        ).toBe(true);
         expect((await app.api.post(`${P}/versions/${v}/activate`, { expectedRevision: 1 }, t.staff)).status).toBe(200);
         // A third of the patients enrolled (their sessions' link is confirmed before each run).
         const enrolled = await Promise.all(Array.from({ length: 10 }, () => app.enrolledPatient(t)));

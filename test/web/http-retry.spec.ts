@@ -41,7 +41,11 @@ describe('web/shared/http call', () => {
 
   it('answers a 409 without Retry-After (a reused key), and other errors, at once', async () => {
     script = (_req, res) => json(res, 409, { code: 'IDEMPOTENCY_KEY_REUSED', message: 'no' });
-    expect(await call(`${base}/x`, { body: {}, idempotencyKey: 'k' })).toEqual({ status: 409, body: { code: 'IDEMPOTENCY_KEY_REUSED', message: 'no' }, code: 'IDEMPOTENCY_KEY_REUSED' });
+    expect(await call(`${base}/x`, { body: {}, idempotencyKey: 'k' })).toEqual({
+      status: 409,
+      body: { code: 'IDEMPOTENCY_KEY_REUSED', message: 'no' },
+      code: 'IDEMPOTENCY_KEY_REUSED',
+    });
     script = (_req, res) => json(res, 401, { code: 'SESSION_REQUIRED', message: 'no' });
     expect((await call(`${base}/x`)).code).toBe('SESSION_REQUIRED');
     expect(seen).toHaveLength(2);

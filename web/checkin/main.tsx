@@ -178,9 +178,12 @@ function App({ link, serverState }: { link: Link; serverState: string }) {
     if (saved[q.key] === value) return goTo(index + 1);
     setBusy('saving');
     setProblem(null);
-    const a = await call<{ next: Question | null; emergency: boolean; caseReference?: string }>(`${link.base}/widget/v1/check-ins/${encodeURIComponent(link.checkInId)}/answers`, {
-      body: { token: link.token, questionKey: q.key, value },
-    });
+    const a = await call<{ next: Question | null; emergency: boolean; caseReference?: string }>(
+      `${link.base}/widget/v1/check-ins/${encodeURIComponent(link.checkInId)}/answers`,
+      {
+        body: { token: link.token, questionKey: q.key, value },
+      },
+    );
     setBusy(null);
     if (a.status === 400) return setProblem('notSaved');
     if (a.status !== 200 || !a.body) return fail(a);
@@ -197,9 +200,12 @@ function App({ link, serverState }: { link: Link; serverState: string }) {
     if ([...text].length > MAX_TEXT) return setProblem('tooLong');
     setBusy('sending');
     setProblem(null);
-    const a = await call<{ outcome: 'no_action' | 'case_opened'; caseReference?: string }>(`${link.base}/widget/v1/check-ins/${encodeURIComponent(link.checkInId)}/complete`, {
-      body: { token: link.token, ...(text ? { notes: text } : {}) },
-    });
+    const a = await call<{ outcome: 'no_action' | 'case_opened'; caseReference?: string }>(
+      `${link.base}/widget/v1/check-ins/${encodeURIComponent(link.checkInId)}/complete`,
+      {
+        body: { token: link.token, ...(text ? { notes: text } : {}) },
+      },
+    );
     setBusy(null);
     if (a.status === 400) return setProblem('notSaved');
     if (a.status !== 200 || !a.body) return fail(a);

@@ -73,11 +73,13 @@ export const STRINGS: Record<Lang, Strings> = {
     referenceHint: 'Keep it in case you contact your care team about this check-in.',
     closeHint: 'You can close this page now.',
     emergencyTitle: 'Call 911 now',
-    emergencyText: 'Your answer suggests you may need emergency care. Call 911 (or your local emergency number) now, or go to the nearest emergency department.',
+    emergencyText:
+      'Your answer suggests you may need emergency care. Call 911 (or your local emergency number) now, or go to the nearest emergency department.',
     call911: 'Call 911',
     emergencyNotified: 'Your care team has been notified. Your check-in stops here.',
     linkUsedTitle: 'This link has already been used',
-    linkUsed: 'Each check-in link works only once, and this one has been used or is no longer valid. If you did not finish your check-in, please contact your care team. Your next check-in will come by email.',
+    linkUsed:
+      'Each check-in link works only once, and this one has been used or is no longer valid. If you did not finish your check-in, please contact your care team. Your next check-in will come by email.',
     linkUnknownTitle: 'We could not find this check-in',
     linkUnknown: 'The link may be incomplete. Please open it again from your email, or copy the whole link into the address bar.',
     linkMissingTitle: 'Please open the link from your email',
@@ -116,11 +118,13 @@ export const STRINGS: Record<Lang, Strings> = {
     referenceHint: 'Guárdela por si contacta a su equipo de atención sobre este cuestionario.',
     closeHint: 'Ya puede cerrar esta página.',
     emergencyTitle: 'Llame al 911 ahora',
-    emergencyText: 'Su respuesta indica que puede necesitar atención de emergencia. Llame al 911 (o al número de emergencias de su zona) ahora, o acuda a urgencias.',
+    emergencyText:
+      'Su respuesta indica que puede necesitar atención de emergencia. Llame al 911 (o al número de emergencias de su zona) ahora, o acuda a urgencias.',
     call911: 'Llamar al 911',
     emergencyNotified: 'Hemos avisado a su equipo de atención. Su cuestionario termina aquí.',
     linkUsedTitle: 'Este enlace ya se usó',
-    linkUsed: 'Cada enlace de seguimiento funciona una sola vez, y este ya se usó o ya no es válido. Si no terminó su cuestionario, contacte a su equipo de atención. El próximo le llegará por correo.',
+    linkUsed:
+      'Cada enlace de seguimiento funciona una sola vez, y este ya se usó o ya no es válido. Si no terminó su cuestionario, contacte a su equipo de atención. El próximo le llegará por correo.',
     linkUnknownTitle: 'No encontramos este cuestionario',
     linkUnknown: 'Puede que el enlace esté incompleto. Ábralo de nuevo desde su correo, o copie el enlace completo en la barra de direcciones.',
     linkMissingTitle: 'Abra el enlace desde su correo',

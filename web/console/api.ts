@@ -43,7 +43,7 @@ export function explain(a: Answer<unknown>): Problem {
   const body = (a.body ?? {}) as { message?: string; details?: { path: string; message: string }[] };
   const own = a.code ? EXPLAINED[a.code] : undefined;
   const message =
-    a.status === 0 ? 'The service could not be reached. Check your connection and try again.' : own ?? body.message ?? `The service answered ${a.status}.`;
+    a.status === 0 ? 'The service could not be reached. Check your connection and try again.' : (own ?? body.message ?? `The service answered ${a.status}.`);
   const said = a.status === 409 && own && body.message && body.message !== own ? body.message : undefined;
   return { status: a.status, code: a.code, message, details: Array.isArray(body.details) ? body.details : [], ...(said ? { said } : {}) };
 }

@@ -7,4 +7,14 @@
  * patient typed used only with an ownership check, no cycle without an ask) included.
  */
 export { END, changesAccount, checksOwnership, typedVariablesUsed, validateDefinition } from '../../apps/workflow-engine/src/domain/definition';
-export type { AskFormat, CallApiStep, Category, Definition, Detail, HandOffCategory, Method, Operator, Step } from '../../apps/workflow-engine/src/domain/definition';
+export type {
+  AskFormat,
+  CallApiStep,
+  Category,
+  Definition,
+  Detail,
+  HandOffCategory,
+  Method,
+  Operator,
+  Step,
+} from '../../apps/workflow-engine/src/domain/definition';

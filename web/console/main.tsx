@@ -50,7 +50,10 @@ export interface Route {
 }
 
 function readRoute(): Route {
-  const parts = location.pathname.replace(/^\/console\/?/, '').split('/').filter(Boolean);
+  const parts = location.pathname
+    .replace(/^\/console\/?/, '')
+    .split('/')
+    .filter(Boolean);
   const q = new URLSearchParams(location.search);
   return { view: parts[0] ?? '', item: parts[1] ?? null, org: q.get('org'), env: q.get('env') === 'production' ? 'production' : 'sandbox' };
 }
@@ -67,7 +70,19 @@ export function hrefOf(r: Partial<Route>, base: Route): string {
 export type Go = (r: Partial<Route>) => void;
 
 /** An in-app link: a real <a href> (opens in a new tab, works by keyboard), followed without a page load. */
-export function Link({ to, route, go, children, current }: { to: Partial<Route>; route: Route; go: Go; children: preact.ComponentChildren; current?: boolean }) {
+export function Link({
+  to,
+  route,
+  go,
+  children,
+  current,
+}: {
+  to: Partial<Route>;
+  route: Route;
+  go: Go;
+  children: preact.ComponentChildren;
+  current?: boolean;
+}) {
   return (
     <a
       href={hrefOf(to, route)}
@@ -101,7 +116,11 @@ function SignIn({ config, onToken, notice }: { config: ConsoleConfig; onToken: (
         <section aria-labelledby="oidc-h">
           <h2 id="oidc-h">Sign in with your organization's identity provider</h2>
           <p class="hint">{new URL(config.oidc.issuer).host}</p>
-          <button type="button" class="primary" onClick={() => void startSignIn(config.oidc!).catch((e: Error) => setProblem({ status: 0, code: null, message: e.message, details: [] }))}>
+          <button
+            type="button"
+            class="primary"
+            onClick={() => void startSignIn(config.oidc!).catch((e: Error) => setProblem({ status: 0, code: null, message: e.message, details: [] }))}
+          >
             Sign in
           </button>
         </section>
@@ -141,8 +160,8 @@ function SignIn({ config, onToken, notice }: { config: ConsoleConfig; onToken: (
       ) : null}
       {!config.oidc && !config.devTools && !config.oidcProblem ? (
         <p class="problem" role="alert">
-          No sign-in is configured: the operator sets STAFF_OIDC_ISSUER (and STAFF_OIDC_AUDIENCE, the console's client id) and registers {redirectUri()} as its redirect
-          URI.
+          No sign-in is configured: the operator sets STAFF_OIDC_ISSUER (and STAFF_OIDC_AUDIENCE, the console's client id) and registers {redirectUri()} as its
+          redirect URI.
         </p>
       ) : null}
       <ProblemBox problem={problem} />
@@ -263,7 +282,11 @@ function Shell({ token, signOut }: { token: string; signOut: (notice?: string) =
         {orgs && orgs.length > 0 ? (
           <div class="pickers">
             <label for="org-pick">Organization</label>
-            <select id="org-pick" value={org?.id} onChange={(e) => go({ org: e.currentTarget.value, view: route.view === 'new-organization' ? '' : route.view })}>
+            <select
+              id="org-pick"
+              value={org?.id}
+              onChange={(e) => go({ org: e.currentTarget.value, view: route.view === 'new-organization' ? '' : route.view })}
+            >
               {orgs.map((o) => (
                 <option key={o.id} value={o.id}>
                   {o.name}
@@ -294,7 +317,8 @@ function Shell({ token, signOut }: { token: string; signOut: (notice?: string) =
       {org && !org.baaSignedAt ? (
         <div class="banner" role="region" aria-label="BAA not signed">
           <p>
-            <strong>{org.name} has not signed the Business Associate Agreement.</strong> Set-up works, but API keys are refused (403 BAA_REQUIRED) until it is signed.{' '}
+            <strong>{org.name} has not signed the Business Associate Agreement.</strong> Set-up works, but API keys are refused (403 BAA_REQUIRED) until it is
+            signed.{' '}
             <Link to={{ view: '', item: null }} route={route} go={go}>
               Sign it on the Organization page
             </Link>

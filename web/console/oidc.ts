@@ -62,7 +62,13 @@ export async function finishSignIn(config: OidcConfig, params: URLSearchParams):
   const res = await fetch(config.tokenEndpoint, {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
-    body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: redirectUri(), client_id: config.clientId, code_verifier: pending.verifier }).toString(),
+    body: new URLSearchParams({
+      grant_type: 'authorization_code',
+      code,
+      redirect_uri: redirectUri(),
+      client_id: config.clientId,
+      code_verifier: pending.verifier,
+    }).toString(),
     credentials: 'omit',
     referrerPolicy: 'no-referrer',
   });

@@ -16,7 +16,12 @@ export interface Claims {
 export function claimsOf(token: string): Claims | null {
   try {
     const part = token.split('.')[1];
-    const json = atob(part.replace(/-/g, '+').replace(/_/g, '/').padEnd(Math.ceil(part.length / 4) * 4, '='));
+    const json = atob(
+      part
+        .replace(/-/g, '+')
+        .replace(/_/g, '/')
+        .padEnd(Math.ceil(part.length / 4) * 4, '='),
+    );
     return JSON.parse(decodeURIComponent(escape(json))) as Claims;
   } catch {
     return null;

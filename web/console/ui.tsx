@@ -83,11 +83,19 @@ export function SecretOnce({ label, value, onDone }: { label: string; value: str
   return (
     <div class="secret" role="group" aria-label={label}>
       <p class="secret-note">
-        <strong>{label}</strong>: shown only this once. Copy it now and keep it somewhere safe; the service stores only a hash or keeps it sealed, and cannot show it
-        again.
+        <strong>{label}</strong>: shown only this once. Copy it now and keep it somewhere safe; the service stores only a hash or keeps it sealed, and cannot
+        show it again.
       </p>
       <div class="secret-row">
-        <input ref={input} readOnly value={value} aria-label={`${label} (shown once)`} class="mono" data-secret onFocus={(e) => (e.currentTarget as HTMLInputElement).select()} />
+        <input
+          ref={input}
+          readOnly
+          value={value}
+          aria-label={`${label} (shown once)`}
+          class="mono"
+          data-secret
+          onFocus={(e) => (e.currentTarget as HTMLInputElement).select()}
+        />
         <button type="button" onClick={() => void copyText(value, input.current).then((ok) => setCopied(ok ? 'yes' : 'no'))}>
           Copy
         </button>

@@ -82,7 +82,8 @@ export interface Comparison {
 function itemsOf(base: Draft, mine: Draft, theirs: Draft): Item[] {
   const items: Item[] = FIELDS.map((f) => ({ key: `field:${f.key}`, label: f.label, base: base[f.key], mine: mine[f.key], theirs: theirs[f.key] }));
   const [b, m, t] = [byId(base), byId(mine), byId(theirs)];
-  for (const id of new Set([...b.keys(), ...t.keys(), ...m.keys()])) items.push({ key: `step:${id}`, label: `Step ${id}`, base: b.get(id), mine: m.get(id), theirs: t.get(id) });
+  for (const id of new Set([...b.keys(), ...t.keys(), ...m.keys()]))
+    items.push({ key: `step:${id}`, label: `Step ${id}`, base: b.get(id), mine: m.get(id), theirs: t.get(id) });
   const [ob, om, ot] = [order(base), order(mine), order(theirs)];
   // The order of the steps each side kept: a change only where both sides still have the steps.
   const orderChanged = (side: string[]) => !same(commonOrder(ob, side), commonOrder(side, ob));
@@ -135,7 +136,10 @@ export function merge(base: Draft, mine: Draft, theirs: Draft, choose: Record<st
   for (const side of [order(mine), order(theirs)]) {
     side.forEach((id, i) => {
       if (steps.get(id) === undefined || sequence.includes(id)) return;
-      const before = side.slice(0, i).reverse().find((x) => sequence.includes(x));
+      const before = side
+        .slice(0, i)
+        .reverse()
+        .find((x) => sequence.includes(x));
       sequence.splice(before === undefined ? 0 : sequence.indexOf(before) + 1, 0, id);
     });
   }

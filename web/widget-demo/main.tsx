@@ -25,7 +25,12 @@ function Demo() {
   const show = (env = environmentId) => {
     const w = widget();
     if (!w) return setStatus('The widget script did not load.');
-    w.init({ environmentId: env.trim(), ...(identityToken.trim() ? { identityToken: identityToken.trim() } : {}), ...(language ? { language } : {}), open: true });
+    w.init({
+      environmentId: env.trim(),
+      ...(identityToken.trim() ? { identityToken: identityToken.trim() } : {}),
+      ...(language ? { language } : {}),
+      open: true,
+    });
     setStatus('The widget is open at the bottom right of this page.');
   };
 
@@ -34,8 +39,15 @@ function Demo() {
     setStatus('Making a sandbox organization…');
     const sub = `demo-${Math.random().toString(36).slice(2, 10)}`;
     const token = await call<{ idToken: string }>('/api/dev/staff-tokens', { body: { sub, email: `${sub}@example.test` } });
-    const org = token.body ? await call<{ id: string; environments: { id: string; kind: string }[] }>('/api/organizations', { body: { name: 'Widget demo' }, token: token.body.idToken }) : null;
-    const baa = org?.body ? await call(`/api/organizations/${org.body.id}/baa`, { body: { signerName: 'Demo Owner', signerTitle: 'Owner' }, token: token.body!.idToken }) : null;
+    const org = token.body
+      ? await call<{ id: string; environments: { id: string; kind: string }[] }>('/api/organizations', {
+          body: { name: 'Widget demo' },
+          token: token.body.idToken,
+        })
+      : null;
+    const baa = org?.body
+      ? await call(`/api/organizations/${org.body.id}/baa`, { body: { signerName: 'Demo Owner', signerTitle: 'Owner' }, token: token.body!.idToken })
+      : null;
     setBusy(false);
     const env = org?.body?.environments.find((e) => e.kind === 'sandbox')?.id;
     if (!env || !baa || (baa.status !== 201 && baa.status !== 200)) return setStatus('The sandbox could not be made (are the dev tools on?).');
@@ -48,8 +60,8 @@ function Demo() {
     <main>
       <h1>Patient widget demo</h1>
       <p>
-        This page (dev tools only) mounts the widget the way a caller's site does. Make a sandbox to try it, or give an environment of your own and, to
-        sign a patient in, an identity token from your backend.
+        This page (dev tools only) mounts the widget the way a caller's site does. Make a sandbox to try it, or give an environment of your own and, to sign a
+        patient in, an identity token from your backend.
       </p>
       <p>
         <button type="button" class="primary" disabled={busy} onClick={() => void sandbox()}>

@@ -157,7 +157,14 @@ export function Widget({ client, initialLang, startOpen }: WidgetProps) {
   const send = (text: string, attachments?: Attachment[]) => {
     const message = text.trim();
     if (!message || busy) return;
-    const item: Extract<ChatItem, { from: 'me' }> = { id: newKey(), from: 'me', text: message, state: 'sending', key: newKey(), ...(attachments ? { attachments } : {}) };
+    const item: Extract<ChatItem, { from: 'me' }> = {
+      id: newKey(),
+      from: 'me',
+      text: message,
+      state: 'sending',
+      key: newKey(),
+      ...(attachments ? { attachments } : {}),
+    };
     setItems((list) => [...list, item]);
     setDraft('');
     void deliver(item);
@@ -381,7 +388,9 @@ function CaseList({ client, t, lang, onOpen }: { client: WidgetClient; t: String
 }
 
 function Thread({ client, t, lang, item, onBack }: { client: WidgetClient; t: Strings; lang: Lang; item: CaseItem; onBack: () => void }) {
-  const [state, setState] = useState<{ kind: 'loading' } | { kind: 'failed' } | { kind: 'ready'; messages: ThreadMessage[]; closed: boolean }>({ kind: 'loading' });
+  const [state, setState] = useState<{ kind: 'loading' } | { kind: 'failed' } | { kind: 'ready'; messages: ThreadMessage[]; closed: boolean }>({
+    kind: 'loading',
+  });
   const [draft, setDraft] = useState('');
   const [pending, setPending] = useState<{ text: string; key: string; failed: boolean } | null>(null);
   const heading = useRef<HTMLHeadingElement>(null);

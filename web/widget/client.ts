@@ -105,7 +105,9 @@ export class WidgetClient {
 
   private async open(): Promise<Session | null> {
     const identityToken = await this.identityToken();
-    let a = await call<Session>(`${this.apiBase}/widget/v1/sessions`, { body: { environmentId: this.environmentId, ...(identityToken ? { identityToken } : {}) } });
+    let a = await call<Session>(`${this.apiBase}/widget/v1/sessions`, {
+      body: { environmentId: this.environmentId, ...(identityToken ? { identityToken } : {}) },
+    });
     if (identityToken && a.status === 401) {
       // The token was refused (expired, used, wrongly signed): chat on as an anonymous visitor.
       this.signInProblem = 'identity_refused';

@@ -82,7 +82,10 @@ export const STRINGS = {
     call911: 'Llamar al 911',
     emergencyAlerted: 'Hemos avisado a su equipo de atención.',
     order: 'Pedido',
-    status: { processing: 'En preparación', shipped: 'Enviado', delivered: 'Entregado', delayed: 'Retrasado', cancelled: 'Cancelado' } as Record<string, string>,
+    status: { processing: 'En preparación', shipped: 'Enviado', delivered: 'Entregado', delayed: 'Retrasado', cancelled: 'Cancelado' } as Record<
+      string,
+      string
+    >,
     carrier: 'Transportista',
     estimatedDelivery: 'Entrega estimada',
     track: 'Seguir el paquete',

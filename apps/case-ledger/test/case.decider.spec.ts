@@ -6,12 +6,36 @@ const env = 'e0000000-0000-4000-8000-000000000001';
 const caseId = 'c0000000-0000-4000-8000-000000000001';
 const now = new Date('2026-01-01T00:00:00Z');
 const open: CaseCommand = {
-  type: 'OpenCase', caseId, requestId: 'r1', bodyHash: 'open-hash', organizationId: 'o1', environmentId: env, patientId: 'p1', reference: 'CC-ABCDEFGH',
-  priority: 'urgent', source: 'staff_chat', patientNotes: '', symptomScores: {}, matchedRules: ['staff_request:chat'], stoppedEarly: false, internalNote: 'note', actor: 'staff:s',
+  type: 'OpenCase',
+  caseId,
+  requestId: 'r1',
+  bodyHash: 'open-hash',
+  organizationId: 'o1',
+  environmentId: env,
+  patientId: 'p1',
+  reference: 'CC-ABCDEFGH',
+  priority: 'urgent',
+  source: 'staff_chat',
+  patientNotes: '',
+  symptomScores: {},
+  matchedRules: ['staff_request:chat'],
+  stoppedEarly: false,
+  internalNote: 'note',
+  actor: 'staff:s',
 };
 const opened = caseDecider.decide(open, caseDecider.initialState(), now);
 const upd = (sequence: number, status: any, extra: Partial<Extract<CaseCommand, { type: 'UpdateCase' }>> = {}): CaseCommand => ({
-  type: 'UpdateCase', environmentId: env, updateId: `u${sequence}`, bodyHash: `h${sequence}`, sequence, status, externalReference: 'x', scheduledFor: null, resolutionOutcome: null, resolutionNote: null, ...extra,
+  type: 'UpdateCase',
+  environmentId: env,
+  updateId: `u${sequence}`,
+  bodyHash: `h${sequence}`,
+  sequence,
+  status,
+  externalReference: 'x',
+  scheduledFor: null,
+  resolutionOutcome: null,
+  resolutionNote: null,
+  ...extra,
 });
 const accepted = (c: CaseCommand): CaseEvent[] => caseDecider.decide(c, opened.reduce(caseDecider.evolve, caseDecider.initialState()), now);
 
@@ -20,8 +44,14 @@ describe('case decider', () => {
     expect(opened.map((e) => e.type)).toEqual(['CaseRegistered', 'clinical_case.opened']);
     expect((opened[0] as Extract<CaseEvent, { type: 'CaseRegistered' }>).confirmationDueAt).toBe('2026-01-01T02:00:00.000Z');
     deciderSpec(caseDecider).given(opened).when(open, now).then([]);
-    deciderSpec(caseDecider).given(opened).when({ ...open, requestId: 'other' }, now).thenThrows('DUPLICATE_KEY');
-    deciderSpec(caseDecider).given(opened).when({ ...open, bodyHash: 'another body' }, now).thenThrows('IDEMPOTENCY_KEY_REUSED');
+    deciderSpec(caseDecider)
+      .given(opened)
+      .when({ ...open, requestId: 'other' }, now)
+      .thenThrows('DUPLICATE_KEY');
+    deciderSpec(caseDecider)
+      .given(opened)
+      .when({ ...open, bodyHash: 'another body' }, now)
+      .thenThrows('IDEMPOTENCY_KEY_REUSED');
   });
 
   it('orders the checks: idempotency, resolved, sequence, transition', () => {
@@ -31,17 +61,34 @@ describe('case decider', () => {
     const first = accepted(upd(1, 'processed'));
     const h1 = [...opened, ...first];
     spec.given(h1).when(upd(1, 'processed'), now).then([]);
-    spec.given(h1).when(upd(1, 'processed', { bodyHash: 'other' }), now).thenThrows('IDEMPOTENCY_KEY_REUSED');
+    spec
+      .given(h1)
+      .when(upd(1, 'processed', { bodyHash: 'other' }), now)
+      .thenThrows('IDEMPOTENCY_KEY_REUSED');
     spec.given(h1).when(upd(2, 'processed'), now).thenThrows('INVALID_TRANSITION');
     spec.given(h1).when(upd(3, 'clinician_responded'), now).thenThrows('SEQUENCE_CONFLICT');
-    const res = caseDecider.decide(upd(2, 'resolved', { resolutionOutcome: 'other', resolutionNote: 'long enough' }), h1.reduce(caseDecider.evolve, caseDecider.initialState()), now);
+    const res = caseDecider.decide(
+      upd(2, 'resolved', { resolutionOutcome: 'other', resolutionNote: 'long enough' }),
+      h1.reduce(caseDecider.evolve, caseDecider.initialState()),
+      now,
+    );
     expect(res.map((e) => e.type)).toEqual(['CaseUpdateAccepted', 'clinical_case.resolved']);
-    expect(res[1]).toEqual({ type: 'clinical_case.resolved', caseId, patientId: 'p1', status: 'resolved', resolutionOutcome: 'other', resolutionNote: 'long enough' });
+    expect(res[1]).toEqual({
+      type: 'clinical_case.resolved',
+      caseId,
+      patientId: 'p1',
+      status: 'resolved',
+      resolutionOutcome: 'other',
+      resolutionNote: 'long enough',
+    });
     const h2 = [...h1, ...res];
     spec.given(h2).when(upd(1, 'processed'), now).then([]);
     spec.given(h2).when(upd(3, 'clinician_responded'), now).thenThrows('CASE_RESOLVED');
     spec.given(h2).when(upd(9, 'processed'), now).thenThrows('CASE_RESOLVED');
-    spec.given(h2).when({ type: 'SendProviderMessage', environmentId: env, messageId: 'm', bodyHash: 'h', message: 'x', externalReference: 'y' }, now).thenThrows('CASE_RESOLVED');
+    spec
+      .given(h2)
+      .when({ type: 'SendProviderMessage', environmentId: env, messageId: 'm', bodyHash: 'h', message: 'x', externalReference: 'y' }, now)
+      .thenThrows('CASE_RESOLVED');
     spec.given(h2).when({ type: 'AcknowledgeCase', environmentId: env, by: 's' }, now).thenThrows('CASE_RESOLVED');
   });
 
@@ -59,7 +106,9 @@ describe('case decider', () => {
     // Identical retries of the first and a middle update: nothing new; another body: 409.
     expect(caseDecider.decide(upd(1, 'processed'), state, now)).toEqual([]);
     expect(caseDecider.decide(upd(1000, 'clinician_responded'), state, now)).toEqual([]);
-    expect(() => caseDecider.decide(upd(1, 'processed', { bodyHash: 'other' }), state, now)).toThrow(expect.objectContaining({ code: 'IDEMPOTENCY_KEY_REUSED' }));
+    expect(() => caseDecider.decide(upd(1, 'processed', { bodyHash: 'other' }), state, now)).toThrow(
+      expect.objectContaining({ code: 'IDEMPOTENCY_KEY_REUSED' }),
+    );
     expect(state.updates.get('u1')!.result).toEqual({ caseId, updateId: 'u1', sequence: 1, status: 'processed' });
     // Pure: each earlier state still has exactly the updates it had.
     expect(states[0].updates.size).toBe(0);
@@ -69,17 +118,37 @@ describe('case decider', () => {
   });
 
   it('refuses another environment with NOT_FOUND', () => {
-    deciderSpec(caseDecider).given(opened).when({ ...(upd(1, 'processed') as any), environmentId: 'other' }, now).thenThrows('NOT_FOUND');
+    deciderSpec(caseDecider)
+      .given(opened)
+      .when({ ...(upd(1, 'processed') as any), environmentId: 'other' }, now)
+      .thenThrows('NOT_FOUND');
     deciderSpec(caseDecider).given([]).when(upd(1, 'processed'), now).thenThrows('NOT_FOUND');
   });
 
   it('acknowledges once with the status of the moment; transport delivered once', () => {
-    const ack = caseDecider.decide({ type: 'AcknowledgeCase', environmentId: env, by: 's' }, opened.reduce(caseDecider.evolve, caseDecider.initialState()), now);
-    expect(ack[0]).toEqual({ type: 'clinical_case.acknowledged', caseId, patientId: 'p1', status: 'awaiting_processing', resolutionOutcome: null, resolutionNote: null });
-    deciderSpec(caseDecider).given([...opened, ...ack]).when({ type: 'AcknowledgeCase', environmentId: env, by: 's' }, now).then([]);
+    const ack = caseDecider.decide(
+      { type: 'AcknowledgeCase', environmentId: env, by: 's' },
+      opened.reduce(caseDecider.evolve, caseDecider.initialState()),
+      now,
+    );
+    expect(ack[0]).toEqual({
+      type: 'clinical_case.acknowledged',
+      caseId,
+      patientId: 'p1',
+      status: 'awaiting_processing',
+      resolutionOutcome: null,
+      resolutionNote: null,
+    });
+    deciderSpec(caseDecider)
+      .given([...opened, ...ack])
+      .when({ type: 'AcknowledgeCase', environmentId: env, by: 's' }, now)
+      .then([]);
     const t = { type: 'MarkTransportDelivered' as const, environmentId: env, webhookEventId: 'w', deliveredAt: 'x' };
     const d = caseDecider.decide(t, opened.reduce(caseDecider.evolve, caseDecider.initialState()), now);
-    deciderSpec(caseDecider).given([...opened, ...d]).when(t, now).then([]);
+    deciderSpec(caseDecider)
+      .given([...opened, ...d])
+      .when(t, now)
+      .then([]);
   });
 
   it('makes references of the decided alphabet and finds emergency terms in English and Spanish', () => {
@@ -95,7 +164,10 @@ describe('case decider', () => {
     const notify: CaseCommand = { type: 'RecordPatientNotified', environmentId: env, messageId: 'm1', outcome: 'no_email' };
     const done = caseDecider.decide(notify, [...opened, ...sent].reduce(caseDecider.evolve, caseDecider.initialState()), now);
     expect(done).toEqual([{ type: 'PatientNotified', caseId, messageId: 'm1', outcome: 'no_email', notifiedAt: now.toISOString() }]);
-    deciderSpec(caseDecider).given([...opened, ...sent, ...done]).when(notify, now).then([]);
+    deciderSpec(caseDecider)
+      .given([...opened, ...sent, ...done])
+      .when(notify, now)
+      .then([]);
     deciderSpec(caseDecider).given(opened).when(notify, now).thenThrows('NOT_FOUND');
   });
 
@@ -104,7 +176,10 @@ describe('case decider', () => {
     const noted = caseDecider.decide(note, opened.reduce(caseDecider.evolve, caseDecider.initialState()), now);
     expect(noted).toEqual([{ type: 'CaseThreadClosedNoted', caseId, notedAt: now.toISOString() }]);
     expect([...opened, ...noted].reduce(caseDecider.evolve, caseDecider.initialState())).toMatchObject({ threadClosed: true, organizationId: 'o1' });
-    deciderSpec(caseDecider).given([...opened, ...noted]).when(note, now).then([]);
+    deciderSpec(caseDecider)
+      .given([...opened, ...noted])
+      .when(note, now)
+      .then([]);
     deciderSpec(caseDecider).given(opened).when({ type: 'NoteThreadClosed', environmentId: 'other' }, now).thenThrows('NOT_FOUND');
     deciderSpec(caseDecider).given([]).when(note, now).thenThrows('NOT_FOUND');
   });

@@ -81,7 +81,8 @@ export function parsePosition(value: string, name: string): number {
 /** `--since`: an ISO 8601 date or date-time. */
 export function parseSince(value: string): string {
   const t = Date.parse(value);
-  if (!/^\d{4}-\d{2}-\d{2}/.test(value) || Number.isNaN(t)) throw new CliError('--since must be an ISO 8601 date or date-time (2026-05-01, 2026-05-01T12:00:00Z)');
+  if (!/^\d{4}-\d{2}-\d{2}/.test(value) || Number.isNaN(t))
+    throw new CliError('--since must be an ISO 8601 date or date-time (2026-05-01, 2026-05-01T12:00:00Z)');
   return new Date(t).toISOString();
 }
 
@@ -166,7 +167,15 @@ export async function recordDecryptingRead(ctx: Context, read: DecryptingRead): 
         {
           type: 'DecryptingReadRecorded',
           data,
-          metadata: { eventId: randomUUID(), correlationId: runId, causationId: null, organizationId: null, environmentId: null, actor: `auditor:${read.actor}`, recordedAt: now.toISOString() },
+          metadata: {
+            eventId: randomUUID(),
+            correlationId: runId,
+            causationId: null,
+            organizationId: null,
+            environmentId: null,
+            actor: `auditor:${read.actor}`,
+            recordedAt: now.toISOString(),
+          },
         },
       ],
       'any',

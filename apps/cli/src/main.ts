@@ -69,16 +69,24 @@ export function program(): Command {
   globalOptions(
     prog
       .command('replay')
-      .description('Events in log order with their metadata (type, time, actor, correlation, causation, tenant). Payloads encrypted at rest stay hidden unless --decrypt.')
+      .description(
+        'Events in log order with their metadata (type, time, actor, correlation, causation, tenant). Payloads encrypted at rest stay hidden unless --decrypt.',
+      )
       .argument('[stream]', 'one stream id')
       .option('--category <name>', 'every stream of a category (a name from `svc streams --help`, or a stream id prefix)')
       .option('--all', 'the whole log')
       .option('--from <position>', 'from this log position (inclusive)')
       .option('--to <position>', 'up to this log position (inclusive; default: the head when the command starts)')
       .option('--since <date>', 'only events recorded at or after this ISO 8601 date or time')
-      .option('--decrypt', 'open encrypted payloads with the master key; the run is first recorded in the audit stream (who, when, which streams) and nothing is shown if that fails')
+      .option(
+        '--decrypt',
+        'open encrypted payloads with the master key; the run is first recorded in the audit stream (who, when, which streams) and nothing is shown if that fails',
+      )
       .option('--actor <name>', 'who is decrypting (required with --decrypt; or SVC_AUDIT_ACTOR)')
-      .addHelpText('after', '\nExamples:\n  svc replay case-ledger-case-<caseId>\n  svc replay --category case --since 2026-05-01 --json\n  SVC_AUDIT_ACTOR=alice svc replay case-ledger-case-<caseId> --decrypt'),
+      .addHelpText(
+        'after',
+        '\nExamples:\n  svc replay case-ledger-case-<caseId>\n  svc replay --category case --since 2026-05-01 --json\n  SVC_AUDIT_ACTOR=alice svc replay case-ledger-case-<caseId> --decrypt',
+      ),
   ).action(async (stream, opts) => run(async (ctx) => (await import('./commands/replay')).replayCommand(ctx, stream, opts), opts));
 
   globalOptions(
@@ -95,33 +103,53 @@ export function program(): Command {
   globalOptions(
     prog
       .command('verify')
-      .description('Recompute the hash chain (no key needed) and name the first event that does not match; with --all, also the checkpoints of the global log; exit code 1 if any.')
+      .description(
+        'Recompute the hash chain (no key needed) and name the first event that does not match; with --all, also the checkpoints of the global log; exit code 1 if any.',
+      )
       .argument('[stream]', 'one stream id')
       .option('--all', 'every stream of the log')
       .option('--chain-start <position>', 'with --all: every event after this position must be chained (default: the first chained event)')
       .addOption(new Option('--save-anchor <file>', "after a clean check, save each stream's last hash to a file kept away from the store"))
-      .addOption(new Option('--anchor <file>', 'also check that every head saved with --save-anchor is still in its chain (catches a rewritten chain and removed events)'))
-      .addHelpText('after', '\nExamples:\n  svc verify --all\n  svc verify case-ledger-case-<caseId> --json\n  svc verify --all --anchor anchors.json --save-anchor anchors-new.json'),
+      .addOption(
+        new Option(
+          '--anchor <file>',
+          'also check that every head saved with --save-anchor is still in its chain (catches a rewritten chain and removed events)',
+        ),
+      )
+      .addHelpText(
+        'after',
+        '\nExamples:\n  svc verify --all\n  svc verify case-ledger-case-<caseId> --json\n  svc verify --all --anchor anchors.json --save-anchor anchors-new.json',
+      ),
   ).action(async (stream, opts) => run(async (ctx) => (await import('./commands/verify')).verifyCommand(ctx, stream, opts), opts));
 
   globalOptions(
     prog
       .command('migrate-chain')
-      .description('Anchor the events written before the hash chain existed: per stream, one ChainAnchored event (stream audit-chain-anchor) with the hash of its unchained events as stored; verify checks them against it from then on. Changes no stored event; idempotent.')
+      .description(
+        'Anchor the events written before the hash chain existed: per stream, one ChainAnchored event (stream audit-chain-anchor) with the hash of its unchained events as stored; verify checks them against it from then on. Changes no stored event; idempotent.',
+      )
       .option('--dry-run', 'say what would be anchored, and append nothing')
       .option('--actor <name>', 'who runs it, recorded in the anchors (or SVC_AUDIT_ACTOR; default: the OS user)')
-      .addHelpText('after', '\nWhat it proves: the anchored events are unchanged since the migration ran; nothing about before.\nExit code 1: a stream whose unchained events have a gap was not anchored (svc verify names it).\n\nExamples:\n  svc migrate-chain --dry-run\n  svc migrate-chain --actor alice'),
+      .addHelpText(
+        'after',
+        '\nWhat it proves: the anchored events are unchanged since the migration ran; nothing about before.\nExit code 1: a stream whose unchained events have a gap was not anchored (svc verify names it).\n\nExamples:\n  svc migrate-chain --dry-run\n  svc migrate-chain --actor alice',
+      ),
   ).action(async (opts) => run(async (ctx) => (await import('./commands/migrate-chain')).migrateChainCommand(ctx, opts), opts));
 
   globalOptions(
     prog
       .command('rebuild')
-      .description("Rebuild read models from the log, with the service stopped: each named projection (or --all) replayed from the first event to the head, then put in place of the stored one in one step. Needs the master key. Refused while a service has the read store open.")
+      .description(
+        'Rebuild read models from the log, with the service stopped: each named projection (or --all) replayed from the first event to the head, then put in place of the stored one in one step. Needs the master key. Refused while a service has the read store open.',
+      )
       .argument('[projection...]', 'projection names (svc rebuild --list)')
       .option('--all', 'every projection')
       .option('--list', 'list the projections with their streams and collections, and rebuild nothing')
-      .option('--force', "Redis read store: rebuild although other clients are connected to its database (they must not be a service using it)")
-      .addHelpText('after', '\nRead store: READ_STORE (sqlite, the default: <data dir>/read-models.sqlite | redis: REDIS_URL, REDIS_KEY_PREFIX).\nSVC_REBUILD_CRYPTO_THREADS: threads for AES-GCM beside the replay (default: one per core but one; 0: none).\n\nExamples:\n  svc rebuild --list\n  svc rebuild --all\n  svc rebuild case-ledger-cases-v2 --json'),
+      .option('--force', 'Redis read store: rebuild although other clients are connected to its database (they must not be a service using it)')
+      .addHelpText(
+        'after',
+        '\nRead store: READ_STORE (sqlite, the default: <data dir>/read-models.sqlite | redis: REDIS_URL, REDIS_KEY_PREFIX).\nSVC_REBUILD_CRYPTO_THREADS: threads for AES-GCM beside the replay (default: one per core but one; 0: none).\n\nExamples:\n  svc rebuild --list\n  svc rebuild --all\n  svc rebuild case-ledger-cases-v2 --json',
+      ),
   ).action(async (names: string[], opts) => {
     const rebuild = await import('./commands/rebuild');
     try {

@@ -23,7 +23,11 @@ export class Output {
   readonly c: Colors;
   private readonly progressOn: boolean;
 
-  constructor(options: OutputOptions, private readonly stdout: NodeJS.WriteStream = process.stdout, private readonly stderr: NodeJS.WriteStream = process.stderr) {
+  constructor(
+    options: OutputOptions,
+    private readonly stdout: NodeJS.WriteStream = process.stdout,
+    private readonly stderr: NodeJS.WriteStream = process.stderr,
+  ) {
     this.json = options.json;
     const colour = !options.json && Boolean(stdout.isTTY) && !process.env.NO_COLOR && process.env.TERM !== 'dumb';
     this.c = pc.createColors(colour);

@@ -33,7 +33,7 @@ export const CATEGORIES: readonly Category[] = [
   { name: 'workflow', prefix: 'workflow-engine-workflow-', describes: 'a conversation workflow and its versions' },
   { name: 'workflow-key', prefix: 'workflow-engine-key-', describes: 'the claim of a workflow key' },
   { name: 'workflow-run', prefix: 'workflow-engine-run-', describes: 'a workflow run (test or live)' },
-  { name: 'destination', prefix: 'workflow-engine-destination-', describes: 'a Destination (a call to the caller\'s system)' },
+  { name: 'destination', prefix: 'workflow-engine-destination-', describes: "a Destination (a call to the caller's system)" },
   { name: 'destination-key', prefix: 'workflow-engine-destkey-', describes: 'the claim of a Destination key' },
   { name: 'widget-turn', prefix: 'workflow-engine-widget-turn-', describes: 'one widget turn of the agent' },
   { name: 'workflow-request', prefix: 'workflow-engine-delivery-', describes: 'a case or hand-off the agent asked for' },
@@ -157,7 +157,13 @@ const PHRASES: Record<string, string> = {
 
 /** The phrase for an event type; an unknown type is spelled out from its name. */
 export function phrase(type: string): string {
-  return PHRASES[type] ?? type.replace(/([a-z0-9])([A-Z])/g, '$1 $2').replace(/[._]/g, ' ').toLowerCase();
+  return (
+    PHRASES[type] ??
+    type
+      .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+      .replace(/[._]/g, ' ')
+      .toLowerCase()
+  );
 }
 
 /** Fields worth a glance in a timeline, when the payload is open (`--decrypt`). Never free text. */

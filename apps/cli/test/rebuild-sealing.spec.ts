@@ -4,7 +4,15 @@ import { ProjectionReplay, type Projection, type RebuiltDoc } from '@svc/read-st
 import { Keyring } from '@svc/security';
 import { DeferredSealingKeyring } from '../src/commands/rebuild-sealing';
 
-const meta = (environmentId: string | null) => ({ eventId: '', correlationId: '', causationId: null, organizationId: null, environmentId, actor: 'test', recordedAt: '2026-01-01T00:00:00.000Z' });
+const meta = (environmentId: string | null) => ({
+  eventId: '',
+  correlationId: '',
+  causationId: null,
+  organizationId: null,
+  environmentId,
+  actor: 'test',
+  recordedAt: '2026-01-01T00:00:00.000Z',
+});
 
 /** A projection that seals a field per event, keeps the last one, and nests one in an object. */
 const notes = (keyring: Keyring): Projection => ({
@@ -16,11 +24,20 @@ const notes = (keyring: Keyring): Projection => ({
     const env = event.metadata.environmentId as string;
     const before = await tx.get<{ count: number; encText: string; first: string }>('notes', event.streamId);
     const sealed = keyring.encrypt(env, data.text);
-    tx.put('notes', event.streamId, { count: (before?.count ?? 0) + 1, encText: sealed, nested: { enc: [sealed] }, first: before ? before.first : keyring.decrypt(env, sealed) }, { partition: env, score: event.position });
+    tx.put(
+      'notes',
+      event.streamId,
+      { count: (before?.count ?? 0) + 1, encText: sealed, nested: { enc: [sealed] }, first: before ? before.first : keyring.decrypt(env, sealed) },
+      { partition: env, score: event.position },
+    );
   },
 });
 
-async function replayed(projection: Projection, store: InMemoryEventStore, open: (events: Awaited<ReturnType<InMemoryEventStore['readAll']>>) => Promise<Awaited<ReturnType<InMemoryEventStore['readAll']>>>): Promise<RebuiltDoc[]> {
+async function replayed(
+  projection: Projection,
+  store: InMemoryEventStore,
+  open: (events: Awaited<ReturnType<InMemoryEventStore['readAll']>>) => Promise<Awaited<ReturnType<InMemoryEventStore['readAll']>>>,
+): Promise<RebuiltDoc[]> {
   const replay = new ProjectionReplay([projection]);
   for (const e of await open(await store.readAll(0, 1000))) await replay.apply(e);
   const head = await store.headPosition();
@@ -35,7 +52,11 @@ describe('svc rebuild: payloads opened by PayloadCrypto, fields sealed by Deferr
     const raw = new InMemoryEventStore();
     const sealedLog = new EncryptingEventStore(raw, (id) => keyring.encryptionKey(id));
     for (let i = 0; i < 30; i++) {
-      await sealedLog.append(`note-${i % 4}`, [{ type: 'Noted', data: { text: `note ${i} é ✓` }, metadata: { ...meta(i % 2 ? 'env-a' : 'env-b'), eventId: `e${i}` } }], 'any');
+      await sealedLog.append(
+        `note-${i % 4}`,
+        [{ type: 'Noted', data: { text: `note ${i} é ✓` }, metadata: { ...meta(i % 2 ? 'env-a' : 'env-b'), eventId: `e${i}` } }],
+        'any',
+      );
     }
     const expected = await replayed(notes(keyring), raw, async (page) => (await sealedLog.readAll(0, 1000)).slice(0, page.length));
 
@@ -49,7 +70,11 @@ describe('svc rebuild: payloads opened by PayloadCrypto, fields sealed by Deferr
     const opened = (d: RebuiltDoc) => {
       const doc = JSON.parse(d.json) as { count: number; encText: string; nested: { enc: string[] }; first: string };
       const env = d.partition as string;
-      return { ...d, json: undefined, doc: { ...doc, encText: keyring.decrypt(env, doc.encText), nested: { enc: doc.nested.enc.map((x) => keyring.decrypt(env, x)) } } };
+      return {
+        ...d,
+        json: undefined,
+        doc: { ...doc, encText: keyring.decrypt(env, doc.encText), nested: { enc: doc.nested.enc.map((x) => keyring.decrypt(env, x)) } },
+      };
     };
     expect(actual.length).toBe(4);
     expect(actual.map(opened)).toEqual(expected.map(opened));

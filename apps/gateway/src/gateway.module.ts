@@ -27,7 +27,14 @@ export class GatewayModule implements OnModuleInit {
   static forRoot(options: { devTools: boolean }): DynamicModule {
     return {
       module: GatewayModule,
-      controllers: [OrganizationsController, EnvironmentAccessController, PingController, ReferenceController, WidgetSessionsController, ...(options.devTools ? [DevController] : [])],
+      controllers: [
+        OrganizationsController,
+        EnvironmentAccessController,
+        PingController,
+        ReferenceController,
+        WidgetSessionsController,
+        ...(options.devTools ? [DevController] : []),
+      ],
       providers: [GatewayService, IdentityTokenUses],
       exports: [GatewayService],
     };

@@ -13,7 +13,12 @@ import { IdentityTokenUses } from '../src/application/identity-tokens.service';
 const env = 'e0000000-0000-4000-8000-000000000001';
 const t0 = new Date('2026-03-01T10:00:00.000Z');
 const at = (s: number) => new Date(t0.getTime() + s * 1000);
-const use = (sessionId: string, expS: number): IdentityTokenCommand => ({ type: 'UseIdentityToken', environmentId: env, sessionId, tokenExpiresAt: at(expS).toISOString() });
+const use = (sessionId: string, expS: number): IdentityTokenCommand => ({
+  type: 'UseIdentityToken',
+  environmentId: env,
+  sessionId,
+  tokenExpiresAt: at(expS).toISOString(),
+});
 
 describe('identity token decider', () => {
   const first: IdentityTokenEvent = {
@@ -37,8 +42,13 @@ describe('identity token decider', () => {
 
   it('forgets the use once the token expired: the jti may name a new token', () => {
     const later = deciderSpec(identityTokenDecider).given([first]).when(use('s3', 700), at(360)).result();
-    expect(later).toEqual([{ ...first, sessionId: 's3', tokenExpiresAt: at(700).toISOString(), rememberedUntil: at(760).toISOString(), usedAt: at(360).toISOString() }]);
-    deciderSpec(identityTokenDecider).given([first, ...later]).when(use('s4', 700), at(400)).thenThrows('INVALID_IDENTITY_TOKEN');
+    expect(later).toEqual([
+      { ...first, sessionId: 's3', tokenExpiresAt: at(700).toISOString(), rememberedUntil: at(760).toISOString(), usedAt: at(360).toISOString() },
+    ]);
+    deciderSpec(identityTokenDecider)
+      .given([first, ...later])
+      .when(use('s4', 700), at(400))
+      .thenThrows('INVALID_IDENTITY_TOKEN');
   });
 });
 

@@ -33,7 +33,13 @@ export class PatientPathwayModule implements OnModuleInit {
     const base = { partition: TIMER_PARTITION };
     this.background.timers<CheckInTimerDoc>({ ...base, collection: PathwayCollections.checkInTimers, handler: (t) => this.checkIns.fireScheduled(t) });
     this.background.timers<DispatchDoc>({ ...base, collection: PathwayCollections.dispatch, pollMs: 500, handler: (t) => this.checkIns.dispatch(t) });
-    this.background.timers<CaseOpenDoc>({ ...base, collection: PathwayCollections.caseOpen, pollMs: 5000, refireAfterMs: 5000, handler: (t) => this.checkIns.retryCaseOpen(t) });
+    this.background.timers<CaseOpenDoc>({
+      ...base,
+      collection: PathwayCollections.caseOpen,
+      pollMs: 5000,
+      refireAfterMs: 5000,
+      handler: (t) => this.checkIns.retryCaseOpen(t),
+    });
     this.background.relay({
       name: 'patient-pathway-relay',
       topic: Topics.pathwayEvents,

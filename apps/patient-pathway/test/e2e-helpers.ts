@@ -40,7 +40,17 @@ export async function setUpTenant(app: TestApp, programKey = 'post-op', activate
 }
 
 export function created(externalPatientId: string, email: string, extra: Record<string, unknown> = {}) {
-  return { eventId: randomUUID(), type: 'patient.created', externalPatientId, email, firstName: 'Ana', lastName: 'García', dateOfBirth: '1980-02-29', phone: '+15550001111', ...extra };
+  return {
+    eventId: randomUUID(),
+    type: 'patient.created',
+    externalPatientId,
+    email,
+    firstName: 'Ana',
+    lastName: 'García',
+    dateOfBirth: '1980-02-29',
+    phone: '+15550001111',
+    ...extra,
+  };
 }
 
 export async function emailsTo(api: Api, to: string): Promise<{ id: string; to: string; subject: string; text: string; html: string; sentAt: string }[]> {
@@ -64,4 +74,3 @@ export function link(text: string): { checkInId: string; token: string; url: str
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-

@@ -10,18 +10,36 @@ describe('claim decider (first writer wins)', () => {
   const now = new Date('2026-03-01T10:00:00.000Z');
 
   it('the first claim appends, a later one decides nothing (the holder stays the first)', () => {
-    spec.given([]).when({ type: 'Claim', claim: { type: 'EventIdClaimed', bodyHash: 'h1' } }, now).then([{ type: 'EventIdClaimed', bodyHash: 'h1' }]);
-    spec.given([{ type: 'EventIdClaimed', bodyHash: 'h1' }]).when({ type: 'Claim', claim: { type: 'EventIdClaimed', bodyHash: 'h2' } }, now).then([]);
-    spec.given([{ type: 'ProgramKeyClaimed', protocolId: 'p1', programKey: 'k' }]).when({ type: 'Claim', claim: { type: 'ProgramKeyClaimed', protocolId: 'p2', programKey: 'k' } }, now).then([]);
-    spec.given([]).when({ type: 'Claim', claim: { type: 'PatientIdentityAssigned', patientId: 'x' } }, now).then([{ type: 'PatientIdentityAssigned', patientId: 'x' }]);
+    spec
+      .given([])
+      .when({ type: 'Claim', claim: { type: 'EventIdClaimed', bodyHash: 'h1' } }, now)
+      .then([{ type: 'EventIdClaimed', bodyHash: 'h1' }]);
+    spec
+      .given([{ type: 'EventIdClaimed', bodyHash: 'h1' }])
+      .when({ type: 'Claim', claim: { type: 'EventIdClaimed', bodyHash: 'h2' } }, now)
+      .then([]);
+    spec
+      .given([{ type: 'ProgramKeyClaimed', protocolId: 'p1', programKey: 'k' }])
+      .when({ type: 'Claim', claim: { type: 'ProgramKeyClaimed', protocolId: 'p2', programKey: 'k' } }, now)
+      .then([]);
+    spec
+      .given([])
+      .when({ type: 'Claim', claim: { type: 'PatientIdentityAssigned', patientId: 'x' } }, now)
+      .then([{ type: 'PatientIdentityAssigned', patientId: 'x' }]);
   });
 
   it('a refused eventId is released for its own body only, and can then be claimed again', () => {
     const claimed = { type: 'EventIdClaimed' as const, bodyHash: 'h1' };
-    spec.given([claimed]).when({ type: 'ReleaseEventId', bodyHash: 'h1', code: 'PROTOCOL_NOT_FOUND' }, now).then([{ type: 'EventIdReleased', bodyHash: 'h1', code: 'PROTOCOL_NOT_FOUND', at: now.toISOString() }]);
+    spec
+      .given([claimed])
+      .when({ type: 'ReleaseEventId', bodyHash: 'h1', code: 'PROTOCOL_NOT_FOUND' }, now)
+      .then([{ type: 'EventIdReleased', bodyHash: 'h1', code: 'PROTOCOL_NOT_FOUND', at: now.toISOString() }]);
     spec.given([claimed]).when({ type: 'ReleaseEventId', bodyHash: 'h2', code: 'OUT_OF_ORDER' }, now).then([]);
     const released = { type: 'EventIdReleased' as const, bodyHash: 'h1', code: 'OUT_OF_ORDER', at: '' };
-    spec.given([claimed, released]).when({ type: 'Claim', claim: { type: 'EventIdClaimed', bodyHash: 'h2' } }, now).then([{ type: 'EventIdClaimed', bodyHash: 'h2' }]);
+    spec
+      .given([claimed, released])
+      .when({ type: 'Claim', claim: { type: 'EventIdClaimed', bodyHash: 'h2' } }, now)
+      .then([{ type: 'EventIdClaimed', bodyHash: 'h2' }]);
   });
 });
 

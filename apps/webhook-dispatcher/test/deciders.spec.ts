@@ -28,35 +28,100 @@ const attempt = (statusCode: number | null, at = now.toISOString()) => ({ at, st
 function attemptAt(given: DeliveryEvent[], dueAt: string, statusCode: number | null, jitter = 0, leaseId = `l-${given.length}`): DeliveryEvent[] {
   const started = deciderSpec(deliveryDecider).given(given).when({ type: 'StartAttempt', dueAt, leaseId }, now).result();
   expect(started.map((e) => e.type)).toEqual(['WebhookAttemptStarted']);
-  return [...started, ...deciderSpec(deliveryDecider).given([...given, ...started]).when({ type: 'RecordAttempt', leaseId, attempt: attempt(statusCode, dueAt), jitter }, now).result()];
+  return [
+    ...started,
+    ...deciderSpec(deliveryDecider)
+      .given([...given, ...started])
+      .when({ type: 'RecordAttempt', leaseId, attempt: attempt(statusCode, dueAt), jitter }, now)
+      .result(),
+  ];
 }
-const recorded = (events: DeliveryEvent[]) => events.find((e) => e.type === 'WebhookAttemptRecorded') as Extract<DeliveryEvent, { type: 'WebhookAttemptRecorded' }>;
+const recorded = (events: DeliveryEvent[]) =>
+  events.find((e) => e.type === 'WebhookAttemptRecorded') as Extract<DeliveryEvent, { type: 'WebhookAttemptRecorded' }>;
 
 describe('delivery decider', () => {
   it('creates once (first writer wins), held without a due time', () => {
-    deciderSpec(deliveryDecider).given([created]).when({ type: 'CreateDelivery', deliveryId: 'd1', endpointId: 'e1', organizationId: 'o1', environmentId: 'env1', eventId: 'ev1', eventType: 'clinical_case.opened', caseId: 'c1', payload: '{}', held: false }, now).then([]);
-    const [e] = deciderSpec(deliveryDecider).given([]).when({ type: 'CreateDelivery', deliveryId: 'd1', endpointId: 'e1', organizationId: 'o1', environmentId: 'env1', eventId: 'ev1', eventType: 'clinical_case.opened', caseId: 'c1', payload: '{}', held: true }, now).result();
+    deciderSpec(deliveryDecider)
+      .given([created])
+      .when(
+        {
+          type: 'CreateDelivery',
+          deliveryId: 'd1',
+          endpointId: 'e1',
+          organizationId: 'o1',
+          environmentId: 'env1',
+          eventId: 'ev1',
+          eventType: 'clinical_case.opened',
+          caseId: 'c1',
+          payload: '{}',
+          held: false,
+        },
+        now,
+      )
+      .then([]);
+    const [e] = deciderSpec(deliveryDecider)
+      .given([])
+      .when(
+        {
+          type: 'CreateDelivery',
+          deliveryId: 'd1',
+          endpointId: 'e1',
+          organizationId: 'o1',
+          environmentId: 'env1',
+          eventId: 'ev1',
+          eventType: 'clinical_case.opened',
+          caseId: 'c1',
+          payload: '{}',
+          held: true,
+        },
+        now,
+      )
+      .result();
     expect(e).toMatchObject({ status: 'held', nextAttemptAt: null });
   });
 
-  it('a creation or release with a leaseId takes the first attempt\'s lease in the same append (its creator or releaser sends it); never for a held one or a second creator', () => {
-    const cmd = { type: 'CreateDelivery' as const, deliveryId: 'd1', endpointId: 'e1', organizationId: 'o1', environmentId: 'env1', eventId: 'ev1', eventType: 'clinical_case.opened', caseId: 'c1', payload: '{}', held: false, leaseId: 'L1' };
+  it("a creation or release with a leaseId takes the first attempt's lease in the same append (its creator or releaser sends it); never for a held one or a second creator", () => {
+    const cmd = {
+      type: 'CreateDelivery' as const,
+      deliveryId: 'd1',
+      endpointId: 'e1',
+      organizationId: 'o1',
+      environmentId: 'env1',
+      eventId: 'ev1',
+      eventType: 'clinical_case.opened',
+      caseId: 'c1',
+      payload: '{}',
+      held: false,
+      leaseId: 'L1',
+    };
     const out = deciderSpec(deliveryDecider).given([]).when(cmd, now).result();
     expect(out.map((e) => e.type)).toEqual(['WebhookDeliveryCreated', 'WebhookAttemptStarted']);
     expect(out[1]).toMatchObject({ leaseId: 'L1', dueAt: now.toISOString(), leaseUntil: new Date(now.getTime() + ATTEMPT_LEASE_MS).toISOString() });
     // A second creator (redelivered event) appends nothing, so it sends nothing; the timer's sender finds the lease taken.
-    deciderSpec(deliveryDecider).given(out).when({ ...cmd, leaseId: 'L2' }, now).then([]);
+    deciderSpec(deliveryDecider)
+      .given(out)
+      .when({ ...cmd, leaseId: 'L2' }, now)
+      .then([]);
     deciderSpec(deliveryDecider).given(out).when({ type: 'StartAttempt', dueAt: now.toISOString(), leaseId: 'L3' }, now).then([]);
     // The attempt is recorded under that lease.
-    const rec = deciderSpec(deliveryDecider).given(out).when({ type: 'RecordAttempt', leaseId: 'L1', attempt: attempt(200), jitter: 0 }, now).result();
+    const rec = deciderSpec(deliveryDecider)
+      .given(out)
+      .when({ type: 'RecordAttempt', leaseId: 'L1', attempt: attempt(200), jitter: 0 }, now)
+      .result();
     expect(rec[0]).toMatchObject({ type: 'WebhookAttemptRecorded', leaseId: 'L1', status: 'delivered' });
     // Held: no lease; released with one.
-    const held = deciderSpec(deliveryDecider).given([]).when({ ...cmd, held: true }, now).result();
+    const held = deciderSpec(deliveryDecider)
+      .given([])
+      .when({ ...cmd, held: true }, now)
+      .result();
     expect(held.map((e) => e.type)).toEqual(['WebhookDeliveryCreated']);
     const released = deciderSpec(deliveryDecider).given(held).when({ type: 'ReleaseDelivery', leaseId: 'R1' }, now).result();
     expect(released.map((e) => e.type)).toEqual(['WebhookDeliveryReleased', 'WebhookAttemptStarted']);
     expect(released[1]).toMatchObject({ leaseId: 'R1', dueAt: now.toISOString() });
-    deciderSpec(deliveryDecider).given([...held, ...released]).when({ type: 'ReleaseDelivery', leaseId: 'R2' }, now).then([]);
+    deciderSpec(deliveryDecider)
+      .given([...held, ...released])
+      .when({ type: 'ReleaseDelivery', leaseId: 'R2' }, now)
+      .then([]);
   });
 
   it('schedules retries 5 s, 5 min, ... with up to 20% jitter, then fails after 8 attempts', () => {
@@ -105,7 +170,13 @@ describe('delivery decider', () => {
     expect(recorded(attemptAt([created], created.nextAttemptAt!, 410))).toMatchObject({ status: 'failed' });
     const ok = attemptAt([created], created.nextAttemptAt!, 200);
     expect(ok.map((e) => e.type)).toEqual(['WebhookAttemptStarted', 'WebhookAttemptRecorded', 'webhook.delivered']);
-    const retried: DeliveryEvent = { type: 'WebhookRetryRequested', deliveryId: 'd1', nextAttemptAt: '2026-03-10T13:00:00.000Z', requestedBy: 's', requestedAt: '' };
+    const retried: DeliveryEvent = {
+      type: 'WebhookRetryRequested',
+      deliveryId: 'd1',
+      nextAttemptAt: '2026-03-10T13:00:00.000Z',
+      requestedBy: 's',
+      requestedAt: '',
+    };
     const again = attemptAt([created, ...ok, retried], retried.nextAttemptAt, 200);
     expect(again.map((e) => e.type)).toEqual(['WebhookAttemptStarted', 'WebhookAttemptRecorded']);
   });
@@ -113,33 +184,89 @@ describe('delivery decider', () => {
   it('the lease: one sender per due attempt; not due, nothing; an expired lease (a sender that died) can be taken over; each attempt recorded once', () => {
     const due = created.nextAttemptAt!;
     const started = deciderSpec(deliveryDecider).given([created]).when({ type: 'StartAttempt', dueAt: due, leaseId: 'a' }, now).result();
-    expect(started).toEqual([{ type: 'WebhookAttemptStarted', deliveryId: 'd1', leaseId: 'a', dueAt: due, startedAt: now.toISOString(), leaseUntil: new Date(now.getTime() + ATTEMPT_LEASE_MS).toISOString() }]);
-    deciderSpec(deliveryDecider).given([created, ...started]).when({ type: 'StartAttempt', dueAt: due, leaseId: 'b' }, now).then([]);
+    expect(started).toEqual([
+      {
+        type: 'WebhookAttemptStarted',
+        deliveryId: 'd1',
+        leaseId: 'a',
+        dueAt: due,
+        startedAt: now.toISOString(),
+        leaseUntil: new Date(now.getTime() + ATTEMPT_LEASE_MS).toISOString(),
+      },
+    ]);
+    deciderSpec(deliveryDecider)
+      .given([created, ...started])
+      .when({ type: 'StartAttempt', dueAt: due, leaseId: 'b' }, now)
+      .then([]);
     deciderSpec(deliveryDecider).given([created]).when({ type: 'StartAttempt', dueAt: '2020-01-01T00:00:00.000Z', leaseId: 'b' }, now).then([]);
     const later = new Date(now.getTime() + ATTEMPT_LEASE_MS + 1);
-    expect(deciderSpec(deliveryDecider).given([created, ...started]).when({ type: 'StartAttempt', dueAt: due, leaseId: 'b' }, later).result()).toHaveLength(1);
-    const rec = deciderSpec(deliveryDecider).given([created, ...started]).when({ type: 'RecordAttempt', leaseId: 'a', attempt: attempt(500), jitter: 0 }, now).result();
+    expect(
+      deciderSpec(deliveryDecider)
+        .given([created, ...started])
+        .when({ type: 'StartAttempt', dueAt: due, leaseId: 'b' }, later)
+        .result(),
+    ).toHaveLength(1);
+    const rec = deciderSpec(deliveryDecider)
+      .given([created, ...started])
+      .when({ type: 'RecordAttempt', leaseId: 'a', attempt: attempt(500), jitter: 0 }, now)
+      .result();
     expect(rec).toHaveLength(1);
-    deciderSpec(deliveryDecider).given([created, ...started, ...rec]).when({ type: 'RecordAttempt', leaseId: 'a', attempt: attempt(500), jitter: 0 }, now).then([]);
-    deciderSpec(deliveryDecider).given([created]).when({ type: 'RecordAttempt', leaseId: 'nope', attempt: attempt(200), jitter: 0 }, now).then([]);
+    deciderSpec(deliveryDecider)
+      .given([created, ...started, ...rec])
+      .when({ type: 'RecordAttempt', leaseId: 'a', attempt: attempt(500), jitter: 0 }, now)
+      .then([]);
+    deciderSpec(deliveryDecider)
+      .given([created])
+      .when({ type: 'RecordAttempt', leaseId: 'nope', attempt: attempt(200), jitter: 0 }, now)
+      .then([]);
   });
 
   it('records an attempt made while a manual retry moved the due time: status and schedule kept, unless 2xx (delivered)', () => {
     const due = created.nextAttemptAt!;
     const started = deciderSpec(deliveryDecider).given([created]).when({ type: 'StartAttempt', dueAt: due, leaseId: 'a' }, now).result();
-    const retried: DeliveryEvent = { type: 'WebhookRetryRequested', deliveryId: 'd1', nextAttemptAt: '2026-03-10T12:00:01.000Z', requestedBy: 's', requestedAt: '' };
+    const retried: DeliveryEvent = {
+      type: 'WebhookRetryRequested',
+      deliveryId: 'd1',
+      nextAttemptAt: '2026-03-10T12:00:01.000Z',
+      requestedBy: 's',
+      requestedAt: '',
+    };
     const given = [created, ...started, retried];
-    const failed = deciderSpec(deliveryDecider).given(given).when({ type: 'RecordAttempt', leaseId: 'a', attempt: attempt(500), jitter: 0 }, now).result();
-    expect(failed).toEqual([{ type: 'WebhookAttemptRecorded', deliveryId: 'd1', leaseId: 'a', attempt: attempt(500), status: 'pending', nextAttemptAt: retried.nextAttemptAt, stale: true }]);
-    const gone = deciderSpec(deliveryDecider).given(given).when({ type: 'RecordAttempt', leaseId: 'a', attempt: attempt(410), jitter: 0 }, now).result();
+    const failed = deciderSpec(deliveryDecider)
+      .given(given)
+      .when({ type: 'RecordAttempt', leaseId: 'a', attempt: attempt(500), jitter: 0 }, now)
+      .result();
+    expect(failed).toEqual([
+      {
+        type: 'WebhookAttemptRecorded',
+        deliveryId: 'd1',
+        leaseId: 'a',
+        attempt: attempt(500),
+        status: 'pending',
+        nextAttemptAt: retried.nextAttemptAt,
+        stale: true,
+      },
+    ]);
+    const gone = deciderSpec(deliveryDecider)
+      .given(given)
+      .when({ type: 'RecordAttempt', leaseId: 'a', attempt: attempt(410), jitter: 0 }, now)
+      .result();
     expect(gone[0]).toMatchObject({ status: 'pending', nextAttemptAt: retried.nextAttemptAt });
-    const ok = deciderSpec(deliveryDecider).given(given).when({ type: 'RecordAttempt', leaseId: 'a', attempt: attempt(200), jitter: 0 }, now).result();
+    const ok = deciderSpec(deliveryDecider)
+      .given(given)
+      .when({ type: 'RecordAttempt', leaseId: 'a', attempt: attempt(200), jitter: 0 }, now)
+      .result();
     expect(ok.map((e) => e.type)).toEqual(['WebhookAttemptRecorded', 'webhook.delivered']);
     expect(ok[0]).toMatchObject({ status: 'delivered', nextAttemptAt: null, stale: true });
     // The retry's own attempt, made while the first was out, came back first with a 2xx: the late 500 is logged, the delivery stays delivered.
     const retryOk = attemptAt(given, retried.nextAttemptAt, 200, 0, 'b');
-    const late = deciderSpec(deliveryDecider).given([...given, ...retryOk]).when({ type: 'RecordAttempt', leaseId: 'a', attempt: attempt(500), jitter: 0 }, now).result();
-    expect(late).toEqual([{ type: 'WebhookAttemptRecorded', deliveryId: 'd1', leaseId: 'a', attempt: attempt(500), status: 'delivered', nextAttemptAt: null, stale: true }]);
+    const late = deciderSpec(deliveryDecider)
+      .given([...given, ...retryOk])
+      .when({ type: 'RecordAttempt', leaseId: 'a', attempt: attempt(500), jitter: 0 }, now)
+      .result();
+    expect(late).toEqual([
+      { type: 'WebhookAttemptRecorded', deliveryId: 'd1', leaseId: 'a', attempt: attempt(500), status: 'delivered', nextAttemptAt: null, stale: true },
+    ]);
   });
 
   it('a stale attempt (recorded after a manual retry moved the due time) does not count toward the retry limit', () => {
@@ -147,10 +274,22 @@ describe('delivery decider', () => {
     let due = now.toISOString();
     // MAX_ATTEMPTS - 1 attempts on the schedule, each followed by a stale one (a manual retry while it was out).
     for (let n = 1; n < MAX_ATTEMPTS; n++) {
-      const started = deciderSpec(deliveryDecider).given(events).when({ type: 'StartAttempt', dueAt: due, leaseId: `stale-${n}` }, now).result();
-      const retried: DeliveryEvent = { type: 'WebhookRetryRequested', deliveryId: 'd1', nextAttemptAt: new Date(Date.parse(due) + 1).toISOString(), requestedBy: 's', requestedAt: '' };
+      const started = deciderSpec(deliveryDecider)
+        .given(events)
+        .when({ type: 'StartAttempt', dueAt: due, leaseId: `stale-${n}` }, now)
+        .result();
+      const retried: DeliveryEvent = {
+        type: 'WebhookRetryRequested',
+        deliveryId: 'd1',
+        nextAttemptAt: new Date(Date.parse(due) + 1).toISOString(),
+        requestedBy: 's',
+        requestedAt: '',
+      };
       events = [...events, ...started, retried];
-      const stale = deciderSpec(deliveryDecider).given(events).when({ type: 'RecordAttempt', leaseId: `stale-${n}`, attempt: attempt(500), jitter: 0 }, now).result();
+      const stale = deciderSpec(deliveryDecider)
+        .given(events)
+        .when({ type: 'RecordAttempt', leaseId: `stale-${n}`, attempt: attempt(500), jitter: 0 }, now)
+        .result();
       expect(recorded(stale)).toMatchObject({ stale: true, status: 'pending' });
       events = [...events, ...stale];
       due = retried.nextAttemptAt;
@@ -169,20 +308,41 @@ describe('delivery decider', () => {
     const out = attemptAt([created], created.nextAttemptAt!, 429, 0);
     expect(recorded(out)).toMatchObject({ status: 'pending' });
     expect(Date.parse(recorded(out).nextAttemptAt!) - Date.parse(created.nextAttemptAt!)).toBe(RETRY_DELAYS_MS[0]);
-    deciderSpec(deliveryDecider).given([{ ...created, status: 'held', nextAttemptAt: null }]).when({ type: 'RequestRetry', by: 's' }, now).thenThrows('INVALID_TRANSITION');
+    deciderSpec(deliveryDecider)
+      .given([{ ...created, status: 'held', nextAttemptAt: null }])
+      .when({ type: 'RequestRetry', by: 's' }, now)
+      .thenThrows('INVALID_TRANSITION');
   });
 });
 
 describe('endpoint decider', () => {
   it('refuses rotation and deletion from another environment (404)', () => {
-    const c = { type: 'WebhookEndpointCreated' as const, endpointId: 'e', organizationId: 'o', environmentId: 'env1', url: 'https://x', events: [], description: null, secret: 's', createdBy: 'u', createdAt: '' };
+    const c = {
+      type: 'WebhookEndpointCreated' as const,
+      endpointId: 'e',
+      organizationId: 'o',
+      environmentId: 'env1',
+      url: 'https://x',
+      events: [],
+      description: null,
+      secret: 's',
+      createdBy: 'u',
+      createdAt: '',
+    };
     deciderSpec(endpointDecider).given([c]).when({ type: 'RotateSecret', environmentId: 'env2', secret: 's2', by: 'u' }).thenThrows('NOT_FOUND');
-    deciderSpec(endpointDecider).given([c, { type: 'WebhookEndpointDeleted', endpointId: 'e', deletedBy: 'u', deletedAt: '' }]).when({ type: 'DeleteEndpoint', environmentId: 'env1', by: 'u' }).thenThrows('NOT_FOUND');
+    deciderSpec(endpointDecider)
+      .given([c, { type: 'WebhookEndpointDeleted', endpointId: 'e', deletedBy: 'u', deletedAt: '' }])
+      .when({ type: 'DeleteEndpoint', environmentId: 'env1', by: 'u' })
+      .thenThrows('NOT_FOUND');
   });
 });
 
 describe('account decider (subscription)', () => {
-  const rec = (eventId: string, billingType: 'payment_failed' | 'payment_succeeded' | 'grace_period_expired' | 'subscription_canceled', bodyHash = eventId) => ({ type: 'RecordBillingEvent' as const, organizationId: 'o', eventId, billingType, invoiceId: null, occurredAt: null as string | null, bodyHash });
+  const rec = (
+    eventId: string,
+    billingType: 'payment_failed' | 'payment_succeeded' | 'grace_period_expired' | 'subscription_canceled',
+    bodyHash = eventId,
+  ) => ({ type: 'RecordBillingEvent' as const, organizationId: 'o', eventId, billingType, invoiceId: null, occurredAt: null as string | null, bodyHash });
   const run = (given: AccountEvent[], cmd: ReturnType<typeof rec>) => deciderSpec(accountDecider).given(given).when(cmd, now).result();
   it('walks active → grace_period → restricted → active (recovered) and refuses a reused eventId', () => {
     const e1 = run([], rec('a', 'payment_failed'));
@@ -191,9 +351,16 @@ describe('account decider (subscription)', () => {
     expect(e2.at(-1)).toEqual({ type: 'subscription.updated', status: 'restricted', previousStatus: 'grace_period', reason: 'PAYMENT_GRACE_PERIOD_EXPIRED' });
     const e3 = run([...e1, ...e2], rec('c', 'payment_succeeded'));
     expect(e3.at(-1)).toEqual({ type: 'subscription.updated', status: 'active', previousStatus: 'restricted', recovered: true });
-    expect(run([...e1, ...e2, ...e3], rec('d', 'payment_succeeded')).at(-1)).toEqual({ type: 'subscription.updated', status: 'active', previousStatus: 'active' });
+    expect(run([...e1, ...e2, ...e3], rec('d', 'payment_succeeded')).at(-1)).toEqual({
+      type: 'subscription.updated',
+      status: 'active',
+      previousStatus: 'active',
+    });
     expect(run(e1, rec('a', 'payment_failed'))).toEqual([]);
-    deciderSpec(accountDecider).given(e1).when(rec('a', 'payment_succeeded', 'other'), now).thenThrows('IDEMPOTENCY_KEY_REUSED');
+    deciderSpec(accountDecider)
+      .given(e1)
+      .when(rec('a', 'payment_succeeded', 'other'), now)
+      .thenThrows('IDEMPOTENCY_KEY_REUSED');
   });
 
   it('a notice that happened before the one that set the status changes nothing (providers deliver out of order); a cancellation always applies', () => {
@@ -211,7 +378,10 @@ describe('account decider (subscription)', () => {
     expect(run(grace, at('old-expiry', 'grace_period_expired', '2026-03-10T08:00:00Z')).map((e) => e.type)).toEqual(['BillingEventReceived']);
     expect(run(grace, at('old-payment', 'payment_succeeded', '2026-03-10T09:59:59Z')).map((e) => e.type)).toEqual(['BillingEventReceived']);
     expect(run(grace, at('new-payment', 'payment_succeeded', '2026-03-10T10:00:01Z')).at(-1)).toMatchObject({ status: 'active', recovered: true });
-    expect(run(grace, at('old-cancel', 'subscription_canceled', '2026-03-05T00:00:00Z')).at(-1)).toMatchObject({ status: 'canceled', previousStatus: 'grace_period' });
+    expect(run(grace, at('old-cancel', 'subscription_canceled', '2026-03-05T00:00:00Z')).at(-1)).toMatchObject({
+      status: 'canceled',
+      previousStatus: 'grace_period',
+    });
     // A notice dated in the future counts as happening when received: it cannot make every later one stale.
     const future = [...paid, ...run(paid, at('future', 'payment_failed', '2099-01-01T00:00:00Z'))];
     expect(future.at(-1)).toMatchObject({ status: 'grace_period' });
@@ -223,7 +393,10 @@ describe('account decider (subscription)', () => {
       const first = run([], rec(id, 'payment_failed'));
       expect(first.map((e) => e.type)).toEqual(['AccountOpened', 'BillingEventReceived', 'subscription.updated']);
       expect(run(first, rec(id, 'payment_failed'))).toEqual([]);
-      deciderSpec(accountDecider).given(first).when(rec(id, 'payment_failed', 'other'), now).thenThrows('IDEMPOTENCY_KEY_REUSED');
+      deciderSpec(accountDecider)
+        .given(first)
+        .when(rec(id, 'payment_failed', 'other'), now)
+        .thenThrows('IDEMPOTENCY_KEY_REUSED');
       // Another id is unaffected by it (no prototype pollution of the state).
       expect(run(first, rec('x', 'payment_succeeded')).length).toBeGreaterThan(0);
     }
@@ -231,12 +404,23 @@ describe('account decider (subscription)', () => {
 });
 
 describe('usage decider', () => {
-  const use = (sourceId: string, monthlyCredits = 10) => ({ type: 'UseCredit' as const, organizationId: 'o', environmentId: 'env', source: 'check_in' as const, sourceId, periodStart: periodStartOf(now), monthlyCredits });
+  const use = (sourceId: string, monthlyCredits = 10) => ({
+    type: 'UseCredit' as const,
+    organizationId: 'o',
+    environmentId: 'env',
+    source: 'check_in' as const,
+    sourceId,
+    periodStart: periodStartOf(now),
+    monthlyCredits,
+  });
   it('reports 80/95/100 once each, one credit per source', () => {
     let events: UsageEvent[] = [];
     const thresholds: number[] = [];
     for (let i = 1; i <= 12; i++) {
-      const out = deciderSpec(usageDecider).given(events).when(use(`s${i}`), now).result();
+      const out = deciderSpec(usageDecider)
+        .given(events)
+        .when(use(`s${i}`), now)
+        .result();
       for (const e of out) if (e.type === 'billing.usage_threshold_reached') thresholds.push(e.threshold);
       events = [...events, ...out];
     }
@@ -249,22 +433,60 @@ describe('usage decider', () => {
 
   it('a reservation (withinPlan) is refused once the credits are used up, unless its source already has its credit; a recorded fact never is', () => {
     let events: UsageEvent[] = [];
-    for (let i = 1; i <= 3; i++) events = [...events, ...deciderSpec(usageDecider).given(events).when({ ...use(`r${i}`, 3), withinPlan: true }, now).result()];
+    for (let i = 1; i <= 3; i++)
+      events = [
+        ...events,
+        ...deciderSpec(usageDecider)
+          .given(events)
+          .when({ ...use(`r${i}`, 3), withinPlan: true }, now)
+          .result(),
+      ];
     expect(events.filter((e) => e.type === 'CreditUsed')).toHaveLength(3);
-    expect(() => deciderSpec(usageDecider).given(events).when({ ...use('r4', 3), withinPlan: true }, now).result()).toThrow(expect.objectContaining({ code: 'USAGE_PAUSED', status: 409 }));
-    deciderSpec(usageDecider).given(events).when({ ...use('r2', 3), withinPlan: true }, now).then([]); // already reserved: idempotent
-    expect(deciderSpec(usageDecider).given(events).when(use('late-fact', 3), now).result().map((e) => e.type)).toEqual(['CreditUsed']);
-    expect(deciderSpec(usageDecider).given(events).when({ ...use('r4', 4), withinPlan: true }, now).result().map((e) => e.type)).toEqual(['CreditUsed']); // a larger plan has room
+    expect(() =>
+      deciderSpec(usageDecider)
+        .given(events)
+        .when({ ...use('r4', 3), withinPlan: true }, now)
+        .result(),
+    ).toThrow(expect.objectContaining({ code: 'USAGE_PAUSED', status: 409 }));
+    deciderSpec(usageDecider)
+      .given(events)
+      .when({ ...use('r2', 3), withinPlan: true }, now)
+      .then([]); // already reserved: idempotent
+    expect(
+      deciderSpec(usageDecider)
+        .given(events)
+        .when(use('late-fact', 3), now)
+        .result()
+        .map((e) => e.type),
+    ).toEqual(['CreditUsed']);
+    expect(
+      deciderSpec(usageDecider)
+        .given(events)
+        .when({ ...use('r4', 4), withinPlan: true }, now)
+        .result()
+        .map((e) => e.type),
+    ).toEqual(['CreditUsed']); // a larger plan has room
   });
 });
 
 describe('usage thresholds: once each per period (spec: "sent once each ... as use reaches")', () => {
   const period = periodStartOf(now);
-  const use = (sourceId: string, monthlyCredits: number) => ({ type: 'UseCredit' as const, organizationId: 'o', environmentId: 'env', source: 'check_in' as const, sourceId, periodStart: period, monthlyCredits });
+  const use = (sourceId: string, monthlyCredits: number) => ({
+    type: 'UseCredit' as const,
+    organizationId: 'o',
+    environmentId: 'env',
+    source: 'check_in' as const,
+    sourceId,
+    periodStart: period,
+    monthlyCredits,
+  });
   const plan = (monthlyCredits: number) => ({ type: 'ApplyPlan' as const, organizationId: 'o', periodStart: period, monthlyCredits });
   const step = (events: UsageEvent[], command: ReturnType<typeof use> | ReturnType<typeof plan>) => {
     const out = deciderSpec(usageDecider).given(events).when(command, now).result();
-    return { events: [...events, ...out], sent: out.filter((e) => e.type === 'billing.usage_threshold_reached') as Extract<UsageEvent, { threshold: number }>[] };
+    return {
+      events: [...events, ...out],
+      sent: out.filter((e) => e.type === 'billing.usage_threshold_reached') as Extract<UsageEvent, { threshold: number }>[],
+    };
   };
   const usedUp = (n: number, monthly: number) => {
     let events: UsageEvent[] = [];
@@ -289,7 +511,16 @@ describe('usage thresholds: once each per period (spec: "sent once each ... as u
   it('a plan change that puts usage past thresholds reports each not yet reported, at once, with the usage of that moment', () => {
     const events = usedUp(5, 100); // 5%: nothing reported
     const r = step(events, plan(4)); // 5 of 4: 125%
-    expect(r.sent.map((e) => ({ threshold: e.threshold, creditsUsed: e.creditsUsed, monthlyCredits: e.monthlyCredits, remaining: e.remaining, paused: e.paused, periodStart: e.periodStart }))).toEqual([
+    expect(
+      r.sent.map((e) => ({
+        threshold: e.threshold,
+        creditsUsed: e.creditsUsed,
+        monthlyCredits: e.monthlyCredits,
+        remaining: e.remaining,
+        paused: e.paused,
+        periodStart: e.periodStart,
+      })),
+    ).toEqual([
       { threshold: 80, creditsUsed: 5, monthlyCredits: 4, remaining: 0, paused: true, periodStart: period },
       { threshold: 95, creditsUsed: 5, monthlyCredits: 4, remaining: 0, paused: true, periodStart: period },
       { threshold: 100, creditsUsed: 5, monthlyCredits: 4, remaining: 0, paused: true, periodStart: period },
@@ -314,8 +545,25 @@ describe('usage thresholds: once each per period (spec: "sent once each ... as u
 });
 
 describe('usage decider purity', () => {
-  const credit = (sourceId: string, creditsUsed: number): UsageEvent => ({ type: 'CreditUsed', organizationId: 'o', environmentId: 'env', source: 'check_in', sourceId, periodStart: periodStartOf(now), creditsUsed, usedAt: now.toISOString() });
-  const use = (sourceId: string) => ({ type: 'UseCredit' as const, organizationId: 'o', environmentId: 'env', source: 'check_in' as const, sourceId, periodStart: periodStartOf(now), monthlyCredits: 1000 });
+  const credit = (sourceId: string, creditsUsed: number): UsageEvent => ({
+    type: 'CreditUsed',
+    organizationId: 'o',
+    environmentId: 'env',
+    source: 'check_in',
+    sourceId,
+    periodStart: periodStartOf(now),
+    creditsUsed,
+    usedAt: now.toISOString(),
+  });
+  const use = (sourceId: string) => ({
+    type: 'UseCredit' as const,
+    organizationId: 'o',
+    environmentId: 'env',
+    source: 'check_in' as const,
+    sourceId,
+    periodStart: periodStartOf(now),
+    monthlyCredits: 1000,
+  });
   it('evolve leaves its input state as it was (no source leaks into an earlier state or a sibling)', () => {
     const s0 = usageDecider.initialState();
     const s1 = usageDecider.evolve(s0, credit('a', 1));
@@ -348,7 +596,8 @@ describe('usage decider purity', () => {
 
 describe('url policy and ids', () => {
   it('refuses loopback/private/link-local in production only, and http in production', async () => {
-    for (const a of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '0.0.0.0']) expect(isBlockedAddress(a)).toBe(true);
+    for (const a of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '0.0.0.0'])
+      expect(isBlockedAddress(a)).toBe(true);
     for (const a of ['93.184.216.34', '2606:4700::1111']) expect(isBlockedAddress(a)).toBe(false);
     expect(urlSyntaxProblem('http://example.com/hook', true)).toBe('https_required');
     expect(urlSyntaxProblem('http://127.0.0.1:9/hook', false)).toBeNull();

@@ -18,8 +18,26 @@ import { WebhookSender } from '../src/adapters/outbound/webhook-sender';
 process.env.SVC_LOG_LEVEL ??= 'warn'; // the logger is made on first use, in the tests
 
 /** The dispatcher's application parts, wired as the module wires them, on a real in-memory event store and a real receiver; the read side is a stub. */
-function service(url: string, store = new InMemoryEventStore(), over: { list?: (collection: string) => Promise<unknown[]>; get?: (collection: string, key: string) => Promise<unknown>; waitFor?: (names: string[], position: number) => Promise<void> } = {}) {
-  const endpoint: EndpointDoc = { id: 'ep-1', organizationId: 'org-1', environmentId: 'env-1', url, events: ['clinical_case.opened'], description: null, secret: 'enc', createdAt: new Date().toISOString(), deletedAt: null };
+function service(
+  url: string,
+  store = new InMemoryEventStore(),
+  over: {
+    list?: (collection: string) => Promise<unknown[]>;
+    get?: (collection: string, key: string) => Promise<unknown>;
+    waitFor?: (names: string[], position: number) => Promise<void>;
+  } = {},
+) {
+  const endpoint: EndpointDoc = {
+    id: 'ep-1',
+    organizationId: 'org-1',
+    environmentId: 'env-1',
+    url,
+    events: ['clinical_case.opened'],
+    description: null,
+    secret: 'enc',
+    createdAt: new Date().toISOString(),
+    deletedAt: null,
+  };
   const reads = { range: 0 };
   const readStore = {
     list: async (collection: string) => (over.list ? over.list(collection) : collection === 'webhooks.endpoints' ? [endpoint] : []),
@@ -33,7 +51,15 @@ function service(url: string, store = new InMemoryEventStore(), over: { list?: (
   const clock = new DevClock();
   const deliveries = new DeliveryCommands(store as never, clock);
   const slots = new AttemptSlots();
-  const attempts = new AttemptRunner(deliveries, clock, readStore as never, { decrypt: () => 'whsec_test' } as never, { production: false } as never, new SystemWallClock(), new WebhookSender());
+  const attempts = new AttemptRunner(
+    deliveries,
+    clock,
+    readStore as never,
+    { decrypt: () => 'whsec_test' } as never,
+    { production: false } as never,
+    new SystemWallClock(),
+    new WebhookSender(),
+  );
   const worker = new RetryWorker(deliveries, clock, readStore as never, slots, attempts);
   const dispatch = new DispatchService(
     deliveries,
@@ -61,7 +87,15 @@ function service(url: string, store = new InMemoryEventStore(), over: { list?: (
 const opened = (): IntegrationMessage => ({
   type: 'clinical_case.opened',
   data: { caseId: randomUUID() },
-  metadata: { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: 'org-1', environmentId: 'env-1', actor: 'test', recordedAt: new Date().toISOString() },
+  metadata: {
+    eventId: randomUUID(),
+    correlationId: randomUUID(),
+    causationId: null,
+    organizationId: 'org-1',
+    environmentId: 'env-1',
+    actor: 'test',
+    recordedAt: new Date().toISOString(),
+  },
   streamId: 'case-ledger-case-x',
   position: 1,
 });
@@ -120,7 +154,22 @@ describe('webhook dispatch: direct first attempts and shutdown', () => {
     const ctx = { actor: 'test', organizationId: 'org-1', environmentId: 'env-1' };
     const ids = Array.from({ length: n }, () => randomUUID());
     for (const id of ids) {
-      await handler.handle(deliveryStream(id), { type: 'CreateDelivery', deliveryId: id, endpointId: 'ep-1', organizationId: 'org-1', environmentId: 'env-1', eventId: randomUUID(), eventType: 'clinical_case.opened', caseId: null, payload: '{}', held: true }, ctx);
+      await handler.handle(
+        deliveryStream(id),
+        {
+          type: 'CreateDelivery',
+          deliveryId: id,
+          endpointId: 'ep-1',
+          organizationId: 'org-1',
+          environmentId: 'env-1',
+          eventId: randomUUID(),
+          eventType: 'clinical_case.opened',
+          caseId: null,
+          payload: '{}',
+          held: true,
+        },
+        ctx,
+      );
     }
     return ids;
   };
@@ -259,7 +308,22 @@ describe('webhook dispatch: direct first attempts and shutdown', () => {
     let last = 0;
     for (const id of ids) {
       const stream = deliveryStream(id);
-      await handler.handle(stream, { type: 'CreateDelivery', deliveryId: id, endpointId: 'ep-1', organizationId: 'org-1', environmentId: 'env-1', eventId: randomUUID(), eventType: 'clinical_case.opened', caseId: null, payload: '{}', held: true }, ctx);
+      await handler.handle(
+        stream,
+        {
+          type: 'CreateDelivery',
+          deliveryId: id,
+          endpointId: 'ep-1',
+          organizationId: 'org-1',
+          environmentId: 'env-1',
+          eventId: randomUUID(),
+          eventType: 'clinical_case.opened',
+          caseId: null,
+          payload: '{}',
+          held: true,
+        },
+        ctx,
+      );
       last = (await handler.handle(stream, { type: 'ReleaseDelivery' }, ctx)).position;
     }
     // The projection has not applied the releases: the held list still has the whole page until it has.

@@ -29,22 +29,45 @@ const call = (lookup: LookupFunction, host: string, all: boolean) =>
 
 describe('webhook address guard', () => {
   it('blocks NAT64 (64:ff9b::/96), 6to4 (2002::/16) and IPv4-mapped addresses in either notation', () => {
-    for (const a of ['64:ff9b::a00:1', '64:ff9b::7f00:1', '2002:7f00:1::1', '2002::1', '::ffff:7f00:1', '::ffff:a00:1', '::ffff:127.0.0.1']) expect([a, isBlockedAddress(a)]).toEqual([a, true]);
+    for (const a of ['64:ff9b::a00:1', '64:ff9b::7f00:1', '2002:7f00:1::1', '2002::1', '::ffff:7f00:1', '::ffff:a00:1', '::ffff:127.0.0.1'])
+      expect([a, isBlockedAddress(a)]).toEqual([a, true]);
     for (const a of ['::ffff:5db8:d822', '2003::1']) expect([a, isBlockedAddress(a)]).toEqual([a, false]);
     // Next to NAT64 but outside global unicast space (2000::/3): no public receiver lives there either.
     expect(isBlockedAddress('64:ff9c::1')).toBe(true);
   });
 
   it('checks the addresses at connect time, in both lookup shapes (all: true for happy eyeballs, all: false)', async () => {
-    const dns = rebinding([{ address: '93.184.216.34', family: 4 }], [{ address: '127.0.0.1', family: 4 }], [{ address: '93.184.216.34', family: 4 }, { address: '::1', family: 6 }]);
+    const dns = rebinding(
+      [{ address: '93.184.216.34', family: 4 }],
+      [{ address: '127.0.0.1', family: 4 }],
+      [
+        { address: '93.184.216.34', family: 4 },
+        { address: '::1', family: 6 },
+      ],
+    );
     const lookup = guardedLookup(dns);
     expect(await call(lookup, 'rebind.test', false)).toEqual({ err: null, result: { address: '93.184.216.34', family: 4 } });
     const second = await call(lookup, 'rebind.test', true); // the answer changed: refused
     expect(second.err?.code).toBe('ESVCBLOCKED');
     const third = await call(lookup, 'rebind.test', true); // any blocked address among several: refused
     expect(third.err?.code).toBe('ESVCBLOCKED');
-    const ok = await call(guardedLookup(rebinding([{ address: '93.184.216.34', family: 4 }, { address: '2606:4700::1111', family: 6 }])), 'x.test', true);
-    expect(ok).toEqual({ err: null, result: [{ address: '93.184.216.34', family: 4 }, { address: '2606:4700::1111', family: 6 }] });
+    const ok = await call(
+      guardedLookup(
+        rebinding([
+          { address: '93.184.216.34', family: 4 },
+          { address: '2606:4700::1111', family: 6 },
+        ]),
+      ),
+      'x.test',
+      true,
+    );
+    expect(ok).toEqual({
+      err: null,
+      result: [
+        { address: '93.184.216.34', family: 4 },
+        { address: '2606:4700::1111', family: 6 },
+      ],
+    });
   });
 });
 
@@ -59,7 +82,16 @@ describe('sendWebhook', () => {
   afterAll(() => receiver.stop());
   beforeEach(() => (got.length = 0));
 
-  const input = (url: string, production: boolean) => ({ url, payload: '{"id":"e1","type":"t","createdAt":"2026-01-01T00:00:00.000Z","data":{"x":"é"}}', secret: 's', eventId: 'e1', eventType: 't', at: new Date(), signedAt: new Date(), production });
+  const input = (url: string, production: boolean) => ({
+    url,
+    payload: '{"id":"e1","type":"t","createdAt":"2026-01-01T00:00:00.000Z","data":{"x":"é"}}',
+    secret: 's',
+    eventId: 'e1',
+    eventType: 't',
+    at: new Date(),
+    signedAt: new Date(),
+    production,
+  });
 
   it('sends the exact signed bytes and headers', async () => {
     // The service clock (a dev clock moved 3 days ahead) stamps the attempt's record; the signature
@@ -92,7 +124,9 @@ describe('sendWebhook', () => {
     const slow = await sendWebhook({ ...input(`http://127.0.0.1:${port}/hook`, false), timeoutMs: 300 });
     expect(slow.attempt).toMatchObject({ statusCode: null, error: 'timeout' });
     receiver.answer = (res) => res.writeHead(429, { 'retry-after': '120' }).end();
-    expect(await sendWebhook(input(`http://127.0.0.1:${port}/hook`, false))).toEqual({ attempt: expect.objectContaining({ statusCode: 429, error: 'http_429' }) });
+    expect(await sendWebhook(input(`http://127.0.0.1:${port}/hook`, false))).toEqual({
+      attempt: expect.objectContaining({ statusCode: 429, error: 'http_429' }),
+    });
     receiver.answer = (res) => res.writeHead(302, { location: `http://127.0.0.1:${port}/elsewhere` }).end();
     got.length = 0;
     expect((await sendWebhook(input(`http://127.0.0.1:${port}/hook`, false))).attempt.statusCode).toBe(302);
@@ -120,7 +154,17 @@ describe('sendWebhook deadline', () => {
     const t0 = performance.now();
     const results = await Promise.all(
       Array.from({ length: n }, (_, i) =>
-        sendWebhook({ url: `http://127.0.0.1:${port}/never`, payload: '{}', secret: 's', eventId: `e${i}`, eventType: 't', at: new Date(), signedAt: new Date(), production: false, timeoutMs }).then((r) => ({ ...r, endedAt: performance.now() - t0 })),
+        sendWebhook({
+          url: `http://127.0.0.1:${port}/never`,
+          payload: '{}',
+          secret: 's',
+          eventId: `e${i}`,
+          eventType: 't',
+          at: new Date(),
+          signedAt: new Date(),
+          production: false,
+          timeoutMs,
+        }).then((r) => ({ ...r, endedAt: performance.now() - t0 })),
       ),
     );
     for (const r of results) {
@@ -160,7 +204,16 @@ describe('sendWebhook connections', () => {
     return new Promise<void>((r) => server.close(() => r()));
   });
   afterEach(() => jest.restoreAllMocks());
-  const input = (url: string, production: boolean) => ({ url, payload: '{}', secret: 's', eventId: 'e1', eventType: 't', at: new Date(), signedAt: new Date(), production });
+  const input = (url: string, production: boolean) => ({
+    url,
+    payload: '{}',
+    secret: 's',
+    eventId: 'e1',
+    eventType: 't',
+    at: new Date(),
+    signedAt: new Date(),
+    production,
+  });
 
   it('a reused keep-alive socket reset before any response is retried once on a fresh socket', async () => {
     const url = `http://127.0.0.1:${port}/hook`;
@@ -176,7 +229,10 @@ describe('sendWebhook connections', () => {
     // The module object itself (an `import * as` namespace would be a copy the sender never reads).
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const dns = require('node:dns') as typeof import('node:dns');
-    const spy = jest.spyOn(dns, 'lookup').mockImplementation(((_host: string, _opts: unknown, cb: (err: null, a: LookupAddress[]) => void) => setImmediate(() => cb(null, [{ address: '127.0.0.1', family: 4 }]))) as never);
+    const spy = jest
+      .spyOn(dns, 'lookup')
+      .mockImplementation(((_host: string, _opts: unknown, cb: (err: null, a: LookupAddress[]) => void) =>
+        setImmediate(() => cb(null, [{ address: '127.0.0.1', family: 4 }]))) as never);
     requests = 0;
     const r = await sendWebhook(input(`http://hooks.example.test:${port}/hook`, true));
     expect(r.attempt).toMatchObject({ statusCode: null, error: 'address_refused' });
@@ -207,7 +263,17 @@ describe('sendWebhook abort (an endpoint deleted while its attempts are under wa
   });
 
   it('ends an attempt not yet on the wire (queued for a socket) unsent; one already written runs to its answer', async () => {
-    const input = (i: number) => ({ url: `http://127.0.0.1:${port}/abort`, payload: '{}', secret: 's', eventId: `a${i}`, eventType: 't', at: new Date(), signedAt: new Date(), production: false, timeoutMs: 5000 });
+    const input = (i: number) => ({
+      url: `http://127.0.0.1:${port}/abort`,
+      payload: '{}',
+      secret: 's',
+      eventId: `a${i}`,
+      eventType: 't',
+      at: new Date(),
+      signedAt: new Date(),
+      production: false,
+      timeoutMs: 5000,
+    });
     const n = MAX_SOCKETS_PER_ORIGIN + 20; // 20 wait for a socket of the origin's pool
     const controllers = Array.from({ length: n }, () => new AbortController());
     const results = Array.from({ length: n }, (_, i) => sendWebhook(input(i), controllers[i].signal));

@@ -6,7 +6,16 @@ import { workflowProjection, WorkflowCollections } from '../src/read-model/workf
 /** B3: cases and hand-offs are recorded first, then delivered with the same request id until done or refused. */
 describe('DeliveriesService', () => {
   const clock = { now: () => new Date('2026-01-01T00:00:00Z') };
-  const request = { requestId: '11111111-1111-5111-8111-111111111111', organizationId: 'o', environmentId: 'e', patientId: 'p', priority: 'emergency' as const, notes: 'n', matchedRules: [], reason: 'emergency' as const };
+  const request = {
+    requestId: '11111111-1111-5111-8111-111111111111',
+    organizationId: 'o',
+    environmentId: 'e',
+    patientId: 'p',
+    priority: 'emergency' as const,
+    notes: 'n',
+    matchedRules: [],
+    reason: 'emergency' as const,
+  };
   function setUp(answers: (() => Observable<unknown>)[]) {
     const sent: { pattern: string; payload: { requestId: string } }[] = [];
     const bus = { send: (pattern: string, payload: { requestId: string }) => (sent.push({ pattern, payload }), answers.shift()!()) };
@@ -15,7 +24,10 @@ describe('DeliveriesService', () => {
   }
 
   it('a transient failure stays pending and the retry delivers with the same request id', async () => {
-    const { sent, service } = setUp([() => throwError(() => new Error('timeout')), () => of({ caseId: 'c', reference: 'CASE-1', priority: 'emergency', duplicate: false })]);
+    const { sent, service } = setUp([
+      () => throwError(() => new Error('timeout')),
+      () => of({ caseId: 'c', reference: 'CASE-1', priority: 'emergency', duplicate: false }),
+    ]);
     await service.requestCase(request, 'patient:p');
     await expect(service.tryDeliver(request.requestId)).resolves.toEqual({ status: 'pending' });
     await expect(service.deliver(request.requestId)).resolves.toEqual({ status: 'delivered', reference: 'CASE-1' });
@@ -38,7 +50,11 @@ describe('DeliveriesService', () => {
     const events = await store.readStream(`workflow-engine-delivery-${request.requestId}`);
     expect(events.map((e) => e.type)).toEqual(['CaseRequested', 'DeliveryCompleted']);
     const puts: string[] = [];
-    const tx = { put: (c: string, id: string) => puts.push(`put ${c} ${id}`), delete: (c: string, id: string) => puts.push(`delete ${c} ${id}`), get: async () => null };
+    const tx = {
+      put: (c: string, id: string) => puts.push(`put ${c} ${id}`),
+      delete: (c: string, id: string) => puts.push(`delete ${c} ${id}`),
+      get: async () => null,
+    };
     const projection = workflowProjection({} as never);
     for (const e of events) await projection.apply(e, tx as never);
     expect(puts).toEqual([`put ${WorkflowCollections.deliveries} ${request.requestId}`, `delete ${WorkflowCollections.deliveries} ${request.requestId}`]);

@@ -65,8 +65,7 @@ describe('callDestination: redirects and the 5 second cap', () => {
         // (a pending 7 s timer kept the test worker alive after the suite).
         const late = setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end('{"orders":[]}'), 7000);
         res.on('close', () => clearTimeout(late));
-      }
-      else res.writeHead(200, { 'content-type': 'application/json' }).end('{"orders":[]}');
+      } else res.writeHead(200, { 'content-type': 'application/json' }).end('{"orders":[]}');
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
     baseUrl = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
@@ -77,14 +76,34 @@ describe('callDestination: redirects and the 5 second cap', () => {
   });
 
   it('does not follow a redirect: the 302 is the answer, the target is never asked', async () => {
-    const outcome = await callDestination({ baseUrl, path: '/moved', method: 'GET', body: undefined, headers: {}, secret: 's', nowS: 1, timeoutMs: 2000, production: false });
+    const outcome = await callDestination({
+      baseUrl,
+      path: '/moved',
+      method: 'GET',
+      body: undefined,
+      headers: {},
+      secret: 's',
+      nowS: 1,
+      timeoutMs: 2000,
+      production: false,
+    });
     expect(outcome).toMatchObject({ kind: 'response', status: 302 });
     expect(seen).toEqual(['/moved']);
   });
 
   it('gives up after 5 seconds even when the Destination allows more', async () => {
     const started = Date.now();
-    const outcome = await callDestination({ baseUrl, path: '/slow', method: 'GET', body: undefined, headers: {}, secret: 's', nowS: 1, timeoutMs: 60_000, production: false });
+    const outcome = await callDestination({
+      baseUrl,
+      path: '/slow',
+      method: 'GET',
+      body: undefined,
+      headers: {},
+      secret: 's',
+      nowS: 1,
+      timeoutMs: 60_000,
+      production: false,
+    });
     const took = Date.now() - started;
     expect(outcome).toMatchObject({ kind: 'failed', reason: 'timeout' });
     expect(took).toBeGreaterThanOrEqual(4900);
@@ -115,14 +134,39 @@ describe('callDestination in production refuses non-public addresses at connect 
     return new Promise<void>((r) => server.close(() => r()));
   });
 
-  it.each(['127.0.0.1', '127.1', '[::1]', '[::ffff:127.0.0.1]', '[::ffff:7f00:1]', '[0:0:0:0:0:ffff:127.0.0.1]', 'localhost', '0x7f000001'])('%s', async (host) => {
-    const outcome = await callDestination({ baseUrl: `http://${host}:${port}/api`, path: '/orders', method: 'GET', body: undefined, headers: {}, secret: 's', nowS: 1, timeoutMs: 2000, production: true });
-    expect(outcome).toMatchObject({ kind: 'failed', reason: 'refused_address' });
-    expect(hits).toBe(0);
-  });
+  it.each(['127.0.0.1', '127.1', '[::1]', '[::ffff:127.0.0.1]', '[::ffff:7f00:1]', '[0:0:0:0:0:ffff:127.0.0.1]', 'localhost', '0x7f000001'])(
+    '%s',
+    async (host) => {
+      const outcome = await callDestination({
+        baseUrl: `http://${host}:${port}/api`,
+        path: '/orders',
+        method: 'GET',
+        body: undefined,
+        headers: {},
+        secret: 's',
+        nowS: 1,
+        timeoutMs: 2000,
+        production: true,
+      });
+      expect(outcome).toMatchObject({ kind: 'failed', reason: 'refused_address' });
+      expect(hits).toBe(0);
+    },
+  );
 
   it('the same address outside production is reached (the check is production-only)', async () => {
-    await expect(callDestination({ baseUrl: `http://[::ffff:127.0.0.1]:${port}/api`, path: '/orders', method: 'GET', body: undefined, headers: {}, secret: 's', nowS: 1, timeoutMs: 2000, production: false })).resolves.toMatchObject({ kind: 'response', status: 200 });
+    await expect(
+      callDestination({
+        baseUrl: `http://[::ffff:127.0.0.1]:${port}/api`,
+        path: '/orders',
+        method: 'GET',
+        body: undefined,
+        headers: {},
+        secret: 's',
+        nowS: 1,
+        timeoutMs: 2000,
+        production: false,
+      }),
+    ).resolves.toMatchObject({ kind: 'response', status: 200 });
     expect(hits).toBe(1);
   });
 });

@@ -35,10 +35,25 @@ describe('definition validation', () => {
   });
   it('sets no length on a trigger or exclude phrase, but refuses an empty one (it would match every message)', () => {
     expect(validateDefinition({ ...base([reply('a')]), triggerPhrases: ['x'.repeat(500)], excludePhrases: ['y'.repeat(201)] })).toEqual([]);
-    expect(validateDefinition({ ...base([reply('a')]), triggerPhrases: ['', '  '] }).map((x) => x.path)).toEqual(['definition.triggerPhrases[0]', 'definition.triggerPhrases[1]']);
+    expect(validateDefinition({ ...base([reply('a')]), triggerPhrases: ['', '  '] }).map((x) => x.path)).toEqual([
+      'definition.triggerPhrases[0]',
+      'definition.triggerPhrases[1]',
+    ]);
   });
   it('orders_v1: takes the order_lookup.requested payload as body in any key order, and refuses what the patient typed', () => {
-    const lookup = (extra: object) => ({ id: 'look', type: 'call_api', destinationStableKey: 'shop', method: 'POST', readOnly: true, path: '/orders/lookup', contract: 'orders_v1', save: [], notFoundReply: 'n', errorReply: 'e', ...extra });
+    const lookup = (extra: object) => ({
+      id: 'look',
+      type: 'call_api',
+      destinationStableKey: 'shop',
+      method: 'POST',
+      readOnly: true,
+      path: '/orders/lookup',
+      contract: 'orders_v1',
+      save: [],
+      notFoundReply: 'n',
+      errorReply: 'e',
+      ...extra,
+    });
     const reordered = { patient: { externalId: '{{patient.externalId}}' }, requestId: '{{run.id}}', type: 'order_lookup.requested', version: 1 };
     expect(validateDefinition(base([lookup({ body: reordered })]))).toEqual([]);
     expect(validateDefinition(base([lookup({ body: { ...reordered, version: 2 } })])).map((x) => x.path)).toEqual(['definition.steps[0].body']);
@@ -54,12 +69,30 @@ describe('definition validation', () => {
   });
 
   it('refuses a cycle without an ask, allows one through an ask', () => {
-    expect(validateDefinition(base([reply('a', 'b'), reply('b', 'a')])).map((x) => x.message).join()).toMatch(/cycle without an ask/);
+    expect(
+      validateDefinition(base([reply('a', 'b'), reply('b', 'a')]))
+        .map((x) => x.message)
+        .join(),
+    ).toMatch(/cycle without an ask/);
     expect(validateDefinition(base([{ id: 'q', type: 'ask', variable: 'v', prompt: 'p', format: 'text' }, reply('b', 'q')]))).toEqual([]);
   });
   it('requires ownership and confirm before an account-changing call, on every path', () => {
-    const call = (id: string, extra: object) => ({ id, type: 'call_api', destinationStableKey: 'shop', method: 'POST', path: '/x', save: [], notFoundReply: 'n', errorReply: 'e', ...extra });
-    const ok = base([call('look', { readOnly: true, ownership: { patientIdPath: 'p' } }), { id: 'c', type: 'confirm', prompt: 'p', declineReply: 'd' }, call('change', {})]);
+    const call = (id: string, extra: object) => ({
+      id,
+      type: 'call_api',
+      destinationStableKey: 'shop',
+      method: 'POST',
+      path: '/x',
+      save: [],
+      notFoundReply: 'n',
+      errorReply: 'e',
+      ...extra,
+    });
+    const ok = base([
+      call('look', { readOnly: true, ownership: { patientIdPath: 'p' } }),
+      { id: 'c', type: 'confirm', prompt: 'p', declineReply: 'd' },
+      call('change', {}),
+    ]);
     expect(validateDefinition(ok)).toEqual([]);
     const skip = base([
       { id: 'cond', type: 'condition', variable: 'x', operator: 'is_empty', then: 'change', else: 'look' },
@@ -78,7 +111,17 @@ const ctx = { runId: 'run-1', patient: { email: 'p@example.test', externalId: 'e
 describe('step machine', () => {
   it('templates, URL-encodes the path and JSON-escapes the body', () => {
     const r = buildRequest(
-      { id: 'c', type: 'call_api', destinationStableKey: 'x', method: 'POST', path: '/p/{{v}}?id={{patient.externalId}}', body: { note: '{{v}} for {{run.id}}' }, save: [], notFoundReply: 'n', errorReply: 'e' },
+      {
+        id: 'c',
+        type: 'call_api',
+        destinationStableKey: 'x',
+        method: 'POST',
+        path: '/p/{{v}}?id={{patient.externalId}}',
+        body: { note: '{{v}} for {{run.id}}' },
+        save: [],
+        notFoundReply: 'n',
+        errorReply: 'e',
+      },
       { v: 'a/b "q"' },
       ctx,
     );
@@ -98,7 +141,10 @@ describe('step machine', () => {
     r = giveInput(d, r.state, ctx, 'many');
     expect(r.state.steps.at(-1)!.outcome).toBe('invalid_answer');
     r = giveInput(d, r.state, ctx, '3');
-    expect(r.replies).toEqual([{ type: 'text', text: 'Photos?' }, { type: 'upload', variable: 'pics' }]);
+    expect(r.replies).toEqual([
+      { type: 'text', text: 'Photos?' },
+      { type: 'upload', variable: 'pics' },
+    ]);
     r = giveInput(d, r.state, ctx, 'here', 2);
     expect(r.replies).toEqual([{ type: 'text', text: 'yes' }]);
     expect(r.state.outcome).toBe('completed');
@@ -117,7 +163,10 @@ describe('step machine', () => {
   ])('condition %s: %j against %j goes to %s', (operator, answer, value, expected) => {
     const condition = { id: 'c', type: 'condition', variable: 'colour', operator, ...(value !== undefined ? { value } : {}), then: 'yes', else: 'no' };
     // An empty answer is a variable never set (an ask refuses empty text).
-    const d = answer === '' ? def([condition, reply('yes', 'end'), reply('no')]) : def([{ id: 'q', type: 'ask', variable: 'colour', prompt: 'Colour?', format: 'text' }, condition, reply('yes', 'end'), reply('no')]);
+    const d =
+      answer === ''
+        ? def([condition, reply('yes', 'end'), reply('no')])
+        : def([{ id: 'q', type: 'ask', variable: 'colour', prompt: 'Colour?', format: 'text' }, condition, reply('yes', 'end'), reply('no')]);
     const r = answer === '' ? advance(d, startRun(d), ctx) : giveInput(d, advance(d, startRun(d), ctx).state, ctx, answer);
     expect(r.replies.at(-1)).toEqual({ type: 'text', text: expected });
   });
@@ -132,10 +181,27 @@ describe('step machine', () => {
       reply('no'),
     ]);
     let r = advance(d, startRun(d), ctx);
-    expect(r.replies).toEqual([{ type: 'text', text: '[][][]' }, { type: 'text', text: 'Name?' }]);
+    expect(r.replies).toEqual([
+      { type: 'text', text: '[][][]' },
+      { type: 'text', text: 'Name?' },
+    ]);
     r = giveInput(d, r.state, ctx, 'zz');
     expect(r.replies).toEqual([{ type: 'text', text: 'v=zz' }]);
-    const req = buildRequest({ id: 'c', type: 'call_api', destinationStableKey: 'x', method: 'POST', path: '/p/{{toString}}', body: { a: '{{constructor}}' }, save: [], notFoundReply: 'n', errorReply: 'e' }, {}, ctx);
+    const req = buildRequest(
+      {
+        id: 'c',
+        type: 'call_api',
+        destinationStableKey: 'x',
+        method: 'POST',
+        path: '/p/{{toString}}',
+        body: { a: '{{constructor}}' },
+        save: [],
+        notFoundReply: 'n',
+        errorReply: 'e',
+      },
+      {},
+      ctx,
+    );
     expect(req.path).toBe('/p/');
     expect(JSON.parse(req.body!)).toEqual({ a: '' });
   });
@@ -155,15 +221,31 @@ describe('step machine', () => {
     const ok = giveCallResult(d, started.state, ctx, { kind: 'response', status: 200, body: { orders: [{ id: '1', status: 'shipped' }] } });
     expect(ok.replies[0]).toMatchObject({ type: 'orders' });
     expect(ok.state.vars).toMatchObject({ orderCount: '1', latestOrderStatus: 'shipped' });
-    expect(giveCallResult(d, started.state, ctx, { kind: 'response', status: 200, body: { orders: [{ id: '1', status: 'lost' }] } }).state.outcome).toBe('call_failed');
+    expect(giveCallResult(d, started.state, ctx, { kind: 'response', status: 200, body: { orders: [{ id: '1', status: 'lost' }] } }).state.outcome).toBe(
+      'call_failed',
+    );
     expect(giveCallResult(d, started.state, ctx, { kind: 'response', status: 200, body: { orders: [] } }).state.outcome).toBe('not_found');
     expect(giveCallResult(d, started.state, ctx, { kind: 'failed', reason: 'timeout' }).state.outcome).toBe('call_failed');
     const anon = advance(d, startRun(d), { runId: 'r', patient: { email: null, externalId: null } });
     expect(anon.next.kind).toBe('ended');
     expect(anon.state.outcome).toBe('sign_in_required');
   });
-  it('orders_v1: a response that ownership says is not the patient\'s reads as not found', () => {
-    const d = def([{ id: 'look', type: 'call_api', destinationStableKey: 'shop', method: 'POST', readOnly: true, path: '/orders/lookup', contract: 'orders_v1', ownership: { emailPath: 'customer.email' }, save: [], notFoundReply: 'none', errorReply: 'e' }]);
+  it("orders_v1: a response that ownership says is not the patient's reads as not found", () => {
+    const d = def([
+      {
+        id: 'look',
+        type: 'call_api',
+        destinationStableKey: 'shop',
+        method: 'POST',
+        readOnly: true,
+        path: '/orders/lookup',
+        contract: 'orders_v1',
+        ownership: { emailPath: 'customer.email' },
+        save: [],
+        notFoundReply: 'none',
+        errorReply: 'e',
+      },
+    ]);
     const started = advance(d, startRun(d), ctx);
     const orders = [{ id: 'C1', status: 'shipped' }];
     const other = giveCallResult(d, started.state, ctx, { kind: 'response', status: 200, body: { customer: { email: 'someone@else.example' }, orders } });
@@ -175,7 +257,19 @@ describe('step machine', () => {
   it('orders_v1: never sends what the patient typed, even when the definition got past validation', () => {
     const d = def([
       { id: 'which', type: 'ask', variable: 'orderNo', prompt: 'Which order?', format: 'text' },
-      { id: 'look', type: 'call_api', destinationStableKey: 'shop', method: 'POST', readOnly: true, path: '/orders/lookup?n={{orderNo}}', contract: 'orders_v1', ownership: { emailPath: 'customer.email' }, save: [], notFoundReply: 'n', errorReply: 'e' },
+      {
+        id: 'look',
+        type: 'call_api',
+        destinationStableKey: 'shop',
+        method: 'POST',
+        readOnly: true,
+        path: '/orders/lookup?n={{orderNo}}',
+        contract: 'orders_v1',
+        ownership: { emailPath: 'customer.email' },
+        save: [],
+        notFoundReply: 'n',
+        errorReply: 'e',
+      },
     ]);
     const asked = advance(d, startRun(d), ctx);
     const r = giveInput(d, asked.state, ctx, 'A-555', 0);
@@ -194,7 +288,11 @@ describe('step machine', () => {
 describe('calls that identify the patient', () => {
   const anon = { runId: 'r', patient: { email: null, externalId: null } };
   const noEmail = { runId: 'r', patient: { email: null, externalId: 'ext 1' } };
-  const call = (over: Record<string, unknown>) => def([{ id: 'c', type: 'call_api', destinationStableKey: 'k', method: 'GET', path: '/plans', save: [], notFoundReply: 'n', errorReply: 'e', ...over }, reply('done')]);
+  const call = (over: Record<string, unknown>) =>
+    def([
+      { id: 'c', type: 'call_api', destinationStableKey: 'k', method: 'GET', path: '/plans', save: [], notFoundReply: 'n', errorReply: 'e', ...over },
+      reply('done'),
+    ]);
   it.each([
     ['the path names patient.externalId', { path: '/plans/{{patient.externalId}}' }],
     ['the path names patient.email', { path: '/plans?email={{ patient.email }}' }],
@@ -245,10 +343,26 @@ describe('orders contract', () => {
     })!;
     expect(ordersToShow(orders).map((o) => o.id)).toEqual(['b', 'c', 'a']);
     expect(orders.map((o) => o.trackingUrl)).toEqual(['https://t.example/a', null, null, null]);
-    expect(ordersToShow(parseOrdersResponse({ orders: [{ id: 'x', status: 'shipped' }, { id: 'y', status: 'shipped', placedAt: '2026-01-01' }] })!).map((o) => o.id)).toEqual(['x', 'y']);
+    expect(
+      ordersToShow(
+        parseOrdersResponse({
+          orders: [
+            { id: 'x', status: 'shipped' },
+            { id: 'y', status: 'shipped', placedAt: '2026-01-01' },
+          ],
+        })!,
+      ).map((o) => o.id),
+    ).toEqual(['x', 'y']);
   });
   it('refuses what breaks the contract', () => {
-    for (const body of [{}, { orders: 'x' }, { orders: Array(51).fill({ id: '1', status: 'shipped' }) }, { orders: [{ id: '', status: 'shipped' }] }, { orders: [{ id: '1', status: 'shipped', placedAt: '01/02/2026' }] }, { orders: [{ id: '1', status: 'shipped', items: [{ name: 'x', quantity: 0 }] }] }])
+    for (const body of [
+      {},
+      { orders: 'x' },
+      { orders: Array(51).fill({ id: '1', status: 'shipped' }) },
+      { orders: [{ id: '', status: 'shipped' }] },
+      { orders: [{ id: '1', status: 'shipped', placedAt: '01/02/2026' }] },
+      { orders: [{ id: '1', status: 'shipped', items: [{ name: 'x', quantity: 0 }] }] },
+    ])
       expect(parseOrdersResponse(body)).toBeNull();
   });
   it('refuses dates that do not exist (no roll-over into the next month), accepts real ones and leap days', () => {
@@ -294,11 +408,32 @@ describe('agent heuristics', () => {
 
 describe('destination client helpers', () => {
   it('blocks loopback, link-local and private addresses', () => {
-    for (const a of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '0.0.0.0', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '0:0:0:0:0:ffff:127.0.0.1', '::ffff:a9fe:a9fe', '::127.0.0.1', '::7f00:1', '::ffff:0:7f00:1', '64:ff9b:1::a00:1', '100.64.0.1']) expect(isBlockedAddress(a)).toBe(true);
+    for (const a of [
+      '127.0.0.1',
+      '10.1.2.3',
+      '172.16.0.1',
+      '192.168.1.1',
+      '169.254.169.254',
+      '0.0.0.0',
+      '::1',
+      'fe80::1',
+      'fd00::1',
+      '::ffff:127.0.0.1',
+      '::ffff:7f00:1',
+      '0:0:0:0:0:ffff:127.0.0.1',
+      '::ffff:a9fe:a9fe',
+      '::127.0.0.1',
+      '::7f00:1',
+      '::ffff:0:7f00:1',
+      '64:ff9b:1::a00:1',
+      '100.64.0.1',
+    ])
+      expect(isBlockedAddress(a)).toBe(true);
     for (const a of ['93.184.216.34', '2606:4700::1111']) expect(isBlockedAddress(a)).toBe(false);
   });
   it('joins the base path and signs the path actually sent', () => {
-    for (const path of ['/orders/../cancel', '/orders/./x', '/%2e%2e/admin', '/a/%2E.', '..', '/..\\..\\admin', '/orders\\..\\cancel', '/x/.\t./y', '/x/.\n/y']) expect(() => targetUrl('https://shop.example/api', path)).toThrow('dot segment');
+    for (const path of ['/orders/../cancel', '/orders/./x', '/%2e%2e/admin', '/a/%2E.', '..', '/..\\..\\admin', '/orders\\..\\cancel', '/x/.\t./y', '/x/.\n/y'])
+      expect(() => targetUrl('https://shop.example/api', path)).toThrow('dot segment');
     expect(targetUrl('https://shop.example/api', '/orders/a..b/x?q=..').pathname).toBe('/api/orders/a..b/x');
     const u = targetUrl('https://shop.example/api/?k=1', '/orders/lookup?x=2');
     expect(`${u.pathname}${u.search}`).toBe('/api/orders/lookup?k=1&x=2');
@@ -308,21 +443,43 @@ describe('destination client helpers', () => {
 
 describe('workflow decider', () => {
   const audit = { by: 'u', action: 'x', at: '2026-01-01T00:00:00.000Z' };
-  const created: WorkflowEvent = { type: 'WorkflowCreated', workflowId: 'w', organizationId: 'o', environmentId: 'e', stableKey: 'k', name: 'n', versionId: 'v1', definition: orderStatusTemplate().definition, audit };
+  const created: WorkflowEvent = {
+    type: 'WorkflowCreated',
+    workflowId: 'w',
+    organizationId: 'o',
+    environmentId: 'e',
+    stableKey: 'k',
+    name: 'n',
+    versionId: 'v1',
+    definition: orderStatusTemplate().definition,
+    audit,
+  };
   const tested: WorkflowEvent = { type: 'VersionTested', versionId: 'v1', revision: 1, passed: true, runId: 'r', audit };
   it('activates a draft tested within 24 hours, not later', () => {
     deciderSpec(workflowDecider)
       .given([created, tested])
       .when({ type: 'Activate', versionId: 'v1', expectedRevision: 1, destinationsMissing: [], by: 'u' }, new Date('2026-01-01T23:00:00Z'))
       .then([{ type: 'VersionActivated', versionId: 'v1', retiredVersionId: null, audit: { by: 'u', action: 'activate', at: '2026-01-01T23:00:00.000Z' } }]);
-    deciderSpec(workflowDecider).given([created, tested]).when({ type: 'Activate', versionId: 'v1', expectedRevision: 1, destinationsMissing: [], by: 'u' }, new Date('2026-01-02T00:00:01Z')).thenThrows('VALIDATION_FAILED');
+    deciderSpec(workflowDecider)
+      .given([created, tested])
+      .when({ type: 'Activate', versionId: 'v1', expectedRevision: 1, destinationsMissing: [], by: 'u' }, new Date('2026-01-02T00:00:01Z'))
+      .thenThrows('VALIDATION_FAILED');
   });
   it('refuses stale revisions, locked versions, ever-live deletes and archived edits', () => {
     const live: WorkflowEvent = { type: 'VersionActivated', versionId: 'v1', retiredVersionId: null, audit };
-    deciderSpec(workflowDecider).given([created]).when({ type: 'SaveDraft', versionId: 'v1', expectedRevision: 2, definition: created.definition, by: 'u' }).thenThrows('STALE_REVISION');
-    deciderSpec(workflowDecider).given([created, tested, live]).when({ type: 'SaveDraft', versionId: 'v1', expectedRevision: 1, definition: created.definition, by: 'u' }).thenThrows('VERSION_LOCKED');
+    deciderSpec(workflowDecider)
+      .given([created])
+      .when({ type: 'SaveDraft', versionId: 'v1', expectedRevision: 2, definition: created.definition, by: 'u' })
+      .thenThrows('STALE_REVISION');
+    deciderSpec(workflowDecider)
+      .given([created, tested, live])
+      .when({ type: 'SaveDraft', versionId: 'v1', expectedRevision: 1, definition: created.definition, by: 'u' })
+      .thenThrows('VERSION_LOCKED');
     deciderSpec(workflowDecider).given([created, tested, live]).when({ type: 'Delete', by: 'u' }).thenThrows('WORKFLOW_EVER_LIVE');
-    deciderSpec(workflowDecider).given([created, { type: 'WorkflowArchived', retiredVersionId: null, audit }]).when({ type: 'Rename', name: 'z', by: 'u' }).thenThrows('WORKFLOW_ARCHIVED');
+    deciderSpec(workflowDecider)
+      .given([created, { type: 'WorkflowArchived', retiredVersionId: null, audit }])
+      .when({ type: 'Rename', name: 'z', by: 'u' })
+      .thenThrows('WORKFLOW_ARCHIVED');
   });
 });
 
@@ -335,40 +492,79 @@ describe('stableKey claims (S2: never blocked forever)', () => {
     deciderSpec(workflowKeyDecider).given([claimed]).when({ type: 'Claim', workflowId: 'w2', holderCheck: null }, later).thenThrows('DUPLICATE_KEY');
   });
   it('takes over a key whose holder was deleted but never released', () => {
-    deciderSpec(workflowKeyDecider).given([claimed]).when({ type: 'Claim', workflowId: 'w2', holderCheck: { holder: 'w1', found: 'deleted' } }, soon).then([{ type: 'KeyClaimed', workflowId: 'w2', at: soon.toISOString(), takenOverFrom: 'w1' }]);
+    deciderSpec(workflowKeyDecider)
+      .given([claimed])
+      .when({ type: 'Claim', workflowId: 'w2', holderCheck: { holder: 'w1', found: 'deleted' } }, soon)
+      .then([{ type: 'KeyClaimed', workflowId: 'w2', at: soon.toISOString(), takenOverFrom: 'w1' }]);
   });
   it('takes over a key whose holder was never created, after the grace period only', () => {
-    deciderSpec(workflowKeyDecider).given([claimed]).when({ type: 'Claim', workflowId: 'w2', holderCheck: { holder: 'w1', found: 'missing' } }, soon).thenThrows('DUPLICATE_KEY');
-    deciderSpec(workflowKeyDecider).given([claimed]).when({ type: 'Claim', workflowId: 'w2', holderCheck: { holder: 'w1', found: 'missing' } }, later).then([{ type: 'KeyClaimed', workflowId: 'w2', at: later.toISOString(), takenOverFrom: 'w1' }]);
+    deciderSpec(workflowKeyDecider)
+      .given([claimed])
+      .when({ type: 'Claim', workflowId: 'w2', holderCheck: { holder: 'w1', found: 'missing' } }, soon)
+      .thenThrows('DUPLICATE_KEY');
+    deciderSpec(workflowKeyDecider)
+      .given([claimed])
+      .when({ type: 'Claim', workflowId: 'w2', holderCheck: { holder: 'w1', found: 'missing' } }, later)
+      .then([{ type: 'KeyClaimed', workflowId: 'w2', at: later.toISOString(), takenOverFrom: 'w1' }]);
   });
   it('ignores a check about another holder (the key changed hands meanwhile)', () => {
-    deciderSpec(workflowKeyDecider).given([claimed, { type: 'KeyReleased', workflowId: 'w1', at }, { type: 'KeyClaimed', workflowId: 'w3', at }]).when({ type: 'Claim', workflowId: 'w2', holderCheck: { holder: 'w1', found: 'deleted' } }, later).thenThrows('DUPLICATE_KEY');
+    deciderSpec(workflowKeyDecider)
+      .given([claimed, { type: 'KeyReleased', workflowId: 'w1', at }, { type: 'KeyClaimed', workflowId: 'w3', at }])
+      .when({ type: 'Claim', workflowId: 'w2', holderCheck: { holder: 'w1', found: 'deleted' } }, later)
+      .thenThrows('DUPLICATE_KEY');
   });
 });
 
 describe('run turns (B1: one answer per turn)', () => {
   const at = '2026-01-01T00:00:00.000Z';
   const header = { organizationId: 'o', environmentId: 'e', runId: 'r', workflowId: 'w', versionId: 'v', conversationId: 'c', startedAt: at };
-  const waiting = { ...startRun({ category: 'support', description: 'd', steps: [{ id: 'a', type: 'reply', message: 'a' }] } as unknown as Definition), status: 'waiting' as const };
-  const started: RunEvent[] = [{ type: 'workflow_run.started', ...header }, { type: 'RunAdvanced', state: waiting, at, turn: 0 }];
+  const waiting = {
+    ...startRun({ category: 'support', description: 'd', steps: [{ id: 'a', type: 'reply', message: 'a' }] } as unknown as Definition),
+    status: 'waiting' as const,
+  };
+  const started: RunEvent[] = [
+    { type: 'workflow_run.started', ...header },
+    { type: 'RunAdvanced', state: waiting, at, turn: 0 },
+  ];
   it('claims the next turn while the run waits', () => {
-    deciderSpec(runDecider).given(started).when({ type: 'StartTurn', turn: 1 }).then([{ type: 'TurnStarted', turn: 1, at: '2026-01-01T00:00:00.000Z' }]);
+    deciderSpec(runDecider)
+      .given(started)
+      .when({ type: 'StartTurn', turn: 1 })
+      .then([{ type: 'TurnStarted', turn: 1, at: '2026-01-01T00:00:00.000Z' }]);
   });
   it('refuses a second claim of an open turn, and a claim of a past turn', () => {
-    deciderSpec(runDecider).given([...started, { type: 'TurnStarted', turn: 1, at }]).when({ type: 'StartTurn', turn: 1 }).thenThrows('TURN_IN_PROGRESS');
-    deciderSpec(runDecider).given([...started, { type: 'TurnStarted', turn: 1, at }, { type: 'RunAdvanced', state: waiting, at, turn: 1 }]).when({ type: 'StartTurn', turn: 1 }).thenThrows('TURN_IN_PROGRESS');
+    deciderSpec(runDecider)
+      .given([...started, { type: 'TurnStarted', turn: 1, at }])
+      .when({ type: 'StartTurn', turn: 1 })
+      .thenThrows('TURN_IN_PROGRESS');
+    deciderSpec(runDecider)
+      .given([...started, { type: 'TurnStarted', turn: 1, at }, { type: 'RunAdvanced', state: waiting, at, turn: 1 }])
+      .when({ type: 'StartTurn', turn: 1 })
+      .thenThrows('TURN_IN_PROGRESS');
   });
   it('refuses a claim once the run ended', () => {
-    deciderSpec(runDecider).given([...started, { type: 'TurnStarted', turn: 1, at }, { type: 'RunAdvanced', state: { ...waiting, status: 'ended' }, at, turn: 1 }]).when({ type: 'StartTurn', turn: 2 }).thenThrows('TURN_IN_PROGRESS');
+    deciderSpec(runDecider)
+      .given([...started, { type: 'TurnStarted', turn: 1, at }, { type: 'RunAdvanced', state: { ...waiting, status: 'ended' }, at, turn: 1 }])
+      .when({ type: 'StartTurn', turn: 2 })
+      .thenThrows('TURN_IN_PROGRESS');
   });
   it('takes over a turn abandoned longer than any turn can take', () => {
     const late = new Date(Date.parse(at) + TURN_TAKEOVER_MS);
-    deciderSpec(runDecider).given([...started, { type: 'TurnStarted', turn: 1, at }]).when({ type: 'StartTurn', turn: 1 }, late).then([{ type: 'TurnStarted', turn: 1, at: late.toISOString() }]);
+    deciderSpec(runDecider)
+      .given([...started, { type: 'TurnStarted', turn: 1, at }])
+      .when({ type: 'StartTurn', turn: 1 }, late)
+      .then([{ type: 'TurnStarted', turn: 1, at: late.toISOString() }]);
   });
   it('Advance answers only the open turn', () => {
     deciderSpec(runDecider).given(started).when({ type: 'Advance', turn: 1, state: waiting }).thenThrows('TURN_IN_PROGRESS');
-    deciderSpec(runDecider).given([...started, { type: 'TurnStarted', turn: 1, at }]).when({ type: 'Advance', turn: 2, state: waiting }).thenThrows('TURN_IN_PROGRESS');
-    deciderSpec(runDecider).given([...started, { type: 'TurnStarted', turn: 1, at }]).when({ type: 'Advance', turn: 1, state: waiting }).then([{ type: 'RunAdvanced', state: waiting, at, turn: 1 }]);
+    deciderSpec(runDecider)
+      .given([...started, { type: 'TurnStarted', turn: 1, at }])
+      .when({ type: 'Advance', turn: 2, state: waiting })
+      .thenThrows('TURN_IN_PROGRESS');
+    deciderSpec(runDecider)
+      .given([...started, { type: 'TurnStarted', turn: 1, at }])
+      .when({ type: 'Advance', turn: 1, state: waiting })
+      .then([{ type: 'RunAdvanced', state: waiting, at, turn: 1 }]);
   });
 });
 
@@ -379,8 +575,12 @@ describe('widget turn decider (Idempotency-Key of widget messages)', () => {
   it('claims once, answers once; a retry of the same message finds the answer, another message is refused', () => {
     const claimed = widgetTurnDecider.decide({ type: 'Claim', claimId: 'c1', bodyHash: 'h', leaseMs: 60_000 }, fold([]), at);
     expect(claimed).toEqual([{ type: 'WidgetTurnClaimed', claimId: 'c1', bodyHash: 'h', claimedAt: at.toISOString(), leaseUntil: '2026-11-25T10:01:00.000Z' }]);
-    expect(() => widgetTurnDecider.decide({ type: 'Claim', claimId: 'c1', bodyHash: 'h', leaseMs: 60_000 }, fold(claimed), at)).toThrow(expect.objectContaining({ code: 'TURN_IN_PROGRESS', status: 409 }));
-    expect(() => widgetTurnDecider.decide({ type: 'Claim', claimId: 'c2', bodyHash: 'other', leaseMs: 60_000 }, fold(claimed), at)).toThrow(expect.objectContaining({ code: 'IDEMPOTENCY_KEY_REUSED' }));
+    expect(() => widgetTurnDecider.decide({ type: 'Claim', claimId: 'c1', bodyHash: 'h', leaseMs: 60_000 }, fold(claimed), at)).toThrow(
+      expect.objectContaining({ code: 'TURN_IN_PROGRESS', status: 409 }),
+    );
+    expect(() => widgetTurnDecider.decide({ type: 'Claim', claimId: 'c2', bodyHash: 'other', leaseMs: 60_000 }, fold(claimed), at)).toThrow(
+      expect.objectContaining({ code: 'IDEMPOTENCY_KEY_REUSED' }),
+    );
     // The lease ran out (the first sender died): the next sender claims it.
     const later = new Date('2026-11-25T10:01:00.001Z');
     const taken = [...claimed, ...widgetTurnDecider.decide({ type: 'Claim', claimId: 'c3', bodyHash: 'h', leaseMs: 60_000 }, fold(claimed), later)];
@@ -390,11 +590,15 @@ describe('widget turn decider (Idempotency-Key of widget messages)', () => {
     expect(widgetTurnDecider.decide({ type: 'Release', claimId: 'c1' }, fold(taken), later)).toEqual([]);
     // The taker found the turn busy and let go: the first sender's answer is then the turn's.
     const letGo = [...taken, ...widgetTurnDecider.decide({ type: 'Release', claimId: 'c3' }, fold(taken), later)];
-    expect(widgetTurnDecider.decide({ type: 'Answer', claimId: 'c1', bodyHash: 'h', answer }, fold(letGo), later).map((e) => e.type)).toEqual(['WidgetTurnAnswered']);
+    expect(widgetTurnDecider.decide({ type: 'Answer', claimId: 'c1', bodyHash: 'h', answer }, fold(letGo), later).map((e) => e.type)).toEqual([
+      'WidgetTurnAnswered',
+    ]);
     const answered = [...claimed, ...widgetTurnDecider.decide({ type: 'Answer', claimId: 'c1', bodyHash: 'h', answer }, fold(claimed), at)];
     expect(fold(answered)).toEqual({ claim: null, answer: { bodyHash: 'h', answer } });
     expect(widgetTurnDecider.decide({ type: 'Claim', claimId: 'c1', bodyHash: 'h', leaseMs: 60_000 }, fold(answered), at)).toEqual([]);
-    expect(() => widgetTurnDecider.decide({ type: 'Claim', claimId: 'c2', bodyHash: 'other', leaseMs: 60_000 }, fold(answered), at)).toThrow(expect.objectContaining({ code: 'IDEMPOTENCY_KEY_REUSED' }));
+    expect(() => widgetTurnDecider.decide({ type: 'Claim', claimId: 'c2', bodyHash: 'other', leaseMs: 60_000 }, fold(answered), at)).toThrow(
+      expect.objectContaining({ code: 'IDEMPOTENCY_KEY_REUSED' }),
+    );
     expect(widgetTurnDecider.decide({ type: 'Answer', claimId: 'c1', bodyHash: 'h', answer }, fold(answered), at)).toEqual([]);
     expect(widgetTurnDecider.decide({ type: 'Release', claimId: 'c1' }, fold(answered), at)).toEqual([]);
   });

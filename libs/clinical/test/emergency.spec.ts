@@ -26,7 +26,7 @@ describe('the service emergency words', () => {
     ['she is slurring her words', ['stroke']],
     // modifier-letter apostrophe (U+02BC), as phone keyboards type it
     ['I can\u02bct breathe', ['breathing']],
-    ["he won\u02bct wake up", ['unconscious']],
+    ['he won\u02bct wake up', ['unconscious']],
     ['refill request for strokes of luck', []],
     ['where is my order', []],
   ])('%s', (text, kinds) => {

@@ -44,8 +44,40 @@ function random(seed: number) {
   };
 }
 
-const SUFFIXES = ['ational', 'tional', 'ization', 'iveness', 'fulness', 'ing', 'ed', 'ies', 'sses', 'ness', 'ful', 'mente', 'amiento', 'aciones', 'ando', 'idos'];
-const OTHER = ['сильная', 'боль', 'πόνος', '頭痛がします', 'ألم', '😀\u200d😀', 'e\u0301\u0301\u0301', '\u200b\u00ad\u2060', 'ｃｈｅｓｔ', '\ufdfa', 'can\u02bct', '—', '!!!', 'ᴄʜᴇꜱᴛ'];
+const SUFFIXES = [
+  'ational',
+  'tional',
+  'ization',
+  'iveness',
+  'fulness',
+  'ing',
+  'ed',
+  'ies',
+  'sses',
+  'ness',
+  'ful',
+  'mente',
+  'amiento',
+  'aciones',
+  'ando',
+  'idos',
+];
+const OTHER = [
+  'сильная',
+  'боль',
+  'πόνος',
+  '頭痛がします',
+  'ألم',
+  '😀\u200d😀',
+  'e\u0301\u0301\u0301',
+  '\u200b\u00ad\u2060',
+  'ｃｈｅｓｔ',
+  '\ufdfa',
+  'can\u02bct',
+  '—',
+  '!!!',
+  'ᴄʜᴇꜱᴛ',
+];
 
 /** Adversarial text of about `length` characters: y-runs with Porter suffixes, fresh Latin words, long words, other scripts. */
 function adversarial(length: number, seed: number): string {
@@ -57,7 +89,9 @@ function adversarial(length: number, seed: number): string {
     const r = next();
     let word: string;
     if (r < 0.3) word = 'y'.repeat(1 + Math.floor(next() * 60)) + SUFFIXES[Math.floor(next() * SUFFIXES.length)];
-    else if (r < 0.8) word = Array.from({ length: 3 + Math.floor(next() * 12) }, () => letters[Math.floor(next() * 26)]).join('') + SUFFIXES[Math.floor(next() * SUFFIXES.length)];
+    else if (r < 0.8)
+      word =
+        Array.from({ length: 3 + Math.floor(next() * 12) }, () => letters[Math.floor(next() * 26)]).join('') + SUFFIXES[Math.floor(next() * SUFFIXES.length)];
     else if (r < 0.85) word = 'y'.repeat(41 + Math.floor(next() * 400));
     else word = OTHER[Math.floor(next() * OTHER.length)];
     parts.push(word);
@@ -66,7 +100,10 @@ function adversarial(length: number, seed: number): string {
   return parts.join(' ').slice(0, length);
 }
 
-const wordsOf = (text: string) => normalize(text).split(' ').filter((w) => w.length > 0).length;
+const wordsOf = (text: string) =>
+  normalize(text)
+    .split(' ')
+    .filter((w) => w.length > 0).length;
 
 describe('text analysis work is linear in the text', () => {
   // The emergency concept phrases and the semantic phrase are stemmed once, when first matched (and remembered).
@@ -102,7 +139,14 @@ describe('text analysis work is linear in the text', () => {
         resetWork();
         analyse(text);
         // At most one English and one Spanish stem per word, each of a word of at most MAX_STEMMED_WORD characters.
-        expect([name, length, work.calls > 0, work.calls <= 2 * words, work.longest <= MAX_STEMMED_WORD, work.chars <= 2 * text.length]).toEqual([name, length, true, true, true, true]);
+        expect([name, length, work.calls > 0, work.calls <= 2 * words, work.longest <= MAX_STEMMED_WORD, work.chars <= 2 * text.length]).toEqual([
+          name,
+          length,
+          true,
+          true,
+          true,
+          true,
+        ]);
         calls += work.calls;
       }
       perCharacter.push(calls / text.length);

@@ -20,13 +20,49 @@ const inside = (ch: string) => (text: string) => eachWord(text, (w) => [...w].sl
 const between = (ch: string) => (text: string) => eachWord(text, (w) => [...w].join(ch), 2);
 const byTable = (table: Record<string, string>) => (text: string) => [...text].map((c) => table[c] ?? c).join('');
 
-const FULL_WIDTH = (text: string) => [...text].map((c) => (c === ' ' ? '\u3000' : c >= '!' && c <= '~' ? String.fromCodePoint(c.codePointAt(0)! + 0xfee0) : c)).join('');
+const FULL_WIDTH = (text: string) =>
+  [...text].map((c) => (c === ' ' ? '\u3000' : c >= '!' && c <= '~' ? String.fromCodePoint(c.codePointAt(0)! + 0xfee0) : c)).join('');
 const CYRILLIC = byTable({ a: 'а', e: 'е', o: 'о', p: 'р', c: 'с', x: 'х', y: 'у', i: 'і', s: 'ѕ', j: 'ј', h: 'һ' });
-const CYRILLIC_CAPITALS = (text: string) => byTable({ A: 'А', B: 'В', E: 'Е', K: 'К', M: 'М', H: 'Н', O: 'О', P: 'Р', C: 'С', T: 'Т', Y: 'У', X: 'Х', I: 'І', S: 'Ѕ', J: 'Ј' })(text.toUpperCase());
+const CYRILLIC_CAPITALS = (text: string) =>
+  byTable({ A: 'А', B: 'В', E: 'Е', K: 'К', M: 'М', H: 'Н', O: 'О', P: 'Р', C: 'С', T: 'Т', Y: 'У', X: 'Х', I: 'І', S: 'Ѕ', J: 'Ј' })(text.toUpperCase());
 const GREEK = byTable({ o: 'ο', a: 'α', i: 'ι', v: 'ν', k: 'κ', u: 'υ', t: 'τ', p: 'ρ', e: 'ε', x: 'χ', c: 'ϲ' });
-const GREEK_CAPITALS = (text: string) => byTable({ A: 'Α', B: 'Β', E: 'Ε', Z: 'Ζ', I: 'Ι', K: 'Κ', M: 'Μ', O: 'Ο', P: 'Ρ', T: 'Τ', X: 'Χ' })(text.toUpperCase());
-const SMALL_CAPITALS = byTable({ a: 'ᴀ', b: 'ʙ', c: 'ᴄ', d: 'ᴅ', e: 'ᴇ', g: 'ɢ', h: 'ʜ', i: 'ɪ', j: 'ᴊ', k: 'ᴋ', l: 'ʟ', m: 'ᴍ', n: 'ɴ', o: 'ᴏ', p: 'ᴘ', r: 'ʀ', s: 'ꜱ', t: 'ᴛ', u: 'ᴜ', v: 'ᴠ', w: 'ᴡ', y: 'ʏ', z: 'ᴢ' });
-const MATH_BOLD = (text: string) => [...text].map((c) => (c >= 'a' && c <= 'z' ? String.fromCodePoint(0x1d41a + c.charCodeAt(0) - 97) : c >= 'A' && c <= 'Z' ? String.fromCodePoint(0x1d400 + c.charCodeAt(0) - 65) : c)).join('');
+const GREEK_CAPITALS = (text: string) =>
+  byTable({ A: 'Α', B: 'Β', E: 'Ε', Z: 'Ζ', I: 'Ι', K: 'Κ', M: 'Μ', O: 'Ο', P: 'Ρ', T: 'Τ', X: 'Χ' })(text.toUpperCase());
+const SMALL_CAPITALS = byTable({
+  a: 'ᴀ',
+  b: 'ʙ',
+  c: 'ᴄ',
+  d: 'ᴅ',
+  e: 'ᴇ',
+  g: 'ɢ',
+  h: 'ʜ',
+  i: 'ɪ',
+  j: 'ᴊ',
+  k: 'ᴋ',
+  l: 'ʟ',
+  m: 'ᴍ',
+  n: 'ɴ',
+  o: 'ᴏ',
+  p: 'ᴘ',
+  r: 'ʀ',
+  s: 'ꜱ',
+  t: 'ᴛ',
+  u: 'ᴜ',
+  v: 'ᴠ',
+  w: 'ᴡ',
+  y: 'ʏ',
+  z: 'ᴢ',
+});
+const MATH_BOLD = (text: string) =>
+  [...text]
+    .map((c) =>
+      c >= 'a' && c <= 'z'
+        ? String.fromCodePoint(0x1d41a + c.charCodeAt(0) - 97)
+        : c >= 'A' && c <= 'Z'
+          ? String.fromCodePoint(0x1d400 + c.charCodeAt(0) - 65)
+          : c,
+    )
+    .join('');
 const MIXED_CASE = (text: string) => [...text].map((c, i) => (i % 2 ? c.toUpperCase() : c.toLowerCase())).join('');
 const ACCENTS = (text: string) => text.replace(/[aeiou]/g, (v) => `${v}\u0301`).replace(/[bcdfgklmnprst]/g, (c) => `${c}\u0308`);
 const OTHER_MARKS = (text: string) => eachWord(text, (w) => [...w].map((c) => `${c}\u1dc4\u20dd\u0483`).join(''), 2);
@@ -105,14 +141,17 @@ describe('emergency words behind disguises (every kind, English and Spanish)', (
   });
 
   // Every disguise that changes the sentence (NFD leaves one without accents as it is).
-  const dressed = plainCases.flatMap(([kind, lang, text]) => DISGUISES.map(([name, dress]) => [kind, lang, name, dress(text)] as const).filter(([, , , d]) => d !== text));
+  const dressed = plainCases.flatMap(([kind, lang, text]) =>
+    DISGUISES.map(([name, dress]) => [kind, lang, name, dress(text)] as const).filter(([, , , d]) => d !== text),
+  );
   it.each(dressed)('%s (%s), %s: %s', (kind, _lang, _name, text) => {
     expect(emergencyKinds(text)).toEqual([kind]);
   });
 
   it('every disguise dresses English and Spanish sentences (NFD only those with accents: Spanish)', () => {
     for (const [name] of DISGUISES) {
-      for (const lang of name.startsWith('decomposed') ? ['es'] : ['en', 'es']) expect([name, lang, dressed.some(([, l, n]) => l === lang && n === name)]).toEqual([name, lang, true]);
+      for (const lang of name.startsWith('decomposed') ? ['es'] : ['en', 'es'])
+        expect([name, lang, dressed.some(([, l, n]) => l === lang && n === name)]).toEqual([name, lang, true]);
     }
   });
 
@@ -150,9 +189,16 @@ describe('red-flag phrases and semantic phrases see through the same disguises',
   });
 
   it.each(phraseCases)('a check-in red-flag evaluation, %s', (_name, dress) => {
-    const redFlags = { phrases: [{ phrase: 'wound is leaking', tier: 'urgent' as const }], semanticPhrases: [{ phrase: 'leg swelling', tier: 'routine' as const }] };
+    const redFlags = {
+      phrases: [{ phrase: 'wound is leaking', tier: 'urgent' as const }],
+      semanticPhrases: [{ phrase: 'leg swelling', tier: 'routine' as const }],
+    };
     const texts = [dress('The wound is leaking'), dress('my ankles are swollen'), dress('tengo dolor de pecho')];
-    expect(evaluateRedFlags(redFlags, {}, texts).map((m) => m.rule)).toEqual(['phrase:wound is leaking', 'semantic_phrase:leg swelling', 'emergency_terms:chest_pain']);
+    expect(evaluateRedFlags(redFlags, {}, texts).map((m) => m.rule)).toEqual([
+      'phrase:wound is leaking',
+      'semantic_phrase:leg swelling',
+      'emergency_terms:chest_pain',
+    ]);
   });
 
   it('a phrase with invisible or decorated characters matches the plain text too (both sides alike)', () => {

@@ -13,10 +13,7 @@ export interface BatchAppend {
  * `position - rows.length + 1 .. position`), refused by its expected revision (`wrong` is the
  * stream's actual revision, -1 for no stream), or failed alone by SQLite (nothing of it written).
  */
-export type BatchOutcome =
-  | { nextExpectedRevision: number; position: number }
-  | { wrong: number }
-  | { error: { message: string; code?: string } };
+export type BatchOutcome = { nextExpectedRevision: number; position: number } | { wrong: number } | { error: { message: string; code?: string } };
 
 /**
  * The batch committed: one outcome per append, in order. `foreignWrite`: another connection had
@@ -53,8 +50,12 @@ export function createBatchWriter(db: Database.Database): BatchWriter {
     savepoint: db.prepare('SAVEPOINT append_one'),
     release: db.prepare('RELEASE append_one'),
     rollbackTo: db.prepare('ROLLBACK TO append_one'),
-    last: db.prepare<[string], { revision: number; position: number }>('SELECT revision, position FROM events WHERE stream_id = ? ORDER BY revision DESC LIMIT 1'),
-    insert: db.prepare<[string, string, number, string, string, string]>('INSERT INTO events (event_id, stream_id, revision, type, data, metadata) VALUES (?, ?, ?, ?, ?, ?)'),
+    last: db.prepare<[string], { revision: number; position: number }>(
+      'SELECT revision, position FROM events WHERE stream_id = ? ORDER BY revision DESC LIMIT 1',
+    ),
+    insert: db.prepare<[string, string, number, string, string, string]>(
+      'INSERT INTO events (event_id, stream_id, revision, type, data, metadata) VALUES (?, ?, ?, ?, ?, ?)',
+    ),
     dataVersion: db.prepare<[], number>('PRAGMA data_version').pluck(),
   };
   // Last revision and position of recently appended streams, valid while no other connection has

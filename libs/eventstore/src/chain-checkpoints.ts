@@ -116,7 +116,14 @@ export class CheckpointBuilder {
   /** The checkpoint of the events added so far. */
   finish(checkpoint: number, prevHash: string | null): ChainCheckpoint {
     this.closeBlock();
-    const body = { checkpoint, afterPosition: this.afterPosition, toPosition: this.lastPosition, events: this.events, digest: checkpointDigest(this.blocks), prevHash };
+    const body = {
+      checkpoint,
+      afterPosition: this.afterPosition,
+      toPosition: this.lastPosition,
+      events: this.events,
+      digest: checkpointDigest(this.blocks),
+      prevHash,
+    };
     return { ...body, blocks: this.blocks, hash: checkpointHash(body) };
   }
 
@@ -299,7 +306,10 @@ export class ChainCheckpointer {
     const ok = this.last === null || (this.last.data !== null && this.last.data.checkpoint === this.last.number);
     if (!ok && !this.warnedBroken) {
       this.warnedBroken = true;
-      this.options.logger?.warn('chain checkpoints: the last entry of the checkpoint streams is not a checkpoint; none is written (svc verify --all names the fault)', { checkpoint: this.last?.number ?? null });
+      this.options.logger?.warn(
+        'chain checkpoints: the last entry of the checkpoint streams is not a checkpoint; none is written (svc verify --all names the fault)',
+        { checkpoint: this.last?.number ?? null },
+      );
     }
     return ok;
   }
@@ -338,7 +348,15 @@ export class ChainCheckpointer {
           {
             type: CHECKPOINT_EVENT_TYPE,
             data: checkpoint,
-            metadata: { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: null, environmentId: null, actor: 'system', recordedAt },
+            metadata: {
+              eventId: randomUUID(),
+              correlationId: randomUUID(),
+              causationId: null,
+              organizationId: null,
+              environmentId: null,
+              actor: 'system',
+              recordedAt,
+            },
           },
         ],
         checkpointRevision(number) === 0 ? 'no_stream' : checkpointRevision(number) - 1,
@@ -495,18 +513,38 @@ export class CheckpointVerifier {
       const data = parseCheckpoint(e);
       const number = checkpointNumberOf(e);
       const at = (reason: string, d?: ChainCheckpoint) => {
-        this.fault({ checkpoint: d?.checkpoint ?? number, checkpointPosition: e.position, afterPosition: d?.afterPosition ?? 0, toPosition: d?.toPosition ?? 0, fromPosition: d?.afterPosition ?? 0, throughPosition: d?.toPosition ?? 0, firstEvent: null, reason });
+        this.fault({
+          checkpoint: d?.checkpoint ?? number,
+          checkpointPosition: e.position,
+          afterPosition: d?.afterPosition ?? 0,
+          toPosition: d?.toPosition ?? 0,
+          fromPosition: d?.afterPosition ?? 0,
+          throughPosition: d?.toPosition ?? 0,
+          firstEvent: null,
+          reason,
+        });
       };
       const prev = this.prev;
       const after = prev ? prev.toPosition : 0;
       if (typeof data === 'string') at(data);
-      else if (number !== this.count) at(`checkpoint ${this.count} is missing: the next one found is checkpoint ${number} (${e.streamId} revision ${e.revision})`, data);
+      else if (number !== this.count)
+        at(`checkpoint ${this.count} is missing: the next one found is checkpoint ${number} (${e.streamId} revision ${e.revision})`, data);
       else if (data.checkpoint !== number) at(`${e.streamId} revision ${e.revision} holds checkpoint ${data.checkpoint}, not checkpoint ${number}`, data);
-      else if (data.afterPosition !== after) at(`its range starts after position ${data.afterPosition}, but the checkpoint before ends at ${after}: part of the log is not covered, or covered twice`, data);
-      else if (data.toPosition < data.afterPosition || data.toPosition >= e.position) at(`its range (${data.afterPosition}, ${data.toPosition}] is not before the checkpoint itself (position ${e.position})`, data);
-      else if (data.prevHash !== (prev ? prev.hash : null)) at(`prevHash ${short(data.prevHash)} is not the hash of checkpoint ${data.checkpoint - 1} (${short(prev?.hash ?? null)}): the checkpoints were rewritten`, data);
+      else if (data.afterPosition !== after)
+        at(
+          `its range starts after position ${data.afterPosition}, but the checkpoint before ends at ${after}: part of the log is not covered, or covered twice`,
+          data,
+        );
+      else if (data.toPosition < data.afterPosition || data.toPosition >= e.position)
+        at(`its range (${data.afterPosition}, ${data.toPosition}] is not before the checkpoint itself (position ${e.position})`, data);
+      else if (data.prevHash !== (prev ? prev.hash : null))
+        at(
+          `prevHash ${short(data.prevHash)} is not the hash of checkpoint ${data.checkpoint - 1} (${short(prev?.hash ?? null)}): the checkpoints were rewritten`,
+          data,
+        );
       else if (checkpointHash(data) !== data.hash) at('its hash does not match its own range, count and digest: the checkpoint was changed', data);
-      else if (checkpointDigest(data.blocks) !== data.digest || data.blocks.reduce((n, b) => n + b.events, 0) !== data.events) at('its digest or event count does not match its blocks: the checkpoint was changed', data);
+      else if (checkpointDigest(data.blocks) !== data.digest || data.blocks.reduce((n, b) => n + b.events, 0) !== data.events)
+        at('its digest or event count does not match its blocks: the checkpoint was changed', data);
       else if (!blocksInRange(data)) at('its blocks do not follow one another inside its range: the checkpoint was changed', data);
       if (this.done) return;
       this.checkpoints.push({ number, position: e.position, data: data as ChainCheckpoint });
@@ -546,7 +584,13 @@ export class CheckpointVerifier {
       if (this.done || this.source.done) break;
       await this.load();
     }
-    return { checkpoints: this.count, coveredEvents: this.covered, coveredTo: this.prev ? this.prev.toPosition : 0, uncoveredEvents: this.uncovered, issues: this.issues };
+    return {
+      checkpoints: this.count,
+      coveredEvents: this.covered,
+      coveredTo: this.prev ? this.prev.toPosition : 0,
+      uncoveredEvents: this.uncovered,
+      issues: this.issues,
+    };
   }
 
   private openBlock(): void {
@@ -571,7 +615,16 @@ export class CheckpointVerifier {
         : b.events > b.block.events
           ? `positions (${b.from}, ${b.block.toPosition}] hold ${b.events} events, ${b.events - b.block.events} more than it recorded: events were inserted or moved`
           : `the events in positions (${b.from}, ${b.block.toPosition}] are not the ones it recorded (an event was replaced, moved, or its hash changed)`;
-    this.fault({ checkpoint: c.checkpoint, checkpointPosition: stored.position, afterPosition: c.afterPosition, toPosition: c.toPosition, fromPosition: b.from, throughPosition: b.block.toPosition, firstEvent: b.first, reason });
+    this.fault({
+      checkpoint: c.checkpoint,
+      checkpointPosition: stored.position,
+      afterPosition: c.afterPosition,
+      toPosition: c.toPosition,
+      fromPosition: b.from,
+      throughPosition: b.block.toPosition,
+      firstEvent: b.first,
+      reason,
+    });
   }
 
   private closeRange(): void {

@@ -36,14 +36,25 @@ export function parseChainAnchored(e: RecordedEvent): ChainAnchored | string {
   if (e.type !== CHAIN_ANCHORED_TYPE) return `an event of type ${e.type} in ${CHAIN_ANCHOR_STREAM}`;
   const d = e.data as Partial<ChainAnchored> | null;
   const whole = (n: unknown) => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
-  if (!d || typeof d.streamId !== 'string' || !whole(d.toRevision) || !whole(d.lastPosition) || d.events !== (d.toRevision as number) + 1 || typeof d.hash !== 'string' || !/^[0-9a-f]{64}$/.test(d.hash)) {
+  if (
+    !d ||
+    typeof d.streamId !== 'string' ||
+    !whole(d.toRevision) ||
+    !whole(d.lastPosition) ||
+    d.events !== (d.toRevision as number) + 1 ||
+    typeof d.hash !== 'string' ||
+    !/^[0-9a-f]{64}$/.test(d.hash)
+  ) {
     return 'not a ChainAnchored entry (streamId, toRevision, events, lastPosition, hash)';
   }
   return d as ChainAnchored;
 }
 
 /** The migration's anchors by stream (each stream's in order of toRevision), up to `upTo` when given; `faults` lists entries that are not anchors. */
-export async function readMigrationAnchors(store: EventStore, upTo = Infinity): Promise<{ anchors: Map<string, MigrationAnchor[]>; revision: number; faults: { position: number; reason: string }[] }> {
+export async function readMigrationAnchors(
+  store: EventStore,
+  upTo = Infinity,
+): Promise<{ anchors: Map<string, MigrationAnchor[]>; revision: number; faults: { position: number; reason: string }[] }> {
   const anchors = new Map<string, MigrationAnchor[]>();
   const faults: { position: number; reason: string }[] = [];
   let revision = -1;
@@ -113,7 +124,7 @@ export async function migrateChains(store: EventStore, options: ChainMigrationOp
   const pageSize = options.pageSize ?? 1000;
   const prefixes = new Map<string, Prefix>();
   let events = 0;
-  for (let from = 0; from < upTo; ) {
+  for (let from = 0; from < upTo;) {
     const page = await store.readAll(from, pageSize);
     if (!page.length) break;
     for (const e of page) {
@@ -152,7 +163,15 @@ export async function migrateChains(store: EventStore, options: ChainMigrationOp
       wanted.push({ streamId, toRevision: p.next - 1, events: p.next, lastPosition: p.lastPosition, hash: p.hash! });
     }
   }
-  const result: ChainMigrationResult = { unchainedStreams: wanted.length + skipped.length, unchainedEvents, alreadyAnchored: 0, anchored: [], skipped, upToPosition: upTo, events };
+  const result: ChainMigrationResult = {
+    unchainedStreams: wanted.length + skipped.length,
+    unchainedEvents,
+    alreadyAnchored: 0,
+    anchored: [],
+    skipped,
+    upToPosition: upTo,
+    events,
+  };
   const batchSize = Math.max(1, Math.floor(options.batchSize ?? 200));
   for (let attempt = 0; ; attempt++) {
     const existing = await readMigrationAnchors(store);
@@ -170,7 +189,19 @@ export async function migrateChains(store: EventStore, options: ChainMigrationOp
         const correlationId = randomUUID();
         const r = await store.append(
           CHAIN_ANCHOR_STREAM,
-          batch.map((data) => ({ type: CHAIN_ANCHORED_TYPE, data, metadata: { eventId: randomUUID(), correlationId, causationId: null, organizationId: null, environmentId: null, actor: options.actor, recordedAt: at } satisfies EventMetadata })),
+          batch.map((data) => ({
+            type: CHAIN_ANCHORED_TYPE,
+            data,
+            metadata: {
+              eventId: randomUUID(),
+              correlationId,
+              causationId: null,
+              organizationId: null,
+              environmentId: null,
+              actor: options.actor,
+              recordedAt: at,
+            } satisfies EventMetadata,
+          })),
           expected,
         );
         expected = r.nextExpectedRevision;

@@ -112,7 +112,12 @@ export class CommandHandler<Command, Event extends { type: string }, State> {
     return run;
   }
 
-  private async handleNow(streamId: string, command: Command, ctx: CommandContext, from: { state: State; revision: number } | undefined): Promise<HandleResult<Event, State>> {
+  private async handleNow(
+    streamId: string,
+    command: Command,
+    ctx: CommandContext,
+    from: { state: State; revision: number } | undefined,
+  ): Promise<HandleResult<Event, State>> {
     const maxRetries = this.options.maxRetries ?? 20;
     let remembered = false;
     if (!from && this.memory) {

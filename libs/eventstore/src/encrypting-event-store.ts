@@ -1,14 +1,6 @@
 import { createCipheriv, createDecipheriv } from 'node:crypto';
 import { randomIv } from '@svc/security';
-import {
-  AppendResult,
-  EventStore,
-  ExpectedRevision,
-  NewEvent,
-  RecordedEvent,
-  SubscribeOptions,
-  Subscription,
-} from './types';
+import { AppendResult, EventStore, ExpectedRevision, NewEvent, RecordedEvent, SubscribeOptions, Subscription } from './types';
 
 /** The stored form of an encrypted event's data (all fields base64). */
 export interface EncryptedData {
@@ -131,7 +123,8 @@ export class EncryptingEventStore implements EventStore {
     const json = JSON.stringify(e.data ?? null);
     const ct = Buffer.concat([cipher.update(json, 'utf8'), cipher.final()]);
     const sealed: EncryptedData = { enc: 'v1', iv: iv.toString('base64'), tag: cipher.getAuthTag().toString('base64'), ct: ct.toString('base64') };
-    if (json.length <= EncryptingEventStore.MAX_SEALED_MEMO_CHARS) this.rememberSealed(sealed.iv, { streamId, type: e.type, keyId, tag: sealed.tag, ct: sealed.ct, json });
+    if (json.length <= EncryptingEventStore.MAX_SEALED_MEMO_CHARS)
+      this.rememberSealed(sealed.iv, { streamId, type: e.type, keyId, tag: sealed.tag, ct: sealed.ct, json });
     return sealed;
   }
 
@@ -178,7 +171,10 @@ export function sealedKeyId(e: Pick<RecordedEvent, 'metadata'>): string {
  * The JSON text a sealed event's data holds (what `openSealedData` parses), for a reader that
  * parses it elsewhere (`svc rebuild` opens payloads on worker threads). Throws as `openSealedData`.
  */
-export function openSealedText(e: Pick<RecordedEvent, 'streamId' | 'revision' | 'type' | 'metadata'> & { data: EncryptedData }, keyFor: (keyId: string) => Buffer): string {
+export function openSealedText(
+  e: Pick<RecordedEvent, 'streamId' | 'revision' | 'type' | 'metadata'> & { data: EncryptedData },
+  keyFor: (keyId: string) => Buffer,
+): string {
   const keyId = sealedKeyId(e);
   const decipher = createDecipheriv('aes-256-gcm', keyFor(keyId), Buffer.from(e.data.iv, 'base64'), { authTagLength: 16 });
   decipher.setAAD(aad(e.streamId, e.type, keyId));

@@ -1,15 +1,6 @@
 import { sha256Hex } from '@svc/security';
 import type { MigrationAnchor } from './chain-migration';
-import {
-  AppendResult,
-  EventStore,
-  ExpectedRevision,
-  NewEvent,
-  RecordedEvent,
-  SubscribeOptions,
-  Subscription,
-  WrongExpectedRevisionError,
-} from './types';
+import { AppendResult, EventStore, ExpectedRevision, NewEvent, RecordedEvent, SubscribeOptions, Subscription, WrongExpectedRevisionError } from './types';
 
 /**
  * Tamper evidence (docs/audit.md): every event carries, in its metadata, the SHA-256 `hash` of
@@ -57,7 +48,8 @@ function canonicalMetadata(metadata: unknown): string {
  * when JSON.stringify would write nothing.
  */
 function storedCanonical(value: unknown): string | undefined {
-  if (value !== null && typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function') value = (value as { toJSON(): unknown }).toJSON();
+  if (value !== null && typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function')
+    value = (value as { toJSON(): unknown }).toJSON();
   switch (typeof value) {
     case 'string':
       return JSON.stringify(value);
@@ -153,10 +145,15 @@ export class HashChainingEventStore implements EventStore {
   }
 
   append(streamId: string, events: NewEvent[], expectedRevision: ExpectedRevision): Promise<AppendResult> {
-    const valid = expectedRevision === 'any' || expectedRevision === 'no_stream' || (typeof expectedRevision === 'number' && Number.isSafeInteger(expectedRevision) && expectedRevision >= 0);
+    const valid =
+      expectedRevision === 'any' ||
+      expectedRevision === 'no_stream' ||
+      (typeof expectedRevision === 'number' && Number.isSafeInteger(expectedRevision) && expectedRevision >= 0);
     // An invalid expectation or a stream id that is not a string: the store's own answer.
     if (!valid || typeof streamId !== 'string') return this.inner.append(streamId, events, expectedRevision);
-    return this.inTurn(streamId, () => (expectedRevision === 'any' ? this.appendAny(streamId, events) : this.appendExpected(streamId, events, expectedRevision)));
+    return this.inTurn(streamId, () =>
+      expectedRevision === 'any' ? this.appendAny(streamId, events) : this.appendExpected(streamId, events, expectedRevision),
+    );
   }
 
   async readStream(streamId: string, fromRevision?: number): Promise<RecordedEvent[]> {
@@ -385,7 +382,18 @@ export class ChainVerifier {
     this.events++;
     let s = this.streams.get(e.streamId);
     if (!s) {
-      s = { streamId: e.streamId, events: 0, unchained: 0, anchored: 0, chained: 0, lastRevision: -1, lastHash: null, issue: null, prefixHash: null, nextAnchor: 0 };
+      s = {
+        streamId: e.streamId,
+        events: 0,
+        unchained: 0,
+        anchored: 0,
+        chained: 0,
+        lastRevision: -1,
+        lastHash: null,
+        issue: null,
+        prefixHash: null,
+        nextAnchor: 0,
+      };
       this.streams.set(e.streamId, s);
     }
     s.events++;
@@ -396,13 +404,18 @@ export class ChainVerifier {
       return s!.issue;
     };
     if (e.revision !== s.lastRevision + 1) {
-      return fail(e.revision > s.lastRevision + 1 ? `revision ${s.lastRevision + 1} is missing: the next event found is revision ${e.revision}` : `revision ${e.revision} comes after revision ${s.lastRevision}`);
+      return fail(
+        e.revision > s.lastRevision + 1
+          ? `revision ${s.lastRevision + 1} is missing: the next event found is revision ${e.revision}`
+          : `revision ${e.revision} comes after revision ${s.lastRevision}`,
+      );
     }
     const m = (e.metadata ?? {}) as { prevHash?: unknown; hash?: unknown };
     const migrated = this.options.migrationAnchors?.get(e.streamId);
     if (typeof m.hash !== 'string') {
       if (s.chained > 0) return fail('no chain fields (hash, prevHash) after chained events of the stream');
-      if (this.chainStart !== null && e.position > this.chainStart) return fail(`no chain fields, in the chained part of the log (every event after position ${this.chainStart} is chained)`);
+      if (this.chainStart !== null && e.position > this.chainStart)
+        return fail(`no chain fields, in the chained part of the log (every event after position ${this.chainStart} is chained)`);
       s.unchained++;
       s.lastRevision = e.revision;
       s.lastHash = null;
@@ -411,7 +424,9 @@ export class ChainVerifier {
         const anchor = migrated[s.nextAnchor];
         if (anchor.toRevision === e.revision) {
           if (anchor.hash !== s.prefixHash) {
-            return fail(`the events written before the chain, revisions 0-${anchor.toRevision}, do not match what the chain migration anchored (${short(anchor.hash)}, ChainAnchored at position ${anchor.position}): one of them was changed since (computed ${short(s.prefixHash)})`);
+            return fail(
+              `the events written before the chain, revisions 0-${anchor.toRevision}, do not match what the chain migration anchored (${short(anchor.hash)}, ChainAnchored at position ${anchor.position}): one of them was changed since (computed ${short(s.prefixHash)})`,
+            );
           }
           s.anchored = e.revision + 1;
           while (s.nextAnchor < migrated.length && migrated[s.nextAnchor].toRevision <= e.revision) s.nextAnchor++;
@@ -420,17 +435,27 @@ export class ChainVerifier {
       return null;
     }
     if (migrated && s.nextAnchor < migrated.length) {
-      return fail(`carries chain fields, but the chain migration anchored revisions 0-${migrated[s.nextAnchor].toRevision} of the stream as written before the chain (ChainAnchored at position ${migrated[s.nextAnchor].position})`);
+      return fail(
+        `carries chain fields, but the chain migration anchored revisions 0-${migrated[s.nextAnchor].toRevision} of the stream as written before the chain (ChainAnchored at position ${migrated[s.nextAnchor].position})`,
+      );
     }
     if (this.autoStart && this.chainStart === null) this.chainStart = e.position;
     const prevHash = m.prevHash === undefined ? undefined : m.prevHash;
     if (prevHash !== s.lastHash) {
-      return fail(s.lastHash === null ? `prevHash should be null (the first chained event of the stream), found ${short(prevHash)}` : `prevHash ${short(prevHash)} is not the hash of revision ${s.lastRevision} (${short(s.lastHash)})`);
+      return fail(
+        s.lastHash === null
+          ? `prevHash should be null (the first chained event of the stream), found ${short(prevHash)}`
+          : `prevHash ${short(prevHash)} is not the hash of revision ${s.lastRevision} (${short(s.lastHash)})`,
+      );
     }
     const computed = chainHash(s.lastHash, chainContent(e));
-    if (computed !== m.hash) return fail(`hash does not match the event as stored (its data, metadata, type, stream or revision changed): stored ${short(m.hash)}, computed ${short(computed)}`);
+    if (computed !== m.hash)
+      return fail(
+        `hash does not match the event as stored (its data, metadata, type, stream or revision changed): stored ${short(m.hash)}, computed ${short(computed)}`,
+      );
     const anchor = this.options.anchors?.get(e.streamId);
-    if (anchor && anchor.revision === e.revision && anchor.hash !== m.hash) return fail(`differs from the saved anchor (${short(anchor.hash)} at revision ${anchor.revision}): the chain was rewritten`);
+    if (anchor && anchor.revision === e.revision && anchor.hash !== m.hash)
+      return fail(`differs from the saved anchor (${short(anchor.hash)} at revision ${anchor.revision}): the chain was rewritten`);
     s.chained++;
     s.lastRevision = e.revision;
     s.lastHash = m.hash;
@@ -472,7 +497,9 @@ export class ChainVerifier {
           revision: s ? s.lastRevision + 1 : 0,
           position: 0,
           eventId: null,
-          reason: s ? `the stream ends at revision ${s.lastRevision}, but the saved anchor has revision ${anchor.revision}: events were removed` : `the stream is gone, but the saved anchor has revision ${anchor.revision}`,
+          reason: s
+            ? `the stream ends at revision ${s.lastRevision}, but the saved anchor has revision ${anchor.revision}: events were removed`
+            : `the stream is gone, but the saved anchor has revision ${anchor.revision}`,
         };
         if (s) s.issue = issue;
         issues.push(issue);

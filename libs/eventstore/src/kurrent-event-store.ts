@@ -71,8 +71,7 @@ export class KurrentEventStore implements EventStore {
       // Nothing to write: still honour the expected revision, as the other adapters do.
       const last = await this.lastOfStream(streamId);
       const current = last ? last.revision : -1;
-      const ok =
-        expectedRevision === 'any' || (expectedRevision === 'no_stream' ? current === -1 : current === expectedRevision);
+      const ok = expectedRevision === 'any' || (expectedRevision === 'no_stream' ? current === -1 : current === expectedRevision);
       if (!ok) throw new WrongExpectedRevisionError(streamId, expectedRevision, current < 0 ? 'no_stream' : current);
       return { nextExpectedRevision: current, position: last ? last.position : 0 };
     }
@@ -94,9 +93,7 @@ export class KurrentEventStore implements EventStore {
         throw new WrongExpectedRevisionError(
           streamId,
           expectedRevision,
-          actual === undefined || actual === NO_STREAM || typeof actual !== 'bigint' || actual < BigInt(0)
-            ? 'no_stream'
-            : Number(actual),
+          actual === undefined || actual === NO_STREAM || typeof actual !== 'bigint' || actual < BigInt(0) ? 'no_stream' : Number(actual),
         );
       }
       throw err;
@@ -106,9 +103,7 @@ export class KurrentEventStore implements EventStore {
     if (events.length === 1 && result.position) position = Number(result.position.commit);
     if (position === undefined) {
       // The append result carries one position for the whole write; read the last event's own.
-      const [last] = await collect(
-        this.client.readStream(streamId, { fromRevision: BigInt(nextExpectedRevision), maxCount: 1, direction: FORWARDS }),
-      );
+      const [last] = await collect(this.client.readStream(streamId, { fromRevision: BigInt(nextExpectedRevision), maxCount: 1, direction: FORWARDS }));
       position = last ? eventPosition(last) : Number(result.position?.commit ?? 0);
     }
     return { nextExpectedRevision, position };
@@ -117,9 +112,7 @@ export class KurrentEventStore implements EventStore {
   async readStream(streamId: string, fromRevision = 0): Promise<RecordedEvent[]> {
     this.assertOpen();
     try {
-      const resolved = await collect(
-        this.client.readStream(streamId, { fromRevision: BigInt(Math.max(0, fromRevision)), direction: FORWARDS }),
-      );
+      const resolved = await collect(this.client.readStream(streamId, { fromRevision: BigInt(Math.max(0, fromRevision)), direction: FORWARDS }));
       return resolved.filter((r) => r.event && !r.event.type.startsWith('$')).map(toRecorded);
     } catch (err) {
       if (isStreamNotFound(err)) return [];

@@ -45,7 +45,8 @@ export interface LeaseOptions {
 /** The lease timings given by the settings: renewals at least twice per ttl. */
 export function checkLeaseTimings(ttlMs: number, renewMs: number): void {
   if (!Number.isSafeInteger(ttlMs) || ttlMs < 100) throw new RangeError('lease ttl must be a whole number of ms >= 100');
-  if (!Number.isSafeInteger(renewMs) || renewMs < 10 || renewMs * 2 > ttlMs) throw new RangeError('lease renewal interval must be a whole number of ms >= 10 and at most half the ttl');
+  if (!Number.isSafeInteger(renewMs) || renewMs < 10 || renewMs * 2 > ttlMs)
+    throw new RangeError('lease renewal interval must be a whole number of ms >= 10 and at most half the ttl');
 }
 
 /** One job's lease as this process sees it. */
@@ -245,7 +246,10 @@ export class Leases {
     const held = [...this.entries.values()].filter((e) => e.held).map((e) => e.name);
     await Promise.all([...this.entries.values()].map((e) => this.lose(e, 'closing')));
     await Promise.all([...this.entries.values()].map((e) => e.chain));
-    if (held.length) await this.backend.release(held, this.holder).catch((err) => this.options.logger?.warn({ error: (err as Error)?.name ?? 'error' }, 'lease release failed'));
+    if (held.length)
+      await this.backend
+        .release(held, this.holder)
+        .catch((err) => this.options.logger?.warn({ error: (err as Error)?.name ?? 'error' }, 'lease release failed'));
     await this.backend.close();
   }
 }

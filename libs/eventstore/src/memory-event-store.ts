@@ -1,15 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { EventStoreLogger, PollingSubscription } from './subscription-loop';
-import {
-  AppendResult,
-  EventStore,
-  ExpectedRevision,
-  NewEvent,
-  RecordedEvent,
-  SubscribeOptions,
-  Subscription,
-  WrongExpectedRevisionError,
-} from './types';
+import { AppendResult, EventStore, ExpectedRevision, NewEvent, RecordedEvent, SubscribeOptions, Subscription, WrongExpectedRevisionError } from './types';
 
 export interface InMemoryEventStoreOptions {
   pageSize?: number;
@@ -50,8 +41,7 @@ export class InMemoryEventStore implements EventStore {
     this.assertOpen();
     const positions = this.streams.get(streamId) ?? [];
     const current = positions.length - 1;
-    const ok =
-      expectedRevision === 'any' || (expectedRevision === 'no_stream' ? current === -1 : current === expectedRevision);
+    const ok = expectedRevision === 'any' || (expectedRevision === 'no_stream' ? current === -1 : current === expectedRevision);
     if (!ok) throw new WrongExpectedRevisionError(streamId, expectedRevision, current < 0 ? 'no_stream' : current);
     const seen = new Set<string>();
     for (const r of rows) {

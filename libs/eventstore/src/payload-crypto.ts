@@ -10,7 +10,9 @@ import { RecordedEvent } from './types';
 type OpenItem = [string, number, string, string, string, string, string];
 
 /** A request to a crypto thread: the keys it does not hold yet, and the work. */
-export type PayloadCryptoRequest = { id: number; keys: [string, Buffer][] } & ({ op: 'open'; items: OpenItem[] } | { op: 'seal'; keyIds: string[]; plaintexts: string[] });
+export type PayloadCryptoRequest = { id: number; keys: [string, Buffer][] } & (
+  { op: 'open'; items: OpenItem[] } | { op: 'seal'; keyIds: string[]; plaintexts: string[] }
+);
 export type PayloadCryptoReply = { id: number; out: string[] } | { id: number; error: string };
 
 /**
@@ -96,7 +98,10 @@ export class PayloadCrypto {
       sealed.push(i);
     }
     if (!items.length) return events;
-    const texts = await this.run({ op: 'open', items }, items.map((it) => it[3]));
+    const texts = await this.run(
+      { op: 'open', items },
+      items.map((it) => it[3]),
+    );
     const out = events.slice();
     for (let j = 0; j < sealed.length; j++) out[sealed[j]] = { ...events[sealed[j]], data: JSON.parse(texts[j]) };
     return out;

@@ -2,16 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Client, Pool, escapeIdentifier } from 'pg';
 import { DEFAULT_EVENT_SCHEMA, channelName, checkSchemaName, migrateEventSchema } from './postgres-schema';
 import { EventStoreLogger, PollingSubscription, defaultEventStoreLogger } from './subscription-loop';
-import {
-  AppendResult,
-  EventStore,
-  ExpectedRevision,
-  NewEvent,
-  RecordedEvent,
-  SubscribeOptions,
-  Subscription,
-  WrongExpectedRevisionError,
-} from './types';
+import { AppendResult, EventStore, ExpectedRevision, NewEvent, RecordedEvent, SubscribeOptions, Subscription, WrongExpectedRevisionError } from './types';
 
 /** Where the store connects when no address is given: the local server's `postgres` database. */
 export const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -458,7 +449,11 @@ export class PostgresEventStore implements EventStore {
 
   /** The LISTEN connection: wakes the subscriptions on another store's commit; reconnects after a failure. */
   private async listen(): Promise<void> {
-    const client = new Client({ connectionString: this.options.connectionString ?? DEFAULT_DATABASE_URL, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
+    const client = new Client({
+      connectionString: this.options.connectionString ?? DEFAULT_DATABASE_URL,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      keepAlive: true,
+    });
     client.on('notification', (msg) => {
       if (msg.payload !== this.instanceId) this.wakeSubscriptions();
     });

@@ -244,9 +244,7 @@ export async function migrateEventSchema(client: ClientBase, schema: string): Pr
     // and a role that lost it after the first start must still open the store.
     const exists = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
     if (exists.rowCount === 0) await client.query(`CREATE SCHEMA ${s}`);
-    await client.query(
-      `CREATE TABLE IF NOT EXISTS ${s}.schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
-    );
+    await client.query(`CREATE TABLE IF NOT EXISTS ${s}.schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
     const applied = new Set<number>((await client.query<{ version: number }>(`SELECT version FROM ${s}.schema_migrations`)).rows.map((r) => r.version));
     for (const m of MIGRATIONS) {
       if (applied.has(m.version)) continue;

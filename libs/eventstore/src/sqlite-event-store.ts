@@ -4,16 +4,7 @@ import { BatchAppend, BatchResult, BatchWriter, createBatchWriter } from './batc
 import { EventStoreLogger, PollingSubscription } from './subscription-loop';
 import { WalCheckpointer } from './wal-checkpointer';
 import { WriterThread } from './writer-thread';
-import {
-  AppendResult,
-  EventStore,
-  ExpectedRevision,
-  NewEvent,
-  RecordedEvent,
-  SubscribeOptions,
-  Subscription,
-  WrongExpectedRevisionError,
-} from './types';
+import { AppendResult, EventStore, ExpectedRevision, NewEvent, RecordedEvent, SubscribeOptions, Subscription, WrongExpectedRevisionError } from './types';
 
 export interface SqliteEventStoreOptions {
   /** How often a live subscription polls for appends made by other processes (default 250 ms). */
@@ -147,20 +138,22 @@ export class SqliteEventStore implements EventStore {
     }
     this.db.pragma(`wal_autocheckpoint = ${this.autocheckpoint}`);
     if (options.writerThread !== false && isFile(filename)) {
-      this.thread = new WriterThread(filename, { busyTimeoutMs: Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000)), autocheckpoint: this.autocheckpoint }, () => {
-        // The writer thread is gone: write on this thread's connection from now on.
-        this.thread = null;
-        options.logger?.warn('event store writer thread stopped; writing on the main thread', {});
-      });
+      this.thread = new WriterThread(
+        filename,
+        { busyTimeoutMs: Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000)), autocheckpoint: this.autocheckpoint },
+        () => {
+          // The writer thread is gone: write on this thread's connection from now on.
+          this.thread = null;
+          options.logger?.warn('event store writer thread stopped; writing on the main thread', {});
+        },
+      );
     }
     this.tail = new CommittedTail(Math.max(0, Math.floor(options.tailSize ?? 4096)));
     this.stmt = {
       readStream: this.db.prepare(
         'SELECT position, stream_id, revision, type, data, metadata FROM events WHERE stream_id = ? AND revision >= ? ORDER BY revision',
       ),
-      readAll: this.db.prepare(
-        'SELECT position, stream_id, revision, type, data, metadata FROM events WHERE position > ? ORDER BY position LIMIT ?',
-      ),
+      readAll: this.db.prepare('SELECT position, stream_id, revision, type, data, metadata FROM events WHERE position > ? ORDER BY position LIMIT ?'),
       head: this.db.prepare('SELECT MAX(position) AS head FROM events'),
     };
   }
@@ -424,7 +417,14 @@ interface TailRow {
 
 function materialize(t: TailRow): RecordedEvent {
   // The same values a read from SQLite would give (JSON round trip of the stored text), frozen.
-  t.event ??= deepFreeze({ streamId: t.streamId, revision: t.revision, position: t.position, type: t.row.type, data: JSON.parse(t.row.data), metadata: JSON.parse(t.row.metadata) });
+  t.event ??= deepFreeze({
+    streamId: t.streamId,
+    revision: t.revision,
+    position: t.position,
+    type: t.row.type,
+    data: JSON.parse(t.row.data),
+    metadata: JSON.parse(t.row.metadata),
+  });
   return t.event;
 }
 

@@ -135,7 +135,8 @@ function workerCodec() {
         const expected = flat[i++] as BatchAppend['expected'];
         const n = flat[i++] as number;
         const rows: BatchAppend['rows'] = new Array(n);
-        for (let k = 0; k < n; k++) rows[k] = { eventId: flat[i++] as string, type: flat[i++] as string, data: flat[i++] as string, metadata: flat[i++] as string };
+        for (let k = 0; k < n; k++)
+          rows[k] = { eventId: flat[i++] as string, type: flat[i++] as string, data: flat[i++] as string, metadata: flat[i++] as string };
         batch.push({ streamId, expected, rows });
       }
       return batch;

@@ -40,7 +40,7 @@ async function verifyAll(store: EventStore) {
   const upTo = await store.headPosition();
   const checkpoints = new CheckpointVerifier(new CheckpointReader(store, upTo));
   const chain = new ChainVerifier();
-  for (let from = 0; from < upTo; ) {
+  for (let from = 0; from < upTo;) {
     const page = await store.readAll(from, 500);
     if (!page.length) break;
     for (const e of page) {
@@ -59,7 +59,13 @@ async function checkpointsOf(store: EventStore): Promise<(ChainCheckpoint & { po
   const reader = new CheckpointReader(store, Infinity);
   const all: RecordedEvent[] = [];
   while (!reader.done) all.push(...(await reader.read()));
-  return all.map((e) => ({ ...(e.data as ChainCheckpoint), position: e.position, streamId: e.streamId, revision: e.revision, recordedAt: e.metadata.recordedAt }));
+  return all.map((e) => ({
+    ...(e.data as ChainCheckpoint),
+    position: e.position,
+    streamId: e.streamId,
+    revision: e.revision,
+    recordedAt: e.metadata.recordedAt,
+  }));
 }
 
 /** `count` events over `streams` streams, one append each, round robin. */
@@ -147,7 +153,14 @@ describe('ChainCheckpointer', () => {
     expect(await first.runOnce()).toBe(2_100);
     const cps = await checkpointsOf(store);
     expect(cps.map((c) => c.checkpoint)).toEqual(cps.map((_, i) => i));
-    expect([cps[999].streamId, cps[999].revision, cps[1000].streamId, cps[1000].revision, cps[2099].streamId, cps[2099].revision]).toEqual(['audit-checkpoint-0', 999, 'audit-checkpoint-1', 0, 'audit-checkpoint-2', 99]);
+    expect([cps[999].streamId, cps[999].revision, cps[1000].streamId, cps[1000].revision, cps[2099].streamId, cps[2099].revision]).toEqual([
+      'audit-checkpoint-0',
+      999,
+      'audit-checkpoint-1',
+      0,
+      'audit-checkpoint-2',
+      99,
+    ]);
     expect(cps[1000].prevHash).toBe(cps[999].hash);
     // Another process, started now: a handful of one-event reads find checkpoint 2099.
     await fill(store, 1, 1, 'more');
@@ -185,7 +198,14 @@ describe('CheckpointVerifier on SQLite tampered with SQL', () => {
     }
   };
   const row = (position: number) => sql((db) => db.prepare('SELECT * FROM events WHERE position = ?').get(position) as Record<string, unknown>);
-  const insert = (r: Record<string, unknown>) => sql((db) => db.prepare('INSERT INTO events (position, event_id, stream_id, revision, type, data, metadata) VALUES (@position, @event_id, @stream_id, @revision, @type, @data, @metadata)').run(r));
+  const insert = (r: Record<string, unknown>) =>
+    sql((db) =>
+      db
+        .prepare(
+          'INSERT INTO events (position, event_id, stream_id, revision, type, data, metadata) VALUES (@position, @event_id, @stream_id, @revision, @type, @data, @metadata)',
+        )
+        .run(r),
+    );
   async function verify() {
     const s = open();
     try {
@@ -269,7 +289,12 @@ describe('CheckpointVerifier on SQLite tampered with SQL', () => {
     try {
       const { report, chainIssues } = await verify();
       expect(chainIssues).toEqual([]);
-      expect(report.issues[0]).toMatchObject({ checkpoint: 0, fromPosition: 0, throughPosition: CHECKPOINT_BLOCK_EVENTS, firstEvent: expect.objectContaining({ position: 1 }) });
+      expect(report.issues[0]).toMatchObject({
+        checkpoint: 0,
+        fromPosition: 0,
+        throughPosition: CHECKPOINT_BLOCK_EVENTS,
+        firstEvent: expect.objectContaining({ position: 1 }),
+      });
       expect(report.issues[0].reason).toContain('not the ones it recorded');
     } finally {
       move(101, 1_000_000);
@@ -280,7 +305,9 @@ describe('CheckpointVerifier on SQLite tampered with SQL', () => {
   });
 
   it('the log cut before the last checkpoint (its events kept): the last range names what is gone', async () => {
-    const tail = sql((db) => db.prepare('SELECT * FROM events WHERE position > 650 AND position <= ? ORDER BY position').all(cps[1].toPosition) as Record<string, unknown>[]);
+    const tail = sql(
+      (db) => db.prepare('SELECT * FROM events WHERE position > 650 AND position <= ? ORDER BY position').all(cps[1].toPosition) as Record<string, unknown>[],
+    );
     sql((db) => db.prepare('DELETE FROM events WHERE position > 650 AND position <= ?').run(cps[1].toPosition));
     try {
       const { report } = await verify();
@@ -292,7 +319,9 @@ describe('CheckpointVerifier on SQLite tampered with SQL', () => {
   });
 
   it('a checkpoint changed, or removed: named', async () => {
-    const [first, second] = sql((db) => db.prepare('SELECT * FROM events WHERE stream_id = ? ORDER BY revision').all(checkpointStream(0)) as Record<string, unknown>[]);
+    const [first, second] = sql(
+      (db) => db.prepare('SELECT * FROM events WHERE stream_id = ? ORDER BY revision').all(checkpointStream(0)) as Record<string, unknown>[],
+    );
     const data = JSON.parse(first.data as string);
     sql((db) => db.prepare('UPDATE events SET data = ? WHERE position = ?').run(JSON.stringify({ ...data, toPosition: 590 }), first.position));
     try {

@@ -37,7 +37,7 @@ describe('chain migration', () => {
   async function verify(store: EventStore, withAnchors = true) {
     const { anchors } = await readMigrationAnchors(store);
     const verifier = new ChainVerifier({ migrationAnchors: withAnchors ? anchors : undefined });
-    for (let from = 0; ; ) {
+    for (let from = 0; ;) {
       const page = await store.readAll(from, 500);
       if (!page.length) break;
       for (const e of page) verifier.add(e);
@@ -98,7 +98,12 @@ describe('chain migration', () => {
 
       const after = await verify(store);
       expect(after.issues).toEqual([]);
-      expect(after.verifier.reports().filter((r) => r.unchained).map((r) => [r.streamId, r.unchained, r.anchored])).toEqual([
+      expect(
+        after.verifier
+          .reports()
+          .filter((r) => r.unchained)
+          .map((r) => [r.streamId, r.unchained, r.anchored]),
+      ).toEqual([
         ['a', 3, 3],
         ['b', 2, 2],
       ]);

@@ -1,14 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  CommandHandler,
-  Decider,
-  DomainError,
-  EventStore,
-  SqliteEventStore,
-  WrongExpectedRevisionError,
-} from '@svc/eventstore';
+import { CommandHandler, Decider, DomainError, EventStore, SqliteEventStore, WrongExpectedRevisionError } from '@svc/eventstore';
 import { deciderSpec } from '../src/testing';
 
 // A tiny counter aggregate: increments up to a limit, idempotent by request id.

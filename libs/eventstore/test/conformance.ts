@@ -1,12 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import {
-  EventMetadata,
-  EventStore,
-  NewEvent,
-  RecordedEvent,
-  Subscription,
-  WrongExpectedRevisionError,
-} from '@svc/eventstore';
+import { EventMetadata, EventStore, NewEvent, RecordedEvent, Subscription, WrongExpectedRevisionError } from '@svc/eventstore';
 
 export interface EventStoreFixture {
   store: EventStore;
@@ -92,10 +85,7 @@ class Collector {
   waitFor(n: number, timeoutMs = 10_000): Promise<void> {
     if (this.events.length >= n) return Promise.resolve();
     return new Promise((resolve, reject) => {
-      const t = setTimeout(
-        () => reject(new Error(`timed out waiting for ${n} events, got ${this.events.length}`)),
-        timeoutMs,
-      );
+      const t = setTimeout(() => reject(new Error(`timed out waiting for ${n} events, got ${this.events.length}`)), timeoutMs);
       this.waiters.push({
         n,
         resolve: () => {
@@ -219,18 +209,14 @@ export function describeEventStoreConformance(name: string, factory: () => Promi
 
       it('64 concurrent appends with no_stream, then with the same exact revision: exactly one winner each', async () => {
         const s = `${p}race`;
-        const first = await Promise.allSettled(
-          Array.from({ length: 64 }, (_, i) => store.append(s, [ev('Claimed', { by: i })], 'no_stream')),
-        );
+        const first = await Promise.allSettled(Array.from({ length: 64 }, (_, i) => store.append(s, [ev('Claimed', { by: i })], 'no_stream')));
         const won = first.filter((r) => r.status === 'fulfilled');
         const lost = first.filter((r) => r.status === 'rejected') as PromiseRejectedResult[];
         expect(won).toHaveLength(1);
         expect(lost).toHaveLength(63);
         for (const l of lost) expect(l.reason).toBeInstanceOf(WrongExpectedRevisionError);
 
-        const second = await Promise.allSettled(
-          Array.from({ length: 64 }, (_, i) => store.append(s, [ev('Next', { by: i })], 0)),
-        );
+        const second = await Promise.allSettled(Array.from({ length: 64 }, (_, i) => store.append(s, [ev('Next', { by: i })], 0)));
         expect(second.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
         for (const l of second.filter((r) => r.status === 'rejected') as PromiseRejectedResult[]) {
           expect(l.reason).toBeInstanceOf(WrongExpectedRevisionError);
@@ -243,9 +229,7 @@ export function describeEventStoreConformance(name: string, factory: () => Promi
       });
 
       it('concurrent appends to many streams all commit with distinct, increasing positions', async () => {
-        const results = await Promise.all(
-          Array.from({ length: 64 }, (_, i) => store.append(`${p}s-${i}`, [ev('E', { i }), ev('F', { i })], 'no_stream')),
-        );
+        const results = await Promise.all(Array.from({ length: 64 }, (_, i) => store.append(`${p}s-${i}`, [ev('E', { i }), ev('F', { i })], 'no_stream')));
         const positions = results.map((r) => r.position);
         expect(new Set(positions).size).toBe(64);
         for (let i = 0; i < 64; i++) {

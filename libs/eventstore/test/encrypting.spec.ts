@@ -243,7 +243,11 @@ describe('EncryptingEventStore at rest', () => {
       const store = new EncryptingEventStore(new SqliteEventStore(file), k.keyFor);
       const n = EncryptingEventStore.MAX_RECENTLY_SEALED + 1;
       for (let i = 0; i < n; i += 500) {
-        await store.append('bulk', Array.from({ length: Math.min(500, n - i) }, (_, j) => ev('N', { i: i + j }, { environmentId: 'env_o' })), i === 0 ? 'no_stream' : i - 1);
+        await store.append(
+          'bulk',
+          Array.from({ length: Math.min(500, n - i) }, (_, j) => ev('N', { i: i + j }, { environmentId: 'env_o' })),
+          i === 0 ? 'no_stream' : i - 1,
+        );
       }
       k.asked.length = 0;
       const events = await store.readStream('bulk');

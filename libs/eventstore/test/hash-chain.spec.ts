@@ -59,7 +59,7 @@ function openPg(schema: string): Promise<PostgresEventStore> {
 /** Every event of the log through a verifier: the issues found. */
 async function verifyLog(store: EventStore, options: ConstructorParameters<typeof ChainVerifier>[0] = {}) {
   const verifier = new ChainVerifier(options);
-  for (let from = 0; ; ) {
+  for (let from = 0; ;) {
     const page = await store.readAll(from, 500);
     if (!page.length) break;
     for (const e of page) verifier.add(e);
@@ -106,15 +106,29 @@ describeEventStoreConformance('EncryptingEventStore over HashChainingEventStore 
 });
 
 describe('chain hash', () => {
-  const base = { streamId: 's-1', revision: 0, type: 'Opened', data: { b: 1, a: [1, { y: 2, x: null }] }, metadata: { eventId: 'e1', actor: 'system', recordedAt: '2026-01-01T00:00:00.000Z' } };
+  const base = {
+    streamId: 's-1',
+    revision: 0,
+    type: 'Opened',
+    data: { b: 1, a: [1, { y: 2, x: null }] },
+    metadata: { eventId: 'e1', actor: 'system', recordedAt: '2026-01-01T00:00:00.000Z' },
+  };
 
   it('is SHA-256 over the tag, the previous hash and the canonical content (key order does not matter)', () => {
     const content = chainContent(base);
-    expect(content).toBe('{"data":{"a":[1,{"x":null,"y":2}],"b":1},"metadata":{"actor":"system","eventId":"e1","recordedAt":"2026-01-01T00:00:00.000Z"},"revision":0,"streamId":"s-1","type":"Opened"}');
+    expect(content).toBe(
+      '{"data":{"a":[1,{"x":null,"y":2}],"b":1},"metadata":{"actor":"system","eventId":"e1","recordedAt":"2026-01-01T00:00:00.000Z"},"revision":0,"streamId":"s-1","type":"Opened"}',
+    );
     const expected = createHash('sha256').update(`${CHAIN_TAG}\nabc\n${content}`).digest('hex');
     expect(chainHash('abc', content)).toBe(expected);
     expect(chainHash(null, content)).toBe(createHash('sha256').update(`${CHAIN_TAG}\n\n${content}`).digest('hex'));
-    const reordered = { type: 'Opened', metadata: { recordedAt: base.metadata.recordedAt, actor: 'system', eventId: 'e1' }, data: { a: [1, { x: null, y: 2 }], b: 1 }, revision: 0, streamId: 's-1' };
+    const reordered = {
+      type: 'Opened',
+      metadata: { recordedAt: base.metadata.recordedAt, actor: 'system', eventId: 'e1' },
+      data: { a: [1, { x: null, y: 2 }], b: 1 },
+      revision: 0,
+      streamId: 's-1',
+    };
     expect(chainContent(reordered)).toBe(content);
   });
 
@@ -140,7 +154,11 @@ describe('chain hash', () => {
   });
 
   it('covers a value as JSON stores it: the same text for a value and for its JSON round trip', () => {
-    const odd = { ...base, data: { when: new Date('2026-02-03T04:05:06Z'), gone: undefined, fn: () => 1, list: [undefined, NaN, Infinity, new Date(0)], n: new Number(3) }, metadata: { ...base.metadata, causationId: undefined } };
+    const odd = {
+      ...base,
+      data: { when: new Date('2026-02-03T04:05:06Z'), gone: undefined, fn: () => 1, list: [undefined, NaN, Infinity, new Date(0)], n: new Number(3) },
+      metadata: { ...base.metadata, causationId: undefined },
+    };
     const stored = JSON.parse(JSON.stringify(odd));
     expect(chainContent(odd)).toBe(chainContent(stored));
     expect(chainContent(stored)).toBe(canonicalJson(stored));
@@ -283,7 +301,9 @@ describe('ChainVerifier', () => {
       const log = await chainedLog();
       log[1] = tamper(log[1]);
       const issues = check(log);
-      expect(issues).toEqual([{ streamId: 's-1', revision: 1, position: log[1].position, eventId: log[1].metadata.eventId, reason: expect.stringContaining('hash does not match') }]);
+      expect(issues).toEqual([
+        { streamId: 's-1', revision: 1, position: log[1].position, eventId: log[1].metadata.eventId, reason: expect.stringContaining('hash does not match') },
+      ]);
     }
   });
 
@@ -343,7 +363,7 @@ describe('one unbroken chain under concurrent writers of several processes', () 
     const stream = `hot-${randomUUID()}`;
     const anyWriters = Array.from({ length: 60 }, (_, i) => (i % 2 ? a : b).append(stream, [ev('Any', { i })], 'any'));
     const exactWriter = async (store: EventStore, w: number) => {
-      for (let done = 0; done < 5; ) {
+      for (let done = 0; done < 5;) {
         const events = await store.readStream(stream);
         const expected = events.length ? events[events.length - 1].revision : 'no_stream';
         try {

@@ -3,7 +3,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
-import { DEFAULT_DATABASE_URL, InProcessLeaseBackend, Leases, PostgresCoordination, PostgresEventStore, SqliteEventStore, SqlitePositions } from '@svc/eventstore';
+import {
+  DEFAULT_DATABASE_URL,
+  InProcessLeaseBackend,
+  Leases,
+  PostgresCoordination,
+  PostgresEventStore,
+  SqliteEventStore,
+  SqlitePositions,
+} from '@svc/eventstore';
 
 /**
  * Leases and fenced relay positions (docs/scaling.md) against the real PostgreSQL server, in a
@@ -161,8 +169,12 @@ describe('Relay positions in the SQLite event store file', () => {
 describe('Leases in one process', () => {
   it('one holder at a time; another takes the lease once it is released', async () => {
     const backend = new InProcessLeaseBackend();
-    const a = { leases: new Leases(backend, { ttlMs: TTL, renewMs: RENEW }), runs: [] as { token: number; stopped: boolean }[] } as never as ReturnType<typeof replica>;
-    const b = { leases: new Leases(backend, { ttlMs: TTL, renewMs: RENEW }), runs: [] as { token: number; stopped: boolean }[] } as never as ReturnType<typeof replica>;
+    const a = { leases: new Leases(backend, { ttlMs: TTL, renewMs: RENEW }), runs: [] as { token: number; stopped: boolean }[] } as never as ReturnType<
+      typeof replica
+    >;
+    const b = { leases: new Leases(backend, { ttlMs: TTL, renewMs: RENEW }), runs: [] as { token: number; stopped: boolean }[] } as never as ReturnType<
+      typeof replica
+    >;
     opened.push(b.leases);
     runJob(a, 'j');
     await until(() => running(a), 1000, 'a');

@@ -54,7 +54,12 @@ describe('PostgresEventStore ping against a server that goes silent, then away',
   });
 
   it('answers, hangs while the server is silent, answers again, and fails once the server is unreachable', async () => {
-    store = await PostgresEventStore.open({ connectionString: throughForwarder(forwarder.port), schema, listen: false, logger: { warn: (m) => warnings.push(m) } });
+    store = await PostgresEventStore.open({
+      connectionString: throughForwarder(forwarder.port),
+      schema,
+      listen: false,
+      logger: { warn: (m) => warnings.push(m) },
+    });
     await expect(store.ping()).resolves.toBeUndefined();
 
     forwarder.hang();

@@ -236,7 +236,7 @@ describe('PostgresEventStore specifics', () => {
     await until(() => seen.length === 1, 5000, 'the event after the reconnect');
   });
 
-  it('still finds other processes\' commits by polling when it does not listen', async () => {
+  it("still finds other processes' commits by polling when it does not listen", async () => {
     const schema = newSchema();
     const follower = track(await open(schema, { listen: false, pollIntervalMs: 100 }));
     const writer = track(await open(schema, { listen: false }));

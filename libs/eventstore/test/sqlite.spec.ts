@@ -167,7 +167,7 @@ describe('SqliteEventStore specifics', () => {
       await store.close();
     });
 
-    it('misses nothing when another connection writes between this connection\'s commits', async () => {
+    it("misses nothing when another connection writes between this connection's commits", async () => {
       const a = new SqliteEventStore(file, { pollIntervalMs: 30 });
       const b = new SqliteEventStore(file);
       const seen: string[] = [];

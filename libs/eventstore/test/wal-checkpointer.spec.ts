@@ -27,7 +27,14 @@ describe('WalCheckpointer (WAL checkpoints on a worker thread)', () => {
     const version = internals.db.pragma('data_version', { simple: true });
     const before = internals.checkpointer.stats.checkpoints;
     // A checkpoint after the writes that copied every frame of the WAL into the database file.
-    expect(await until(() => internals.checkpointer.stats.checkpoints > before && internals.checkpointer.stats.last[1] > 0 && internals.checkpointer.stats.last[2] === internals.checkpointer.stats.last[1])).toBe(true);
+    expect(
+      await until(
+        () =>
+          internals.checkpointer.stats.checkpoints > before &&
+          internals.checkpointer.stats.last[1] > 0 &&
+          internals.checkpointer.stats.last[2] === internals.checkpointer.stats.last[1],
+      ),
+    ).toBe(true);
     expect(internals.db.pragma('data_version', { simple: true })).toBe(version); // nothing was committed by it
     expect((await store.readAll(0, 100)).length).toBe(50);
     await store.close(); // stops the worker (jest would report an open handle otherwise)
@@ -42,7 +49,9 @@ describe('WalCheckpointer (WAL checkpoints on a worker thread)', () => {
     const internals = rs as unknown as { db: Database.Database; checkpointer: WalCheckpointer };
     expect(internals.db.pragma('wal_autocheckpoint', { simple: true })).toBe(8000);
     await rs.write(Array.from({ length: 200 }, (_, i) => ({ op: 'put' as const, collection: 'c', key: `k${i}`, doc: { pad: 'y'.repeat(500) } })));
-    expect(await until(() => internals.checkpointer.stats.last[1] > 0 && internals.checkpointer.stats.last[2] === internals.checkpointer.stats.last[1])).toBe(true);
+    expect(await until(() => internals.checkpointer.stats.last[1] > 0 && internals.checkpointer.stats.last[2] === internals.checkpointer.stats.last[1])).toBe(
+      true,
+    );
     // A checkpoint by the worker's connection is not a foreign commit: the generation stays.
     await new Promise((r) => setImmediate(r));
     const g = rs.generation('c');

@@ -115,7 +115,10 @@ export class BodyProblemGuard implements CanActivate {
   }
 
   private async routeGuardsThenProblem(context: ExecutionContext, problem: ApiError): Promise<boolean> {
-    const declared = [...(this.reflector.get<unknown[] | undefined>(GUARDS_METADATA, context.getClass()) ?? []), ...(this.reflector.get<unknown[] | undefined>(GUARDS_METADATA, context.getHandler()) ?? [])];
+    const declared = [
+      ...(this.reflector.get<unknown[] | undefined>(GUARDS_METADATA, context.getClass()) ?? []),
+      ...(this.reflector.get<unknown[] | undefined>(GUARDS_METADATA, context.getHandler()) ?? []),
+    ];
     const guards: CanActivate[] = [];
     for (const g of declared) {
       const guard = this.resolve(g);

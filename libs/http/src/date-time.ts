@@ -16,13 +16,22 @@ export function isRealDateTime(v: unknown): boolean {
   const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2}))?/.exec(t)!;
   const [y, mo, d, h, mi, sec] = [m[1], m[2], m[3], m[4], m[5], m[6] ?? '0'].map(Number);
   const utc = new Date(Date.UTC(y, mo - 1, d, h, mi, sec));
-  const roundTrip = utc.getUTCFullYear() === y && utc.getUTCMonth() === mo - 1 && utc.getUTCDate() === d && utc.getUTCHours() === h && utc.getUTCMinutes() === mi && utc.getUTCSeconds() === sec;
+  const roundTrip =
+    utc.getUTCFullYear() === y &&
+    utc.getUTCMonth() === mo - 1 &&
+    utc.getUTCDate() === d &&
+    utc.getUTCHours() === h &&
+    utc.getUTCMinutes() === mi &&
+    utc.getUTCSeconds() === sec;
   const off = /([+-])(\d{2}):(\d{2})$/.exec(t);
   return roundTrip && (!off || (Number(off[2]) <= 23 && Number(off[3]) <= 59));
 }
 
 export const IsRealDateTime = (options?: ValidationOptions) =>
-  ValidateBy({ name: 'isRealDateTime', validator: { validate: isRealDateTime, defaultMessage: () => '$property must be a real ISO 8601 date-time with a time zone' } }, options);
+  ValidateBy(
+    { name: 'isRealDateTime', validator: { validate: isRealDateTime, defaultMessage: () => '$property must be a real ISO 8601 date-time with a time zone' } },
+    options,
+  );
 
 /**
  * An accepted date-time (DATE_TIME_RE: ISO 8601 with a time zone) in RFC 3339 form, as

@@ -52,12 +52,20 @@ function errorResponse(err: unknown): { status: number; body: ErrorBody; headers
   // The write is committed but a read model did not catch up in time: the caller retries with
   // the same idempotency id and gets the original result.
   if (e?.name === 'ProjectionWaitTimeoutError') {
-    return { status: 503, body: { code: 'UNAVAILABLE', message: 'Accepted but not yet visible; retry with the same request' }, headers: { 'retry-after': '1' } };
+    return {
+      status: 503,
+      body: { code: 'UNAVAILABLE', message: 'Accepted but not yet visible; retry with the same request' },
+      headers: { 'retry-after': '1' },
+    };
   }
   // A request to another app was not sent: its reply consumer was not ready within its bound
   // (BusUnavailableError of @svc/messaging, by name: this library does not depend on the bus).
   if (e?.name === 'BusUnavailableError') {
-    return { status: 503, body: { code: 'UNAVAILABLE', message: 'A service this request needs is not reachable; retry shortly' }, headers: { 'retry-after': '1' } };
+    return {
+      status: 503,
+      body: { code: 'UNAVAILABLE', message: 'A service this request needs is not reachable; retry shortly' },
+      headers: { 'retry-after': '1' },
+    };
   }
   // The stream kept moving under the command past the handler's bounded retries (writers in other
   // processes): nothing of this command was written; the same request again is safe.
@@ -72,7 +80,10 @@ function errorResponse(err: unknown): { status: number; body: ErrorBody; headers
     case 'SVC_CONTENT_ENCODING':
       return { status: 415, body: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'Content-Encoding is not supported: send the JSON body uncompressed' } };
     case 'SVC_TRANSFER_ENCODING':
-      return { status: 415, body: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'Transfer-Encoding other than chunked is not supported: send the JSON body uncompressed' } };
+      return {
+        status: 415,
+        body: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'Transfer-Encoding other than chunked is not supported: send the JSON body uncompressed' },
+      };
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return { status: 413, body: { code: 'PAYLOAD_TOO_LARGE', message: 'The request body is larger than 1 MiB' } };
     case 'SVC_JSON_TOO_DEEP':
@@ -88,7 +99,10 @@ function errorResponse(err: unknown): { status: number; body: ErrorBody; headers
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return bodyError('The request body is empty', 'empty body');
     case 'FST_ERR_BAD_URL':
-      return { status: 400, body: { code: 'VALIDATION_FAILED', message: 'The request URL is not valid', details: [{ path: 'url', message: 'badly percent-encoded' }] } };
+      return {
+        status: 400,
+        body: { code: 'VALIDATION_FAILED', message: 'The request URL is not valid', details: [{ path: 'url', message: 'badly percent-encoded' }] },
+      };
     case 'FST_ERR_MAX_PARAM_LENGTH':
       return { status: 404, body: { code: 'NOT_FOUND', message: 'Resource not found' } };
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
@@ -100,7 +114,10 @@ function errorResponse(err: unknown): { status: number; body: ErrorBody; headers
   }
   if (err instanceof HttpException) {
     const status = err.getStatus();
-    return { status, body: { code: STATUS_CODES[status] ?? (status >= 500 ? 'INTERNAL_ERROR' : 'BAD_REQUEST'), message: status === 404 ? 'Route not found' : err.message } };
+    return {
+      status,
+      body: { code: STATUS_CODES[status] ?? (status >= 500 ? 'INTERNAL_ERROR' : 'BAD_REQUEST'), message: status === 404 ? 'Route not found' : err.message },
+    };
   }
   const status = e?.statusCode ?? e?.status;
   if (typeof status === 'number' && status >= 400 && status < 500) {

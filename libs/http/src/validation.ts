@@ -15,7 +15,11 @@ const declaredCache = new WeakMap<object, Set<string>>();
 function declaredProperties(type: new (...args: never[]) => unknown): Set<string> {
   let declared = declaredCache.get(type);
   if (!declared) {
-    declared = new Set(getMetadataStorage().getTargetValidationMetadatas(type, '', false, false, undefined).map((m) => m.propertyName));
+    declared = new Set(
+      getMetadataStorage()
+        .getTargetValidationMetadatas(type, '', false, false, undefined)
+        .map((m) => m.propertyName),
+    );
     declaredCache.set(type, declared);
   }
   return declared;

@@ -3,16 +3,24 @@ import { toErrorResponse } from '@svc/http';
 import { BusUnavailableError } from '@svc/messaging';
 
 describe('toErrorResponse', () => {
-  it('a stream that kept moving past the command handler\'s retries is 503 UNAVAILABLE with retry-after, never 500', () => {
+  it("a stream that kept moving past the command handler's retries is 503 UNAVAILABLE with retry-after, never 500", () => {
     const r = toErrorResponse(new WrongExpectedRevisionError('conversation-conversation-x', 4, 9));
-    expect(r).toEqual({ status: 503, body: { code: 'UNAVAILABLE', message: 'The resource is busy; retry with the same request' }, headers: { 'retry-after': '1' } });
+    expect(r).toEqual({
+      status: 503,
+      body: { code: 'UNAVAILABLE', message: 'The resource is busy; retry with the same request' },
+      headers: { 'retry-after': '1' },
+    });
     // The message names no stream (it may carry an id).
     expect(JSON.stringify(r.body)).not.toContain('conversation-');
   });
 
   it('a bus request whose reply consumer is not ready within its bound is 503 UNAVAILABLE with retry-after', () => {
     const r = toErrorResponse(new BusUnavailableError('case-ledger.query.case-status'));
-    expect(r).toEqual({ status: 503, body: { code: 'UNAVAILABLE', message: 'A service this request needs is not reachable; retry shortly' }, headers: { 'retry-after': '1' } });
+    expect(r).toEqual({
+      status: 503,
+      body: { code: 'UNAVAILABLE', message: 'A service this request needs is not reachable; retry shortly' },
+      headers: { 'retry-after': '1' },
+    });
     expect(JSON.stringify(r.body)).not.toContain('case-ledger');
   });
 

@@ -21,9 +21,29 @@ describe('registerLeanRoute', () => {
 
   beforeEach(async () => {
     fastify = Fastify();
-    registerLeanRoute<string, object>(fastify, pipe, { method: 'GET', url: '/c/:id', status: 200, authenticate, coalesce: true, handle: async (who, p) => ({ who, id: p.id }) });
-    registerLeanRoute<string, object>(fastify, pipe, { method: 'GET', url: '/n/:id', status: 200, authenticate, handle: async (who, p) => ({ who, id: p.id }) });
-    registerLeanRoute<string, NameDto>(fastify, pipe, { method: 'POST', url: '/b', status: 201, authenticate, body: NameDto, handle: async (who, _p, body) => ({ who, name: body.name }) });
+    registerLeanRoute<string, object>(fastify, pipe, {
+      method: 'GET',
+      url: '/c/:id',
+      status: 200,
+      authenticate,
+      coalesce: true,
+      handle: async (who, p) => ({ who, id: p.id }),
+    });
+    registerLeanRoute<string, object>(fastify, pipe, {
+      method: 'GET',
+      url: '/n/:id',
+      status: 200,
+      authenticate,
+      handle: async (who, p) => ({ who, id: p.id }),
+    });
+    registerLeanRoute<string, NameDto>(fastify, pipe, {
+      method: 'POST',
+      url: '/b',
+      status: 201,
+      authenticate,
+      body: NameDto,
+      handle: async (who, _p, body) => ({ who, name: body.name }),
+    });
     await fastify.ready();
   });
   afterEach(() => fastify.close());
@@ -42,34 +62,52 @@ describe('registerLeanRoute', () => {
   }
 
   it('a coalescing route writes its answer after the turn’s immediate answers, even when decided first', async () => {
-    expect(await finishOrder([
-      { label: 'coalesced', url: '/c/1' },
-      { label: 'immediate', url: '/n/2' },
-    ])).toEqual(['immediate', 'coalesced']);
+    expect(
+      await finishOrder([
+        { label: 'coalesced', url: '/c/1' },
+        { label: 'immediate', url: '/n/2' },
+      ]),
+    ).toEqual(['immediate', 'coalesced']);
     // Two plain routes finish in the order they were decided (the check above is about coalescing).
-    expect(await finishOrder([
-      { label: 'first', url: '/n/1' },
-      { label: 'second', url: '/n/2' },
-    ])).toEqual(['first', 'second']);
+    expect(
+      await finishOrder([
+        { label: 'first', url: '/n/1' },
+        { label: 'second', url: '/n/2' },
+      ]),
+    ).toEqual(['first', 'second']);
   });
 
   it('a request that carries a body is answered at once, also on a coalescing route', async () => {
-    expect(await finishOrder([
-      { label: 'with-body', url: '/c/1', headers: { 'content-type': 'application/json' }, payload: '{}' },
-      { label: 'immediate', url: '/n/2' },
-    ])).toEqual(['with-body', 'immediate']);
+    expect(
+      await finishOrder([
+        { label: 'with-body', url: '/c/1', headers: { 'content-type': 'application/json' }, payload: '{}' },
+        { label: 'immediate', url: '/n/2' },
+      ]),
+    ).toEqual(['with-body', 'immediate']);
   });
 
   it('the coalesced answers of one turn each reach their own request, with their status and body', async () => {
-    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => fastify.inject({ method: 'GET', url: `/c/${i}`, headers: { authorization: 'Bearer ok' } })));
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => fastify.inject({ method: 'GET', url: `/c/${i}`, headers: { authorization: 'Bearer ok' } })),
+    );
     expect(answers.map((a) => [a.statusCode, a.json().id])).toEqual(Array.from({ length: 20 }, (_, i) => [200, String(i)]));
   });
 
   it('authenticates before the body, then validates the body with the DTO; errors in the error form', async () => {
     const noKey = await fastify.inject({ method: 'POST', url: '/b', payload: { name: 1 } });
-    expect({ status: noKey.statusCode, body: noKey.json() }).toEqual({ status: 401, body: { code: 'INVALID_API_CREDENTIAL', message: 'A valid API key is required' } });
+    expect({ status: noKey.statusCode, body: noKey.json() }).toEqual({
+      status: 401,
+      body: { code: 'INVALID_API_CREDENTIAL', message: 'A valid API key is required' },
+    });
     const bad = await fastify.inject({ method: 'POST', url: '/b', headers: { authorization: 'Bearer ok' }, payload: { name: 1, extra: true } });
-    expect({ status: bad.statusCode, code: bad.json().code, paths: bad.json().details.map((d: { path: string }) => d.path).sort() }).toEqual({ status: 400, code: 'VALIDATION_FAILED', paths: ['extra', 'name'] });
+    expect({
+      status: bad.statusCode,
+      code: bad.json().code,
+      paths: bad
+        .json()
+        .details.map((d: { path: string }) => d.path)
+        .sort(),
+    }).toEqual({ status: 400, code: 'VALIDATION_FAILED', paths: ['extra', 'name'] });
     const good = await fastify.inject({ method: 'POST', url: '/b', headers: { authorization: 'Bearer ok' }, payload: { name: 'A' } });
     expect({ status: good.statusCode, body: good.json() }).toEqual({ status: 201, body: { who: 'caller', name: 'A' } });
     const refused = await fastify.inject({ method: 'GET', url: '/c/1' });
@@ -83,7 +121,17 @@ describe('registerLeanRoute', () => {
 
   it('refuses to coalesce an operation that takes a body', () => {
     const f = Fastify();
-    expect(() => registerLeanRoute<string, NameDto>(f, pipe, { method: 'POST', url: '/x', status: 200, authenticate, body: NameDto, coalesce: true, handle: async () => ({}) })).toThrow(/without a body/);
+    expect(() =>
+      registerLeanRoute<string, NameDto>(f, pipe, {
+        method: 'POST',
+        url: '/x',
+        status: 200,
+        authenticate,
+        body: NameDto,
+        coalesce: true,
+        handle: async () => ({}),
+      }),
+    ).toThrow(/without a body/);
     return f.close();
   });
 });

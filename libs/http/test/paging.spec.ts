@@ -79,7 +79,16 @@ describe('ListCursors', () => {
     const key = keyring.serviceKey('list-cursor');
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { encryptString } = require('@svc/security') as typeof import('@svc/security');
-    for (const payload of [{ s: scope, o: '1', k: 'k' }, { s: scope, o: null, k: 'k' }, { s: scope, o: 1, k: '' }, { s: scope, o: 1, k: 'x'.repeat(201) }, { s: scope, o: 1 }, [scope, 1, 'k'], 'text', null]) {
+    for (const payload of [
+      { s: scope, o: '1', k: 'k' },
+      { s: scope, o: null, k: 'k' },
+      { s: scope, o: 1, k: '' },
+      { s: scope, o: 1, k: 'x'.repeat(201) },
+      { s: scope, o: 1 },
+      [scope, 1, 'k'],
+      'text',
+      null,
+    ]) {
       expect(rejection(() => cursors.open(encryptString(key, JSON.stringify(payload)), scope))).toEqual(invalid);
     }
     expect(rejection(() => cursors.open(encryptString(key, 'not json'), scope))).toEqual(invalid);

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { UUID_PATH_PARAMS, uuidParamProblem } from '../src/path-params';
 
 describe('uuidParamProblem', () => {
-  it('passes uuids in any case, including ones of no RFC version (a well-formed unknown id is the route\'s 404)', () => {
+  it("passes uuids in any case, including ones of no RFC version (a well-formed unknown id is the route's 404)", () => {
     for (const id of [randomUUID(), randomUUID().toUpperCase(), '00000000-0000-0000-0000-000000000000', 'ffffffff-ffff-ffff-ffff-ffffffffffff']) {
       expect(uuidParamProblem({ caseId: id, orgId: id })).toBeUndefined();
     }
@@ -18,7 +18,15 @@ describe('uuidParamProblem', () => {
         { path: 'caseId', message: 'caseId must be a uuid' },
       ],
     });
-    for (const bad of ['', ' ', randomUUID().replace(/-/g, ''), `{${randomUUID()}}`, `urn:uuid:${randomUUID()}`, `${randomUUID()}\n`, 'g'.repeat(8) + randomUUID().slice(8)]) {
+    for (const bad of [
+      '',
+      ' ',
+      randomUUID().replace(/-/g, ''),
+      `{${randomUUID()}}`,
+      `urn:uuid:${randomUUID()}`,
+      `${randomUUID()}\n`,
+      'g'.repeat(8) + randomUUID().slice(8),
+    ]) {
       if (bad === '') continue;
       expect(uuidParamProblem({ checkInId: bad })?.details).toEqual([{ path: 'checkInId', message: expect.any(String) }]);
     }

@@ -49,9 +49,19 @@ describe('RateLimiter', () => {
   });
 
   it('answers Retry-After as the wait rounded up to whole seconds, at least 1', () => {
-    for (const [ms, header] of [[1, '1'], [999, '1'], [1000, '1'], [1001, '2'], [1500, '2'], [61_000, '61']] as const) {
+    for (const [ms, header] of [
+      [1, '1'],
+      [999, '1'],
+      [1000, '1'],
+      [1001, '2'],
+      [1500, '2'],
+      [61_000, '61'],
+    ] as const) {
       const buckets: TokenBuckets = { take: () => ({ allowed: false, retryAfterMs: ms }) };
-      expect({ ms, headers: refusal(() => new RateLimiter(settings(), buckets, new Wall(), keyring).check('address', '10.0.0.1')).headers }).toEqual({ ms, headers: { 'retry-after': header } });
+      expect({ ms, headers: refusal(() => new RateLimiter(settings(), buckets, new Wall(), keyring).check('address', '10.0.0.1')).headers }).toEqual({
+        ms,
+        headers: { 'retry-after': header },
+      });
     }
   });
 
@@ -80,7 +90,11 @@ describe('RateLimiter', () => {
     limiter.check('apiKey', 'b1f0c2de-0000-4000-8000-000000000001');
     limiter.check('staff', 'auth0|alice@example.test');
     limiter.check('address', '203.0.113.7');
-    expect(seen.map((x) => x.bucket)).toEqual(['k:b1f0c2de-0000-4000-8000-000000000001', expect.stringMatching(/^s:[0-9a-f]{32}$/), expect.stringMatching(/^a:[0-9a-f]{32}$/)]);
+    expect(seen.map((x) => x.bucket)).toEqual([
+      'k:b1f0c2de-0000-4000-8000-000000000001',
+      expect.stringMatching(/^s:[0-9a-f]{32}$/),
+      expect.stringMatching(/^a:[0-9a-f]{32}$/),
+    ]);
     expect(seen.map((x) => x.limit)).toEqual([s.apiKey, s.staff, s.address]);
     // The same caller gets the same bucket in every process with the same master key.
     const again: string[] = [];
@@ -116,9 +130,13 @@ describe('RateLimiter', () => {
     expect(new RateLimiter(settings(), throwing, new Wall(), keyring).check('staff', 's')).toBeUndefined();
   });
 
-  it('has defaults above the decisions\' floor: 100/s per key and subject, 20/s per address, bursts of 5 s or more', () => {
+  it("has defaults above the decisions' floor: 100/s per key and subject, 20/s per address, bursts of 5 s or more", () => {
     expect(RATE_LIMIT_DEFAULTS.enabled).toBe(true);
-    for (const [kind, floor] of [['apiKey', 100], ['staff', 100], ['address', 20]] as const) {
+    for (const [kind, floor] of [
+      ['apiKey', 100],
+      ['staff', 100],
+      ['address', 20],
+    ] as const) {
       expect(RATE_LIMIT_DEFAULTS[kind].ratePerS).toBeGreaterThanOrEqual(floor);
       expect(RATE_LIMIT_DEFAULTS[kind].burst).toBeGreaterThanOrEqual(5 * RATE_LIMIT_DEFAULTS[kind].ratePerS);
     }

@@ -88,9 +88,19 @@ describe('validation pipe: unknown fields', () => {
 
 describe('lowercaseUuidParams', () => {
   it('lower-cases uuid path ids only', () => {
-    const params: Record<string, unknown> = { caseId: '3F2504E0-4F89-41D3-9A0C-0305E82C3301', orgId: '3f2504e0-4f89-41d3-9a0c-0305e82c3301', reference: 'CC-ABCDEFGH', n: undefined };
+    const params: Record<string, unknown> = {
+      caseId: '3F2504E0-4F89-41D3-9A0C-0305E82C3301',
+      orgId: '3f2504e0-4f89-41d3-9a0c-0305e82c3301',
+      reference: 'CC-ABCDEFGH',
+      n: undefined,
+    };
     lowercaseUuidParams(params);
-    expect(params).toEqual({ caseId: '3f2504e0-4f89-41d3-9a0c-0305e82c3301', orgId: '3f2504e0-4f89-41d3-9a0c-0305e82c3301', reference: 'CC-ABCDEFGH', n: undefined });
+    expect(params).toEqual({
+      caseId: '3f2504e0-4f89-41d3-9a0c-0305e82c3301',
+      orgId: '3f2504e0-4f89-41d3-9a0c-0305e82c3301',
+      reference: 'CC-ABCDEFGH',
+      n: undefined,
+    });
     expect(() => lowercaseUuidParams(undefined)).not.toThrow();
   });
 });
@@ -115,7 +125,10 @@ class NonEmptyDto {
 const freeBody: ArgumentMetadata = { type: 'body', metatype: FreeDto, data: undefined };
 
 /** Own keys at every depth, in order, so a dropped or added key shows (JSON.stringify alone would not tell `{}` from a missing member). */
-const shape = (v: unknown): string => JSON.stringify(v, (_k, x: unknown) => (x !== null && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.keys(x).map((k) => [`#${k}`, (x as Record<string, unknown>)[k]])) : x));
+const shape = (v: unknown): string =>
+  JSON.stringify(v, (_k, x: unknown) =>
+    x !== null && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.keys(x).map((k) => [`#${k}`, (x as Record<string, unknown>)[k]])) : x,
+  );
 
 describe('validation pipe: free-form members arrive exactly as sent', () => {
   it.each(PROTOTYPE_NAMES)('keeps %s keys at any depth of a free-form object, a free-form array and free-form members of nested DTOs', async (key) => {

@@ -21,7 +21,12 @@ export interface AskOptionsWithFallback<TFallback> extends AskOptions {
  * it, the failure is what `onError` returns or throws.
  */
 export function ask<TReply>(bus: AnyClientProxy, pattern: string, payload: unknown, options: AskOptions): Promise<TReply>;
-export function ask<TReply, TFallback>(bus: AnyClientProxy, pattern: string, payload: unknown, options: AskOptionsWithFallback<TFallback>): Promise<TReply | TFallback>;
+export function ask<TReply, TFallback>(
+  bus: AnyClientProxy,
+  pattern: string,
+  payload: unknown,
+  options: AskOptionsWithFallback<TFallback>,
+): Promise<TReply | TFallback>;
 export async function ask<TReply, TFallback>(
   bus: AnyClientProxy,
   pattern: string,

@@ -41,7 +41,10 @@ export function errorCode(err: unknown): string {
 }
 
 /** The dead letter of a consumed record: the same key, value and headers, plus where it came from and why. */
-export function deadLetterRecord(payload: Pick<EachMessagePayload, 'topic' | 'partition' | 'message'>, info: { group: string; error: unknown; attempts: number; at: Date }) {
+export function deadLetterRecord(
+  payload: Pick<EachMessagePayload, 'topic' | 'partition' | 'message'>,
+  info: { group: string; error: unknown; attempts: number; at: Date },
+) {
   const { topic, partition, message } = payload;
   return {
     topic: deadLetterTopic(topic),

@@ -28,7 +28,11 @@ function parse(argv: string[]): { command: string; topic: string; dryRun: boolea
       return v;
     };
     if (arg === '--topic' || arg.startsWith('--topic=')) topic = value();
-    else if (arg === '--brokers' || arg.startsWith('--brokers=')) brokers = value().split(',').map((b) => b.trim()).filter(Boolean);
+    else if (arg === '--brokers' || arg.startsWith('--brokers='))
+      brokers = value()
+        .split(',')
+        .map((b) => b.trim())
+        .filter(Boolean);
     else if (arg === '--dry-run') dryRun = true;
     else throw new Error(`unknown argument ${arg}\n${USAGE}`);
   }
@@ -53,10 +57,17 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<numb
     return 2;
   }
   try {
-    const result = await replayDeadLetters({ topic: args.topic, brokers: args.brokers, dryRun: args.dryRun, onDeadLetter: (d) => process.stdout.write(`${line(d, args.dryRun)}\n`) });
+    const result = await replayDeadLetters({
+      topic: args.topic,
+      brokers: args.brokers,
+      dryRun: args.dryRun,
+      onDeadLetter: (d) => process.stdout.write(`${line(d, args.dryRun)}\n`),
+    });
     const n = result.deadLetters.length;
     const noun = n === 1 ? 'dead letter' : 'dead letters';
-    process.stdout.write(args.dryRun ? `${n} ${noun} would be replayed (dry run) from ${result.dlqTopic}\n` : `${n} ${noun} replayed from ${result.dlqTopic}\n`);
+    process.stdout.write(
+      args.dryRun ? `${n} ${noun} would be replayed (dry run) from ${result.dlqTopic}\n` : `${n} ${noun} replayed from ${result.dlqTopic}\n`,
+    );
     return 0;
   } catch (err) {
     // The name and message of a Kafka or argument error (no record data reaches them).

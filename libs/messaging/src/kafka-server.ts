@@ -181,12 +181,20 @@ export class KafkaBusServer extends ServerKafka {
     }
   }
 
-  private async deadLetter(payload: Pick<EachMessagePayload, 'topic' | 'partition' | 'message'>, err: unknown, attempts: number, where: Record<string, unknown>): Promise<void> {
+  private async deadLetter(
+    payload: Pick<EachMessagePayload, 'topic' | 'partition' | 'message'>,
+    err: unknown,
+    attempts: number,
+    where: Record<string, unknown>,
+  ): Promise<void> {
     const record = deadLetterRecord(payload, { group: this.groupId, error: err, attempts, at: new Date() });
     await this.producer!.send({ topic: record.topic, messages: [record.message] });
     this.deadLettered++;
     const onTopic = (this.deadLetteredByTopic.get(payload.topic) ?? 0) + 1;
     this.deadLetteredByTopic.set(payload.topic, onTopic);
-    this.log.error({ ...where, attempts, deadLetterTopic: deadLetterTopic(payload.topic), deadLettered: onTopic, deadLetteredTotal: this.deadLettered }, 'bus message dead-lettered after its attempts');
+    this.log.error(
+      { ...where, attempts, deadLetterTopic: deadLetterTopic(payload.topic), deadLettered: onTopic, deadLetteredTotal: this.deadLettered },
+      'bus message dead-lettered after its attempts',
+    );
   }
 }

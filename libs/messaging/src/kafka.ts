@@ -41,7 +41,11 @@ export function kafkaServerOptions(serviceName: string, brokers: string[] = kafk
     transport: Transport.KAFKA,
     options: {
       client: { clientId: serviceName, brokers },
-      consumer: { groupId: serviceName, allowAutoTopicCreation: true, ...(wiring.maxWaitTimeInMs !== undefined ? { maxWaitTimeInMs: wiring.maxWaitTimeInMs } : {}) },
+      consumer: {
+        groupId: serviceName,
+        allowAutoTopicCreation: true,
+        ...(wiring.maxWaitTimeInMs !== undefined ? { maxWaitTimeInMs: wiring.maxWaitTimeInMs } : {}),
+      },
       subscribe: { fromBeginning: wiring.fromBeginning ?? true },
       run: { partitionsConsumedConcurrently: wiring.partitionsConsumedConcurrently ?? 1 },
       producer: producerConfig(),

@@ -160,10 +160,7 @@ export class IntegrationEventRelay {
     this.pending = [];
     this.tails.clear();
     this.skippedSinceCommit = 0;
-    this.subscription = this.options.store.subscribeToAll(
-      { fromPosition: from, streamPrefix: this.options.streamPrefixes },
-      (e) => this.onEvent(e),
-    );
+    this.subscription = this.options.store.subscribeToAll({ fromPosition: from, streamPrefix: this.options.streamPrefixes }, (e) => this.onEvent(e));
   }
 
   async stop(): Promise<void> {
@@ -340,7 +337,9 @@ export class IntegrationEventRelay {
       );
       let outcome = await this.within(emitted, timeoutMs);
       if (outcome === 'timeout') {
-        this.logger.warn(`emit of position ${e.position} to ${this.options.topic} not confirmed within ${timeoutMs} ms (attempt ${attempt}); waiting for it to settle before any retry`);
+        this.logger.warn(
+          `emit of position ${e.position} to ${this.options.topic} not confirmed within ${timeoutMs} ms (attempt ${attempt}); waiting for it to settle before any retry`,
+        );
         // Never a second emit of the event while the first may still be delivering it.
         const settled = await Promise.race([emitted, this.stopped.promise.then(() => 'stopped' as const)]);
         if (settled === 'stopped') return false; // not confirmed: the checkpoint stays below it

@@ -22,24 +22,43 @@ describe('ask (bus request/reply)', () => {
 
   it('fails with TimeoutError when no reply comes within timeoutMs', async () => {
     const started = Date.now();
-    await expect(ask(bus(() => NEVER), 'p.q', {}, { timeoutMs: 50 })).rejects.toBeInstanceOf(TimeoutError);
+    await expect(
+      ask(
+        bus(() => NEVER),
+        'p.q',
+        {},
+        { timeoutMs: 50 },
+      ),
+    ).rejects.toBeInstanceOf(TimeoutError);
     expect(Date.now() - started).toBeLessThan(1000);
   }, 5000);
 
   it('without onError, rejects with the error as the bus gave it', async () => {
     const refusal = { status: 404, code: 'NOT_FOUND', message: 'no such case' };
-    await expect(ask(bus(() => throwError(() => refusal)), 'p.q', {}, { timeoutMs: 1000 })).rejects.toBe(refusal);
+    await expect(
+      ask(
+        bus(() => throwError(() => refusal)),
+        'p.q',
+        {},
+        { timeoutMs: 1000 },
+      ),
+    ).rejects.toBe(refusal);
   });
 
   it('with onError, a failure becomes what onError returns', async () => {
     const seen: unknown[] = [];
-    const r = await ask<{ ok: true }, null>(bus(() => NEVER), 'p.q', {}, {
-      timeoutMs: 20,
-      onError: (err) => {
-        seen.push(err);
-        return null;
+    const r = await ask<{ ok: true }, null>(
+      bus(() => NEVER),
+      'p.q',
+      {},
+      {
+        timeoutMs: 20,
+        onError: (err) => {
+          seen.push(err);
+          return null;
+        },
       },
-    });
+    );
     expect(r).toBeNull();
     expect(seen[0]).toBeInstanceOf(TimeoutError);
   }, 5000);
@@ -47,18 +66,30 @@ describe('ask (bus request/reply)', () => {
   it('with onError, a failure becomes what onError throws', async () => {
     const mapped = new Error('mapped');
     await expect(
-      ask(bus(() => throwError(() => ({ status: 503, code: 'NO_HANDLER' }))), 'p.q', {}, {
-        timeoutMs: 1000,
-        onError: () => {
-          throw mapped;
+      ask(
+        bus(() => throwError(() => ({ status: 503, code: 'NO_HANDLER' }))),
+        'p.q',
+        {},
+        {
+          timeoutMs: 1000,
+          onError: () => {
+            throw mapped;
+          },
         },
-      }),
+      ),
     ).rejects.toBe(mapped);
   });
 
   it('with onError, a reply is returned untouched (onError not called)', async () => {
     const onError = jest.fn(() => 'fallback');
-    await expect(ask(bus(() => of({ reserved: true })), 'p.q', {}, { timeoutMs: 1000, onError })).resolves.toEqual({ reserved: true });
+    await expect(
+      ask(
+        bus(() => of({ reserved: true })),
+        'p.q',
+        {},
+        { timeoutMs: 1000, onError },
+      ),
+    ).resolves.toEqual({ reserved: true });
     expect(onError).not.toHaveBeenCalled();
   });
 });

@@ -10,7 +10,12 @@ import { busClient, BusUnavailableError } from '../src';
 describe('Kafka bus client', () => {
   it('a send whose reply consumer cannot join fails within the bound with UNAVAILABLE', async () => {
     const port = await freePort();
-    const client = busClient('bounded-wait-test', { kind: 'kafka', brokers: [`127.0.0.1:${port}`], replyPatterns: ['bounded-wait-test.query'], replyWaitMs: 1500 });
+    const client = busClient('bounded-wait-test', {
+      kind: 'kafka',
+      brokers: [`127.0.0.1:${port}`],
+      replyPatterns: ['bounded-wait-test.query'],
+      replyWaitMs: 1500,
+    });
     try {
       const started = Date.now();
       const err = await lastValueFrom(client.send('bounded-wait-test.query', { n: 1 })).catch((e: unknown) => e);

@@ -17,7 +17,17 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { Controller, DynamicModule, INestApplicationContext, INestMicroservice, Inject, Injectable, Module, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import {
+  Controller,
+  DynamicModule,
+  INestApplicationContext,
+  INestMicroservice,
+  Inject,
+  Injectable,
+  Module,
+  OnApplicationBootstrap,
+  OnApplicationShutdown,
+} from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Ctx, EventPattern, KafkaContext, MessagePattern, Payload, RpcException } from '@nestjs/microservices';
 import { ConfigResourceTypes, Kafka, KafkaMessage, logLevel, Partitioners } from 'kafkajs';
@@ -71,7 +81,8 @@ const DOCKER = GIVEN_BROKERS ? false : dockerEngineReachable();
 const REQUIRED = process.env.KAFKA_REQUIRED === '1' || ['1', 'true'].includes((process.env.CI ?? '').toLowerCase());
 const SOURCE: 'brokers' | 'docker' | 'none' = GIVEN_BROKERS ? 'brokers' : DOCKER ? 'docker' : 'none';
 // Straight to stdout: Jest does not show the console output of a suite whose tests all skip.
-if (SOURCE === 'none' && !REQUIRED) process.stdout.write('Kafka transport suite skipped: no KAFKA_BROKERS and no Docker engine reachable (npm run kafka:up starts a broker)\n');
+if (SOURCE === 'none' && !REQUIRED)
+  process.stdout.write('Kafka transport suite skipped: no KAFKA_BROKERS and no Docker engine reachable (npm run kafka:up starts a broker)\n');
 
 const KAFKA_IMAGE = 'apache/kafka:3.9.0';
 const START_SCRIPT = '/tmp/testcontainers_start.sh';
@@ -408,7 +419,13 @@ function metadata(overrides: Partial<NewEvent['metadata']> = {}): NewEvent['meta
 
 /** The partition Kafka's Java clients pick for a key (murmur2), as kafkajs's default partitioner does. */
 function javaPartition(topic: string, key: string): number {
-  const partitionMetadata = Array.from({ length: PARTITIONS }, (_, partitionId) => ({ partitionId, partitionErrorCode: 0, leader: 1, replicas: [1], isr: [1] }));
+  const partitionMetadata = Array.from({ length: PARTITIONS }, (_, partitionId) => ({
+    partitionId,
+    partitionErrorCode: 0,
+    leader: 1,
+    replicas: [1],
+    isr: [1],
+  }));
   return Partitioners.DefaultPartitioner()({ topic, partitionMetadata, message: { key, value: '' } });
 }
 
@@ -438,7 +455,9 @@ function dlqCommand(brokers: string[], args: string[]): Promise<{ code: number; 
 if (SOURCE === 'none' && REQUIRED) {
   describe('Kafka transport', () => {
     it('has a broker', () => {
-      throw new Error('no Kafka broker: KAFKA_BROKERS is not set and no Docker engine answers; `npm run kafka:up` starts one (scripts/test.js does it before the tests: see its output)');
+      throw new Error(
+        'no Kafka broker: KAFKA_BROKERS is not set and no Docker engine answers; `npm run kafka:up` starts one (scripts/test.js does it before the tests: see its output)',
+      );
     });
   });
 }
@@ -474,7 +493,10 @@ if (SOURCE === 'none' && REQUIRED) {
     });
 
     // Wired as the apps are (busServerStrategy).
-    app = await NestFactory.createMicroservice(KafkaSpecModule, { ...(busServerStrategy(`kafka-spec-service-${RUN}`, { kind: 'kafka', brokers }) as object), logger: false });
+    app = await NestFactory.createMicroservice(KafkaSpecModule, {
+      ...(busServerStrategy(`kafka-spec-service-${RUN}`, { kind: 'kafka', brokers }) as object),
+      logger: false,
+    });
     app.useGlobalFilters(new BusExceptionFilter());
     await app.listen();
     client = busClient(`kafka-spec-caller-inproc-${RUN}`, { kind: 'kafka', brokers, replyPatterns: [ECHO, REFUSE] });
@@ -499,7 +521,10 @@ if (SOURCE === 'none' && REQUIRED) {
   });
 
   it('request/reply over Kafka; the payload is JSON (a Date arrives as a string)', async () => {
-    await expect(lastValueFrom(client.send(ECHO, { text: 'hello', when: new Date() }).pipe(timeout(30_000)))).resolves.toEqual({ echoed: 'hello', whenType: 'string' });
+    await expect(lastValueFrom(client.send(ECHO, { text: 'hello', when: new Date() }).pipe(timeout(30_000)))).resolves.toEqual({
+      echoed: 'hello',
+      whenType: 'string',
+    });
   });
 
   it('a refusal crosses with status and code intact', async () => {
@@ -510,8 +535,22 @@ if (SOURCE === 'none' && REQUIRED) {
     const dir = mkdtempSync(join(tmpdir(), 'kafka-relay-'));
     const store = new SqliteEventStore(join(dir, 'events.db'), { pollIntervalMs: 20 });
     const readStore = new SqliteReadStore(join(dir, 'read.db'));
-    const caseRelay = new IntegrationEventRelay({ name: `case-relay-${RUN}`, store, readStore, client: emitter, topic: CASE_EVENTS, streamPrefixes: ['case-ledger-'] });
-    const gatewayRelay = new IntegrationEventRelay({ name: `gateway-relay-${RUN}`, store, readStore, client: emitter, topic: GATEWAY_EVENTS, streamPrefixes: ['gateway-'] });
+    const caseRelay = new IntegrationEventRelay({
+      name: `case-relay-${RUN}`,
+      store,
+      readStore,
+      client: emitter,
+      topic: CASE_EVENTS,
+      streamPrefixes: ['case-ledger-'],
+    });
+    const gatewayRelay = new IntegrationEventRelay({
+      name: `gateway-relay-${RUN}`,
+      store,
+      readStore,
+      client: emitter,
+      topic: GATEWAY_EVENTS,
+      streamPrefixes: ['gateway-'],
+    });
     try {
       await caseRelay.start();
       await gatewayRelay.start();
@@ -520,17 +559,29 @@ if (SOURCE === 'none' && REQUIRED) {
       const org = `gateway-organization-${randomUUID()}`;
       const opened = metadata();
       await store.append(a, [{ type: 'clinical_case.opened', data: { n: 1 }, metadata: opened }], 'no_stream');
-      await store.append(b, [{ type: 'clinical_case.opened', data: { n: 1 }, metadata: metadata({ organizationId: 'org-2', environmentId: 'env-2' }) }], 'no_stream');
+      await store.append(
+        b,
+        [{ type: 'clinical_case.opened', data: { n: 1 }, metadata: metadata({ organizationId: 'org-2', environmentId: 'env-2' }) }],
+        'no_stream',
+      );
       await store.append(org, [{ type: 'organization.created', data: { n: 1 }, metadata: metadata({ actor: 'staff:ada' }) }], 'no_stream');
       await store.append(
         a,
         [
-          { type: 'clinical_case.acknowledged', data: { n: 2 }, metadata: metadata({ causationId: opened.eventId, correlationId: opened.correlationId, actor: 'staff:ada' }) },
+          {
+            type: 'clinical_case.acknowledged',
+            data: { n: 2 },
+            metadata: metadata({ causationId: opened.eventId, correlationId: opened.correlationId, actor: 'staff:ada' }),
+          },
           { type: 'clinical_case.updated', data: { n: 3 }, metadata: metadata({ causationId: opened.eventId }) },
         ],
         0,
       );
-      const { position: last } = await store.append(b, [{ type: 'clinical_case.resolved', data: { n: 2 }, metadata: metadata({ organizationId: null, environmentId: null }) }], 0);
+      const { position: last } = await store.append(
+        b,
+        [{ type: 'clinical_case.resolved', data: { n: 2 }, metadata: metadata({ organizationId: null, environmentId: null }) }],
+        0,
+      );
       const recorded = (await store.readAll(0, 100)).filter((e) => [a, b, org].includes(e.streamId));
       expect(recorded).toHaveLength(6);
       // A relay follows its own streams only: each is waited on at its last event.
@@ -610,7 +661,12 @@ if (SOURCE === 'none' && REQUIRED) {
     });
 
     it('a domain refusal crosses processes with status, code and details intact', async () => {
-      await expect(caller!.get(PeerCaller).refuse(7)).rejects.toEqual({ status: 409, code: 'ALREADY_RESOLVED', message: 'request 7 refused', details: { n: 7 } });
+      await expect(caller!.get(PeerCaller).refuse(7)).rejects.toEqual({
+        status: 409,
+        code: 'ALREADY_RESOLVED',
+        message: 'request 7 refused',
+        details: { n: 7 },
+      });
     });
   });
 
@@ -719,7 +775,8 @@ if (SOURCE === 'none' && REQUIRED) {
     it('partitions are consumed at the same time, and the messages of one key in their order', async () => {
       const keys = keysOnDistinctPartitions(ORDERED, PARTITIONS);
       // Published before the group starts, so that every partition has work waiting at once.
-      for (let n = 1; n <= 5; n++) for (const key of keys) await lastValueFrom(emitter.emit(ORDERED, new BusRecord(key, { key, n })), { defaultValue: undefined });
+      for (let n = 1; n <= 5; n++)
+        for (const key of keys) await lastValueFrom(emitter.emit(ORDERED, new BusRecord(key, { key, n })), { defaultValue: undefined });
       const ms = await startConsumer(OrderedModule, `kafka-spec-ordered-${RUN}`);
       try {
         await eventually(() => expect(orderedLog).toHaveLength(5 * PARTITIONS));
@@ -744,8 +801,13 @@ if (SOURCE === 'none' && REQUIRED) {
       const eventId = randomUUID();
       const ms = await startConsumer(PoisonModule, service, { maxAttempts: 3, retryDelayMs: 500, maxRetryDelayMs: 500, logger });
       try {
-        const send = (key: string, value: object, headers: Record<string, string> = {}) => lastValueFrom(emitter.emit(POISON, new BusRecord(key, value, headers)), { defaultValue: undefined });
-        await send(a, { key: a, n: 1, poison: true, note: POISON_SECRET }, { [MetadataHeaders.eventId]: eventId, [MetadataHeaders.eventType]: 'example.failed' });
+        const send = (key: string, value: object, headers: Record<string, string> = {}) =>
+          lastValueFrom(emitter.emit(POISON, new BusRecord(key, value, headers)), { defaultValue: undefined });
+        await send(
+          a,
+          { key: a, n: 1, poison: true, note: POISON_SECRET },
+          { [MetadataHeaders.eventId]: eventId, [MetadataHeaders.eventType]: 'example.failed' },
+        );
         await send(a, { key: a, n: 2 });
         await send(a, { key: a, n: 3 });
         await send(b, { key: b, n: 1 });
@@ -781,7 +843,10 @@ if (SOURCE === 'none' && REQUIRED) {
         // Counted in the logs, by topic and error code only: never the record's value or the error's message.
         const deadLog = logged.filter((l) => l.meta.deadLetterTopic === deadLetterTopic(POISON));
         expect(deadLog).toHaveLength(1);
-        expect(deadLog[0]).toMatchObject({ level: 'error', meta: { topic: POISON, offset: tries[0].offset, errorCode: 'DEPENDENCY_DOWN', attempts: 3, deadLettered: 1 } });
+        expect(deadLog[0]).toMatchObject({
+          level: 'error',
+          meta: { topic: POISON, offset: tries[0].offset, errorCode: 'DEPENDENCY_DOWN', attempts: 3, deadLettered: 1 },
+        });
         expect(logged.filter((l) => l.level === 'warn' && l.meta.topic === POISON)).toHaveLength(2); // the two failed attempts before the last
         expect(JSON.stringify(logged)).not.toContain('Jane Roe');
         expect(JSON.stringify(logged)).not.toContain('cannot notify');
@@ -841,9 +906,15 @@ if (SOURCE === 'none' && REQUIRED) {
           resources: names.map((name) => ({ type: ConfigResourceTypes.TOPIC, name, configNames: ['retention.ms', 'cleanup.policy'] })),
         });
         for (const s of specs) {
-          expect({ topic: s.topic, partitions: topics.find((t) => t.name === s.topic)?.partitions.length }).toEqual({ topic: s.topic, partitions: s.partitions });
+          expect({ topic: s.topic, partitions: topics.find((t) => t.name === s.topic)?.partitions.length }).toEqual({
+            topic: s.topic,
+            partitions: s.partitions,
+          });
           const entries = configs.resources.find((r) => r.resourceName === s.topic)?.configEntries ?? [];
-          expect({ topic: s.topic, retention: entries.find((e) => e.configName === 'retention.ms')?.configValue }).toEqual({ topic: s.topic, retention: String(s.retentionMs) });
+          expect({ topic: s.topic, retention: entries.find((e) => e.configName === 'retention.ms')?.configValue }).toEqual({
+            topic: s.topic,
+            retention: String(s.retentionMs),
+          });
           expect(entries.find((e) => e.configName === 'cleanup.policy')?.configValue).toBe('delete');
         }
       } finally {

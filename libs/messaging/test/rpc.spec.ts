@@ -25,6 +25,10 @@ describe('rpc (bus handler wrapper)', () => {
 
   it('rethrows anything else as it is', async () => {
     const boom = new TypeError('boom');
-    await expect(rpc(async () => { throw boom; })).rejects.toBe(boom);
+    await expect(
+      rpc(async () => {
+        throw boom;
+      }),
+    ).rejects.toBe(boom);
   });
 });

@@ -106,7 +106,10 @@ const PROXY_RANGE_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
 function trustProxy(value: string | undefined): ServiceConfig['trustProxy'] {
   if (value === undefined) return false;
   if (/^\d+$/.test(value.trim())) return integer(value, 'SVC_TRUST_PROXY', 0, 1, 100);
-  const entries = value.split(',').map((s) => s.trim()).filter(Boolean);
+  const entries = value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   for (const e of entries) {
     if (!PROXY_RANGE_NAMES.has(e) && !ipaddr.isValid(e) && !ipaddr.isValidCIDR(e)) {
       throw new Error('SVC_TRUST_PROXY must be a number of proxy hops, or addresses, CIDR ranges and loopback/linklocal/uniquelocal, comma-separated');
@@ -152,7 +155,10 @@ function staffOidc(env: NodeJS.ProcessEnv, production: boolean): ServiceConfig['
     return null;
   }
   const jwksUrl = env.STAFF_OIDC_JWKS_URL ?? `${issuer.replace(/\/$/, '')}/.well-known/jwks.json`;
-  for (const [name, value] of [['STAFF_OIDC_ISSUER', issuer], ['STAFF_OIDC_JWKS_URL', jwksUrl]] as const) {
+  for (const [name, value] of [
+    ['STAFF_OIDC_ISSUER', issuer],
+    ['STAFF_OIDC_JWKS_URL', jwksUrl],
+  ] as const) {
     let url: URL;
     try {
       url = new URL(value);
@@ -223,7 +229,10 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env, mode: 'standalo
     eventStoreSchema: schemaName(env.EVENT_STORE_SCHEMA),
     esdbConnectionString: env.ESDB_CONNECTION_STRING ?? 'kurrentdb://localhost:2113?tls=false',
     bus: pick(env.BUS, ['inproc', 'kafka'] as const, 'inproc', 'BUS'),
-    kafkaBrokers: (env.KAFKA_BROKERS ?? 'localhost:9092').split(',').map((s) => s.trim()).filter(Boolean),
+    kafkaBrokers: (env.KAFKA_BROKERS ?? 'localhost:9092')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
     readStore: pick(env.READ_STORE, ['sqlite', 'redis'] as const, 'sqlite', 'READ_STORE'),
     redisUrl: env.REDIS_URL ?? 'redis://127.0.0.1:6379',
     redisKeyPrefix: env.REDIS_KEY_PREFIX ?? 'svc',

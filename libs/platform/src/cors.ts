@@ -16,7 +16,10 @@ export interface CorsPolicy {
 /** Parses a comma-separated origin list (`*` allowed where `allowAny`); a malformed entry fails start-up. */
 export function parseOrigins(value: string | undefined, name: string, fallback: '*' | string[], allowAny: boolean): '*' | string[] {
   if (value === undefined || value.trim() === '') return fallback;
-  const items = value.split(',').map((s) => s.trim()).filter(Boolean);
+  const items = value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (items.length === 0) throw new Error(`${name}: no origin in "${value}"`);
   if (allowAny && items.length === 1 && items[0] === '*') return '*';
   for (const item of items) {
@@ -54,7 +57,8 @@ const MAX_AGE = '600';
  */
 export function corsHook(policy: CorsPolicy): (req: FastifyRequest, reply: FastifyReply, done: () => void) => void {
   const widget: CorsRule = { origins: policy.widgetOrigins, methods: 'GET, POST', headers: 'authorization, content-type, idempotency-key' };
-  const staff: CorsRule | null = policy.staffOrigins.length > 0 ? { origins: policy.staffOrigins, methods: 'GET, POST, PUT, PATCH, DELETE', headers: 'authorization, content-type' } : null;
+  const staff: CorsRule | null =
+    policy.staffOrigins.length > 0 ? { origins: policy.staffOrigins, methods: 'GET, POST, PUT, PATCH, DELETE', headers: 'authorization, content-type' } : null;
   const ruleOf = (url: string): CorsRule | null => {
     if (url.startsWith(WIDGET_PREFIX)) return widget;
     if (staff && url.startsWith(STAFF_PREFIX)) {

@@ -70,7 +70,12 @@ export async function openRawEventStore(settings: EventStoreSettings, options: O
       throw new Error(`no event store in schema ${settings.eventStoreSchema} of the PostgreSQL database at DATABASE_URL`);
     }
     // Connects, creates or migrates its schema (and listens, for the service) before it answers.
-    return PostgresEventStore.open({ connectionString: settings.databaseUrl, schema: settings.eventStoreSchema, logger, ...(tool ? { listen: false, poolSize: 2 } : {}) });
+    return PostgresEventStore.open({
+      connectionString: settings.databaseUrl,
+      schema: settings.eventStoreSchema,
+      logger,
+      ...(tool ? { listen: false, poolSize: 2 } : {}),
+    });
   }
   const file = join(settings.dataDir, 'events.sqlite');
   if (tool && !existsSync(file)) throw new Error(`no event store at ${file} (set SVC_DATA_DIR to the service's data dir)`);

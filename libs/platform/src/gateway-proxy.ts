@@ -52,7 +52,17 @@ export interface GatewayProxyOptions {
 }
 
 /** Headers of one hop (RFC 9110 section 7.6.1), never forwarded either way. */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'proxy-authenticate', 'proxy-authorization']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-authenticate',
+  'proxy-authorization',
+]);
 /** Request headers the gateway answers or replaces: Expect (its edge met it), the forwarding headers and the request id (set anew). */
 const NOT_FORWARDED = new Set(['expect', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-request-id']);
 
@@ -72,7 +82,10 @@ export function proxiedRoute(req: object): RouteMatch | undefined {
   return (req as { [PROXIED]?: RouteMatch })[PROXIED];
 }
 
-const UNAVAILABLE_BODY = JSON.stringify({ code: 'UNAVAILABLE', message: 'This part of the service is not reachable right now; retry the same request shortly' });
+const UNAVAILABLE_BODY = JSON.stringify({
+  code: 'UNAVAILABLE',
+  message: 'This part of the service is not reachable right now; retry the same request shortly',
+});
 
 /** The client closed its connection before its answer: nothing to answer. */
 class ClientGone extends Error {
@@ -151,10 +164,14 @@ export class GatewayProxy {
 
   private rebuild(): void {
     const own = this.own;
-    const upstreams = [...this.upstreams.values()].map((u) => (own ? { ...u, routes: u.routes.filter((r) => !own.has(`${r.method.toUpperCase()} ${r.url}`)) } : u));
+    const upstreams = [...this.upstreams.values()].map((u) =>
+      own ? { ...u, routes: u.routes.filter((r) => !own.has(`${r.method.toUpperCase()} ${r.url}`)) } : u,
+    );
     const table = new RouteTable(upstreams);
     // Said once the gateway's own routes are known (before, every app's /healthz would be a conflict).
-    if (own) for (const c of table.conflicts) getLogger().warn({ method: c.method, route: c.url, apps: c.apps }, 'gateway: two apps announced the same route; the first keeps it');
+    if (own)
+      for (const c of table.conflicts)
+        getLogger().warn({ method: c.method, route: c.url, apps: c.apps }, 'gateway: two apps announced the same route; the first keeps it');
     this.table = table;
     getLogger().info({ apps: [...this.upstreams.keys()].sort() }, 'gateway: route table');
   }
@@ -274,7 +291,15 @@ export class GatewayProxy {
           clearTimeout(connectTimer);
           clearTimeout(answerTimer);
         };
-        const out = httpRequest({ protocol: target.protocol, hostname: target.hostname, port: target.port, method: raw.method, path: raw.url, headers, agent: this.agent });
+        const out = httpRequest({
+          protocol: target.protocol,
+          hostname: target.hostname,
+          port: target.port,
+          method: raw.method,
+          path: raw.url,
+          headers,
+          agent: this.agent,
+        });
         current = out;
         // A streamed body is passed on as it arrives; Node checks it against the Content-Length sent
         // on (ClientRequest.strictContentLength, Node 18.12; not in this @types/node).
@@ -294,7 +319,15 @@ export class GatewayProxy {
           if (!connected) {
             // Refused or no connection: the replica got nothing. Another one, if any is left.
             this.pool.markDown(replica);
-            getLogger().warn({ reqId: req.id, upstream: app, replica: replica.instance, reason: (err as NodeJS.ErrnoException).code ?? (err instanceof UpstreamUnavailable ? err.reason : err.name) }, 'gateway: replica not reachable');
+            getLogger().warn(
+              {
+                reqId: req.id,
+                upstream: app,
+                replica: replica.instance,
+                reason: (err as NodeJS.ErrnoException).code ?? (err instanceof UpstreamUnavailable ? err.reason : err.name),
+              },
+              'gateway: replica not reachable',
+            );
             lastError = err;
             if (replayable && !this.closed) return send();
           }
@@ -352,7 +385,13 @@ export class GatewayProxy {
   private answer(reply: FastifyReply, res: IncomingMessage, head: boolean): FastifyReply {
     const status = res.statusCode ?? 502;
     reply.code(status);
-    const connectionTokens = new Set(String(res.headers.connection ?? '').toLowerCase().split(',').map((s) => s.trim()).filter(Boolean));
+    const connectionTokens = new Set(
+      String(res.headers.connection ?? '')
+        .toLowerCase()
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    );
     const raw = res.rawHeaders;
     const seen = new Map<string, string[]>();
     for (let i = 0; i < raw.length; i += 2) {
@@ -373,7 +412,13 @@ export class GatewayProxy {
 
 /** The request's end-to-end headers as they came (repeated ones kept), and the client address for the app. */
 function forwardedHeaders(raw: IncomingMessage, clientIp: string, requestId: string): OutgoingHttpHeaders {
-  const connectionTokens = new Set(String(raw.headers.connection ?? '').toLowerCase().split(',').map((s) => s.trim()).filter(Boolean));
+  const connectionTokens = new Set(
+    String(raw.headers.connection ?? '')
+      .toLowerCase()
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+  );
   const out: Record<string, string | string[]> = {};
   const names = new Map<string, string>();
   const rh = raw.rawHeaders;

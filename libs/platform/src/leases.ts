@@ -18,10 +18,17 @@ export const RELAY_POSITIONS = Symbol('RELAY_POSITIONS');
  */
 export function openCoordination(config: ServiceConfig): { leases: Leases; positions: (PositionStore & { close(): Promise<void> }) | null } {
   const log = getLogger();
-  const logger = { warn: (meta: Record<string, unknown>, msg: string) => log.warn(meta, msg), info: (meta: Record<string, unknown>, msg: string) => log.info(meta, msg) };
+  const logger = {
+    warn: (meta: Record<string, unknown>, msg: string) => log.warn(meta, msg),
+    info: (meta: Record<string, unknown>, msg: string) => log.info(meta, msg),
+  };
   const timings = { ttlMs: config.leaseTtlMs, renewMs: config.leaseRenewMs, logger };
   if (config.eventStore === 'postgres') {
-    const pg = new PostgresCoordination({ connectionString: config.databaseUrl, schema: config.eventStoreSchema, logger: { warn: (msg, meta) => log.warn(meta, msg) } });
+    const pg = new PostgresCoordination({
+      connectionString: config.databaseUrl,
+      schema: config.eventStoreSchema,
+      logger: { warn: (msg, meta) => log.warn(meta, msg) },
+    });
     // The pool is closed once, by the leases (after every job stopped); positions share it.
     return { leases: new Leases(pg, timings), positions: { get: (n) => pg.get(n), save: (n, p, f) => pg.save(n, p, f), close: async () => undefined } };
   }

@@ -43,7 +43,15 @@ export class OutboxMailer implements Mailer {
   async send(email: OutgoingEmail, sentAt: Date): Promise<void> {
     const base = join(this.dir, email.id.replace(/[^a-zA-Z0-9_-]/g, '_'));
     if (existsSync(`${base}.json`)) return;
-    const info = await this.transport.sendMail({ from: this.from, to: email.to, subject: email.subject, text: email.text, html: email.html, messageId: `<${email.id}@svc.invalid>`, date: sentAt });
+    const info = await this.transport.sendMail({
+      from: this.from,
+      to: email.to,
+      subject: email.subject,
+      text: email.text,
+      html: email.html,
+      messageId: `<${email.id}@svc.invalid>`,
+      date: sentAt,
+    });
     writeFileSync(`${base}.eml`, info.message as Buffer, { mode: PRIVATE_FILE_MODE });
     const stored: StoredEmail = { ...email, sentAt: sentAt.toISOString() };
     writeFileSync(`${base}.json.tmp`, JSON.stringify(stored), { mode: PRIVATE_FILE_MODE });
@@ -99,11 +107,24 @@ export class SmtpMailer implements Mailer {
     // Bounded: a check-in email is sent in its patient's turn (a cancellation waits for it), so a
     // mail server that stalls must not hold it for nodemailer's default minutes. Settings in the
     // URL's query (`?socketTimeout=…`) still win.
-    this.transport = nodemailer.createTransport({ connectionTimeout: SMTP_TIMEOUT_MS, greetingTimeout: SMTP_TIMEOUT_MS, socketTimeout: SMTP_TIMEOUT_MS, ...parseConnectionUrl(url) });
+    this.transport = nodemailer.createTransport({
+      connectionTimeout: SMTP_TIMEOUT_MS,
+      greetingTimeout: SMTP_TIMEOUT_MS,
+      socketTimeout: SMTP_TIMEOUT_MS,
+      ...parseConnectionUrl(url),
+    });
   }
 
   async send(email: OutgoingEmail, sentAt: Date): Promise<void> {
-    await this.transport.sendMail({ from: this.from, to: email.to, subject: email.subject, text: email.text, html: email.html, messageId: `<${email.id}@svc.invalid>`, date: sentAt });
+    await this.transport.sendMail({
+      from: this.from,
+      to: email.to,
+      subject: email.subject,
+      text: email.text,
+      html: email.html,
+      messageId: `<${email.id}@svc.invalid>`,
+      date: sentAt,
+    });
   }
 
   async list(): Promise<StoredEmail[]> {

@@ -7,7 +7,17 @@ import { ChainCheckpointer, EVENT_STORE, EventStore, Leases } from '@svc/eventst
 import { MFA_MAX_AGE_S, StaffGuard, ApiKeyGuard, TenantDirectory, WidgetSessionGuard, WidgetSessions, getLogger } from '@svc/http';
 import { MemoryTokenBuckets, RATE_LIMIT_SETTINGS, RateLimiter, ReadStoreTokenBuckets, TOKEN_BUCKETS, TokenBuckets } from '@svc/http';
 import { READ_STORE, ProjectionRunner, ReadStore, RedisReadStore, SqliteReadStore } from '@svc/read-store';
-import { DEV_ISSUER, DevIdentityProvider, KEYRING, Keyring, STAFF_AUDIENCE, STAFF_TOKEN_VERIFIER, StaffIssuer, StaffTokenVerifier, remoteIssuer } from '@svc/security';
+import {
+  DEV_ISSUER,
+  DevIdentityProvider,
+  KEYRING,
+  Keyring,
+  STAFF_AUDIENCE,
+  STAFF_TOKEN_VERIFIER,
+  StaffIssuer,
+  StaffTokenVerifier,
+  remoteIssuer,
+} from '@svc/security';
 import { BUS_CLIENT, BUS_PING, BusPing, InProcessBroker, Patterns, busClient, busClientReady, busPing, ensureTopics } from '@svc/messaging';
 import { BackgroundWork } from './background';
 import { LEASES, RELAY_POSITIONS, openCoordination } from './leases';
@@ -38,7 +48,11 @@ function prepareDataDir(config: ServiceConfig): void {
   mkdirSync(config.dataDir, { recursive: true, mode: PRIVATE_DIR_MODE });
   // A folder another user owns (a mounted volume's root) or a shared one cannot be changed: reported, not fatal.
   const failed = tightenDataDir(config.dataDir);
-  if (failed.length) getLogger().warn({ dataDir: config.dataDir, paths: failed.slice(0, 20), count: failed.length }, 'data dir: could not remove group and other permissions (another owner, or a shared folder)');
+  if (failed.length)
+    getLogger().warn(
+      { dataDir: config.dataDir, paths: failed.slice(0, 20), count: failed.length },
+      'data dir: could not remove group and other permissions (another owner, or a shared folder)',
+    );
   if (config.eventStore === 'sqlite') ensurePrivateFile(join(config.dataDir, 'events.sqlite'));
   if (config.readStore === 'sqlite') ensurePrivateFile(join(config.dataDir, 'read-models.sqlite'));
 }
@@ -82,7 +96,11 @@ const KAFKA_CLIENT_START_WAIT_MS = 60_000;
 async function ensureKafkaTopics(config: ServiceConfig, serviceName: string): Promise<void> {
   const result = await ensureTopics({ brokers: config.kafkaBrokers, clientId: `${serviceName}-topics` });
   if (result.created.length) getLogger().info({ created: result.created }, 'Kafka topics created');
-  for (const m of result.mismatched) getLogger().warn({ topic: m.topic, partitions: m.partitions, documented: m.expected }, 'Kafka topic has another partition count than documented; left as it is');
+  for (const m of result.mismatched)
+    getLogger().warn(
+      { topic: m.topic, partitions: m.partitions, documented: m.expected },
+      'Kafka topic has another partition count than documented; left as it is',
+    );
 }
 
 /**
@@ -175,12 +193,16 @@ export class PlatformModule {
           inject: [RAW_EVENT_STORE],
           // Started once the read models caught up, stopped before the stores close (PlatformLifecycle).
           useFactory: (raw: EventStore) =>
-            chainCheckpointer(raw, config.chainCheckpoints, () => clock.now(), { warn: (message: string, meta: Record<string, unknown>) => getLogger().warn(meta, message) }),
+            chainCheckpointer(raw, config.chainCheckpoints, () => clock.now(), {
+              warn: (message: string, meta: Record<string, unknown>) => getLogger().warn(meta, message),
+            }),
         },
         {
           provide: READ_STORE,
           useFactory: (): ReadStore =>
-            config.readStore === 'redis' ? new RedisReadStore(config.redisUrl, config.redisKeyPrefix) : new SqliteReadStore(join(config.dataDir, 'read-models.sqlite')),
+            config.readStore === 'redis'
+              ? new RedisReadStore(config.redisUrl, config.redisKeyPrefix)
+              : new SqliteReadStore(join(config.dataDir, 'read-models.sqlite')),
         },
         {
           provide: DEV_CLOCK_SYNC,
@@ -208,7 +230,8 @@ export class PlatformModule {
           useFactory: (): Mailer => {
             if (config.mail !== 'smtp') return new OutboxMailer(join(config.dataDir, 'outbox'), config.mailFrom);
             // Encrypted still, but a server in the middle would not be noticed: said once at start.
-            if (config.production && smtpCertificateUnchecked(config.smtpUrl)) getLogger().warn({}, "SMTP_URL turns the check of the mail server's certificate off (tls.rejectUnauthorized=false)");
+            if (config.production && smtpCertificateUnchecked(config.smtpUrl))
+              getLogger().warn({}, "SMTP_URL turns the check of the mail server's certificate off (tls.rejectUnauthorized=false)");
             return new SmtpMailer(config.smtpUrl, config.mailFrom, { requireTls: config.production });
           },
         },
@@ -227,7 +250,8 @@ export class PlatformModule {
             // for a real staff member's `sub` (membership is keyed by `sub`).
             if (dev && !config.staffOidc) issuers.push({ issuer: DEV_ISSUER, audience: STAFF_AUDIENCE, key: dev.publicKey });
             // Allowed (an API-only deployment needs no staff sign-in), but said once: every staff endpoint is then 401.
-            if (issuers.length === 0) getLogger().warn({}, 'no staff ID-token issuer: set STAFF_OIDC_ISSUER; every staff endpoint answers 401 STAFF_AUTH_REQUIRED');
+            if (issuers.length === 0)
+              getLogger().warn({}, 'no staff ID-token issuer: set STAFF_OIDC_ISSUER; every staff endpoint answers 401 STAFF_AUTH_REQUIRED');
             return new StaffTokenVerifier(issuers, () => clock.now());
           },
         },
@@ -248,7 +272,11 @@ export class PlatformModule {
         {
           provide: IN_PROCESS_BROKER,
           // Subscriber failures: pattern and error name only (the payload may hold PHI).
-          useFactory: () => new InProcessBroker({ onError: (error, pattern) => getLogger().warn({ pattern, error: (error as Error)?.name ?? 'error' }, 'bus subscriber failed; the publisher retries') }),
+          useFactory: () =>
+            new InProcessBroker({
+              onError: (error, pattern) =>
+                getLogger().warn({ pattern, error: (error as Error)?.name ?? 'error' }, 'bus subscriber failed; the publisher retries'),
+            }),
         },
         {
           provide: BUS_CLIENT,
@@ -278,7 +306,31 @@ export class PlatformModule {
         BackgroundWork,
         PlatformLifecycle,
       ],
-      exports: [IN_PROCESS_BROKER, BUS_CLIENT, CONFIG, CLOCK, DEV_CLOCK_SYNC, WALL_CLOCK, KEYRING, EVENT_STORE, READ_STORE, PROJECTIONS, MAILER, DEV_IDP, STAFF_TOKEN_VERIFIER, MFA_MAX_AGE_S, LEASES, RELAY_POSITIONS, TenantDirectory, StaffGuard, ApiKeyGuard, RateLimiter, WidgetSessions, WidgetSessionGuard, BackgroundWork],
+      exports: [
+        IN_PROCESS_BROKER,
+        BUS_CLIENT,
+        CONFIG,
+        CLOCK,
+        DEV_CLOCK_SYNC,
+        WALL_CLOCK,
+        KEYRING,
+        EVENT_STORE,
+        READ_STORE,
+        PROJECTIONS,
+        MAILER,
+        DEV_IDP,
+        STAFF_TOKEN_VERIFIER,
+        MFA_MAX_AGE_S,
+        LEASES,
+        RELAY_POSITIONS,
+        TenantDirectory,
+        StaffGuard,
+        ApiKeyGuard,
+        RateLimiter,
+        WidgetSessions,
+        WidgetSessionGuard,
+        BackgroundWork,
+      ],
     };
   }
 }

@@ -45,13 +45,11 @@ export async function distributedRoutes(
     fastify.put(DEV_CLOCK_PUSH_PATH, async (req, reply) => {
       const offsetMs = (req.body as { offsetMs?: unknown } | undefined)?.offsetMs;
       if (typeof offsetMs !== 'number' || !Number.isSafeInteger(offsetMs) || offsetMs < 0) {
-        return reply
-          .code(400)
-          .send({
-            code: 'VALIDATION_FAILED',
-            message: 'The request is not valid',
-            details: [{ path: 'offsetMs', message: 'a whole number of milliseconds >= 0' }],
-          });
+        return reply.code(400).send({
+          code: 'VALIDATION_FAILED',
+          message: 'The request is not valid',
+          details: [{ path: 'offsetMs', message: 'a whole number of milliseconds >= 0' }],
+        });
       }
       clock.follow(offsetMs);
       return { now: clock.now().toISOString() };
@@ -68,7 +66,13 @@ export async function distributedRoutes(
     // SVC_INSTANCE_ID (the start script's `case-ledger-2`, a pod's name); else host and port, unique per listener.
     const instance = process.env.SVC_INSTANCE_ID || `${hostname()}:${port}`;
     const announce = () =>
-      announceUpstream(readStore, { app: serviceName, instance, origin: config.internalUrl ?? `http://${host}:${port}`, routes, announcedAt: new Date().toISOString() });
+      announceUpstream(readStore, {
+        app: serviceName,
+        instance,
+        origin: config.internalUrl ?? `http://${host}:${port}`,
+        routes,
+        announcedAt: new Date().toISOString(),
+      });
     await announce();
     timer = setInterval(() => {
       announce().catch((err) => getLogger().warn({ error: (err as Error)?.name }, 'routes not announced; retrying'));

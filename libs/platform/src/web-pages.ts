@@ -141,7 +141,10 @@ export async function discoverIssuer(issuer: string, fetcher: typeof fetch = fet
   if (hit && age < ('problem' in hit.value ? DISCOVERY_RETRY_MS : DISCOVERY_TTL_MS)) return hit.value;
   let value: Discovered['value'];
   try {
-    const res = await fetcher(`${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, { signal: AbortSignal.timeout(5000), headers: { accept: 'application/json' } });
+    const res = await fetcher(`${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, {
+      signal: AbortSignal.timeout(5000),
+      headers: { accept: 'application/json' },
+    });
     if (!res.ok) throw new Error(`discovery answered ${res.status}`);
     const doc = (await res.json()) as Record<string, unknown>;
     const endpoint = (name: string): string => {
@@ -250,7 +253,10 @@ interface RouteHost {
 }
 
 const notFound = (reply: Reply) =>
-  reply.code(404).header('content-type', 'application/json; charset=utf-8').send(JSON.stringify({ code: 'NOT_FOUND', message: 'Route not found' }));
+  reply
+    .code(404)
+    .header('content-type', 'application/json; charset=utf-8')
+    .send(JSON.stringify({ code: 'NOT_FOUND', message: 'Route not found' }));
 const notBuilt = (reply: Reply) =>
   reply
     .code(503)

@@ -26,7 +26,15 @@ let received: BrokerMessage<IntegrationMessage>[];
 const toClose: (() => Promise<unknown>)[] = [];
 
 function ev(type: string): NewEvent {
-  const metadata = { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: 'o', environmentId: 'e', actor: 'system', recordedAt: new Date().toISOString() };
+  const metadata = {
+    eventId: randomUUID(),
+    correlationId: randomUUID(),
+    causationId: null,
+    organizationId: 'o',
+    environmentId: 'e',
+    actor: 'system',
+    recordedAt: new Date().toISOString(),
+  };
   return { type, data: {}, metadata };
 }
 

@@ -64,7 +64,15 @@ class ProbeModule implements OnModuleInit {
   async onModuleInit(): Promise<void> {
     // A log the projection has not seen yet, applied slowly: read models still catching up at start.
     for (let i = 0; i < EVENTS; i++) {
-      const metadata = { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: null, environmentId: null, actor: 'system', recordedAt: new Date().toISOString() };
+      const metadata = {
+        eventId: randomUUID(),
+        correlationId: randomUUID(),
+        causationId: null,
+        organizationId: null,
+        environmentId: null,
+        actor: 'system',
+        recordedAt: new Date().toISOString(),
+      };
       await this.store.append(`probe-${RUN}-${i}`, [{ type: 'probe.happened', data: { i }, metadata }], 'no_stream');
     }
     this.runner.register({ name: PROBE, streamPrefixes: [`probe-${RUN}-`], apply: () => new Promise((r) => setTimeout(r, 15)) });

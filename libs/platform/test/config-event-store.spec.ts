@@ -9,7 +9,10 @@ describe('loadConfig: the event store', () => {
   });
 
   it('reads DATABASE_URL and EVENT_STORE_SCHEMA for PostgreSQL, with the local server and svc_events as defaults', () => {
-    expect(loadConfig({ EVENT_STORE: 'postgres' })).toMatchObject({ databaseUrl: 'postgres://postgres@127.0.0.1:5432/postgres', eventStoreSchema: 'svc_events' });
+    expect(loadConfig({ EVENT_STORE: 'postgres' })).toMatchObject({
+      databaseUrl: 'postgres://postgres@127.0.0.1:5432/postgres',
+      eventStoreSchema: 'svc_events',
+    });
     expect(loadConfig({ EVENT_STORE: 'postgres', DATABASE_URL: 'postgres://svc@db:5432/care', EVENT_STORE_SCHEMA: 'care_events' })).toMatchObject({
       databaseUrl: 'postgres://svc@db:5432/care',
       eventStoreSchema: 'care_events',

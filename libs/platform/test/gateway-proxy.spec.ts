@@ -91,8 +91,18 @@ describe('GatewayProxy', () => {
       ],
       announcedAt: new Date().toISOString(),
     });
-    await announceUpstream(store, { app: 'slow-app', origin: `http://127.0.0.1:${silentPort}`, routes: [{ method: 'GET', url: '/api/slow' }], announcedAt: new Date().toISOString() });
-    await announceUpstream(store, { app: 'down-app', origin: `http://127.0.0.1:${downPort}`, routes: [{ method: 'GET', url: '/api/down/:id' }], announcedAt: new Date().toISOString() });
+    await announceUpstream(store, {
+      app: 'slow-app',
+      origin: `http://127.0.0.1:${silentPort}`,
+      routes: [{ method: 'GET', url: '/api/slow' }],
+      announcedAt: new Date().toISOString(),
+    });
+    await announceUpstream(store, {
+      app: 'down-app',
+      origin: `http://127.0.0.1:${downPort}`,
+      routes: [{ method: 'GET', url: '/api/down/:id' }],
+      announcedAt: new Date().toISOString(),
+    });
 
     const config = loadConfig({ NODE_ENV: 'test', SVC_DATA_DIR: dir, PORT: '0', HOST: '127.0.0.1', SVC_RATE_LIMITS: 'off' }, 'distributed');
     gateway = await createHttpApp(GatewayTestModule, config);
@@ -189,7 +199,11 @@ describe('GatewayProxy', () => {
 
   it('a JSON body over the limit is 413 PAYLOAD_TOO_LARGE at the gateway, declared or chunked, and nothing reaches the app', async () => {
     const big = Buffer.alloc(1024 * 1024 + 1, 0x20);
-    const declared = await fetch(`${base}/api/v1/clinical-cases/c1/updates`, { method: 'POST', headers: { 'content-type': 'application/json; charset=utf-8' }, body: big });
+    const declared = await fetch(`${base}/api/v1/clinical-cases/c1/updates`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json; charset=utf-8' },
+      body: big,
+    });
     expect(declared.status).toBe(413);
     expect(await declared.json()).toEqual({ code: 'PAYLOAD_TOO_LARGE', message: expect.any(String) });
     expect(declared.headers.get('cache-control')).toBe('no-store');
@@ -203,7 +217,11 @@ describe('GatewayProxy', () => {
     expect(chunked).toContain('"code":"PAYLOAD_TOO_LARGE"');
     expect(seen).toHaveLength(0);
     // Exactly the limit passes, whole.
-    const atLimit = await fetch(`${base}/api/v1/clinical-cases/c1/updates`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: big.subarray(1) });
+    const atLimit = await fetch(`${base}/api/v1/clinical-cases/c1/updates`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: big.subarray(1),
+    });
     expect(atLimit.status).toBe(200);
     expect(seen[0].body.length).toBe(1024 * 1024);
   });
@@ -213,7 +231,11 @@ describe('GatewayProxy', () => {
       res.writeHead(415, { 'content-type': 'application/json; charset=utf-8' });
       res.end(JSON.stringify({ code: 'UNSUPPORTED_MEDIA_TYPE', message: `got ${body.length}` }));
     };
-    const res = await fetch(`${base}/api/v1/clinical-cases/c1/updates`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: Buffer.alloc(2 * 1024 * 1024, 0x61) });
+    const res = await fetch(`${base}/api/v1/clinical-cases/c1/updates`, {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain' },
+      body: Buffer.alloc(2 * 1024 * 1024, 0x61),
+    });
     expect(res.status).toBe(415);
     expect(await res.json()).toEqual({ code: 'UNSUPPORTED_MEDIA_TYPE', message: `got ${2 * 1024 * 1024}` });
   });
@@ -261,7 +283,11 @@ describe('GatewayProxy', () => {
     expect(await unknown.json()).toEqual({ code: 'NOT_FOUND', message: 'Route not found' });
     expect(unknown.headers.get('cache-control')).toBe('no-store');
     // The method is part of the route: POST on a GET route is unknown too.
-    const wrongMethod = await fetch(`${base}/api/v1/clinical-cases/c1/progress`, { method: 'PUT', body: '{}', headers: { 'content-type': 'application/json' } });
+    const wrongMethod = await fetch(`${base}/api/v1/clinical-cases/c1/progress`, {
+      method: 'PUT',
+      body: '{}',
+      headers: { 'content-type': 'application/json' },
+    });
     expect(wrongMethod.status).toBe(404);
     expect(seen).toHaveLength(0);
   });
@@ -273,7 +299,12 @@ describe('GatewayProxy', () => {
     const lines = readFileSync(logFile, 'utf8')
       .split('\n')
       .filter((l) => l.includes('"msg":"request"') && l.includes('"upstream":"case-ledger"') && l.includes('/progress'));
-    expect(JSON.parse(lines[lines.length - 1])).toMatchObject({ method: 'GET', route: '/api/v1/clinical-cases/:caseId/progress', upstream: 'case-ledger', statusCode: 200 });
+    expect(JSON.parse(lines[lines.length - 1])).toMatchObject({
+      method: 'GET',
+      route: '/api/v1/clinical-cases/:caseId/progress',
+      upstream: 'case-ledger',
+      statusCode: 200,
+    });
     // Metadata only: no path ids, no query.
     expect(lines.join('\n')).not.toContain('canary-query');
     expect(lines.join('\n')).not.toContain('4f7c9a0e');
@@ -362,12 +393,19 @@ describe('request ids across the gateway', () => {
     const local = trustedPeer(['uniquelocal']);
     expect([local('10.1.2.3'), local('172.20.0.5'), local('192.168.1.1'), local('fd00::1'), local('8.8.8.8')]).toEqual([true, true, true, true, false]);
     const listed = trustedPeer(['203.0.113.7', '198.51.100.0/24']);
-    expect([listed('203.0.113.7'), listed('203.0.113.8'), listed('198.51.100.42'), listed(undefined), listed('not an address')]).toEqual([true, false, true, false, false]);
+    expect([listed('203.0.113.7'), listed('203.0.113.8'), listed('198.51.100.42'), listed(undefined), listed('not an address')]).toEqual([
+      true,
+      false,
+      true,
+      false,
+      false,
+    ]);
   });
 
   it("an app logs a forwarded request under the gateway's id only when the gateway is a proxy it trusts", async () => {
     const id = '6b1c2d3e-4f50-4a61-8b72-93a4b5c6d7e8';
-    const req = (remoteAddress: string, header?: string) => ({ headers: header === undefined ? {} : { 'x-request-id': header }, socket: { remoteAddress } }) as never;
+    const req = (remoteAddress: string, header?: string) =>
+      ({ headers: header === undefined ? {} : { 'x-request-id': header }, socket: { remoteAddress } }) as never;
     expect(requestIdFrom(req('127.0.0.1', id), trustedPeer(['loopback']))).toBe(id);
     expect(requestIdFrom(req('127.0.0.1', id.toUpperCase()), trustedPeer(['loopback']))).toBe(id);
     expect(requestIdFrom(req('127.0.0.1', id), trustedPeer(false))).toBeUndefined();
@@ -377,7 +415,10 @@ describe('request ids across the gateway', () => {
 
     // Through a real app's edge: its request log line carries the id.
     const dir = mkdtempSync(join(tmpdir(), 'request-id-'));
-    const app = await createHttpApp(GatewayTestModule, loadConfig({ NODE_ENV: 'test', SVC_DATA_DIR: dir, PORT: '0', HOST: '127.0.0.1', SVC_TRUST_PROXY: 'loopback' }, 'distributed'));
+    const app = await createHttpApp(
+      GatewayTestModule,
+      loadConfig({ NODE_ENV: 'test', SVC_DATA_DIR: dir, PORT: '0', HOST: '127.0.0.1', SVC_TRUST_PROXY: 'loopback' }, 'distributed'),
+    );
     try {
       await app.listen(0, '127.0.0.1');
       const url = `http://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}/api/own`;

@@ -34,7 +34,14 @@ describe('SmtpMailer against a stalled server', () => {
   it('bounds every step by default (connect, greeting, socket)', () => {
     const mailer = new SmtpMailer(`smtp://user:pass@127.0.0.1:${port}`, 'svc@example.test');
     const options = (mailer as unknown as { transport: { options: Record<string, unknown> } }).transport.options;
-    expect(options).toMatchObject({ host: '127.0.0.1', port, auth: { user: 'user', pass: 'pass' }, connectionTimeout: SMTP_TIMEOUT_MS, greetingTimeout: SMTP_TIMEOUT_MS, socketTimeout: SMTP_TIMEOUT_MS });
+    expect(options).toMatchObject({
+      host: '127.0.0.1',
+      port,
+      auth: { user: 'user', pass: 'pass' },
+      connectionTimeout: SMTP_TIMEOUT_MS,
+      greetingTimeout: SMTP_TIMEOUT_MS,
+      socketTimeout: SMTP_TIMEOUT_MS,
+    });
   });
 });
 
@@ -98,11 +105,16 @@ describe('SmtpMailer and TLS', () => {
     expect(received).toEqual([]);
   });
 
-  it('verifies the server certificate by default (smtp-server\'s own test certificate is refused), and sends over TLS once it is trusted', async () => {
-    await expect(new SmtpMailer(`smtp://127.0.0.1:${tlsPort}?requireTLS=true`, 'svc@example.test', { requireTls: true }).send(email, new Date())).rejects.toThrow(/certificate/i);
+  it("verifies the server certificate by default (smtp-server's own test certificate is refused), and sends over TLS once it is trusted", async () => {
+    await expect(
+      new SmtpMailer(`smtp://127.0.0.1:${tlsPort}?requireTLS=true`, 'svc@example.test', { requireTls: true }).send(email, new Date()),
+    ).rejects.toThrow(/certificate/i);
     expect(received).toEqual([]);
     // A relay with a certificate of its own (a test catcher): trusted explicitly in the URL.
-    await new SmtpMailer(`smtp://127.0.0.1:${tlsPort}?requireTLS=true&tls.rejectUnauthorized=false`, 'svc@example.test', { requireTls: true }).send(email, new Date());
+    await new SmtpMailer(`smtp://127.0.0.1:${tlsPort}?requireTLS=true&tls.rejectUnauthorized=false`, 'svc@example.test', { requireTls: true }).send(
+      email,
+      new Date(),
+    );
     expect(received).toEqual([{ secure: true, to: ['p@example.test'] }]);
   });
 });

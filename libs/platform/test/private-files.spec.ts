@@ -20,7 +20,18 @@ describe('tightenDataDir', () => {
     chmodSync(dir, 0o755);
     chmodSync(join(dir, 'outbox'), 0o755);
     chmodSync(join(dir, 'outbox', 'nested'), 0o775);
-    for (const f of ['events.sqlite', 'events.sqlite-wal', 'events.sqlite-shm', 'read-models.sqlite', 'read-models.sqlite-journal', 'master.key', 'dev-idp.json', 'clock.json', 'clock.json.tmp']) file(join(dir, f), 0o644);
+    for (const f of [
+      'events.sqlite',
+      'events.sqlite-wal',
+      'events.sqlite-shm',
+      'read-models.sqlite',
+      'read-models.sqlite-journal',
+      'master.key',
+      'dev-idp.json',
+      'clock.json',
+      'clock.json.tmp',
+    ])
+      file(join(dir, f), 0o644);
     file(join(dir, 'outbox', 'a.eml'), 0o644);
     file(join(dir, 'outbox', 'nested', 'b.json'), 0o664);
     file(join(dir, 'master.key.bak'), 0o644);
@@ -36,7 +47,19 @@ describe('tightenDataDir', () => {
     expect(mode(dir)).toBe(0o700);
     expect(mode(join(dir, 'outbox'))).toBe(0o700);
     expect(mode(join(dir, 'outbox', 'nested'))).toBe(0o700);
-    for (const f of ['events.sqlite', 'events.sqlite-wal', 'events.sqlite-shm', 'read-models.sqlite', 'read-models.sqlite-journal', 'master.key', 'dev-idp.json', 'clock.json', 'clock.json.tmp', 'outbox/a.eml', 'outbox/nested/b.json'])
+    for (const f of [
+      'events.sqlite',
+      'events.sqlite-wal',
+      'events.sqlite-shm',
+      'read-models.sqlite',
+      'read-models.sqlite-journal',
+      'master.key',
+      'dev-idp.json',
+      'clock.json',
+      'clock.json.tmp',
+      'outbox/a.eml',
+      'outbox/nested/b.json',
+    ])
       expect([f, mode(join(dir, f)).toString(8)]).toEqual([f, '600']);
     expect(mode(join(dir, 'master.key.bak'))).toBe(0o644);
     expect(mode(join(dir, 'operator'))).toBe(0o755);

@@ -35,7 +35,12 @@ describe('loadConfig: rate limits (decisions 13) and the trusted proxies that de
   it('SVC_TRUST_PROXY: no proxy by default; a hop count, or addresses, CIDRs and range names', () => {
     expect(loadConfig({}).trustProxy).toBe(false);
     expect(loadConfig({ SVC_TRUST_PROXY: '1' }).trustProxy).toBe(1);
-    expect(loadConfig({ SVC_TRUST_PROXY: '10.0.0.0/8, 192.168.1.5,loopback,fd00::/8' }).trustProxy).toEqual(['10.0.0.0/8', '192.168.1.5', 'loopback', 'fd00::/8']);
+    expect(loadConfig({ SVC_TRUST_PROXY: '10.0.0.0/8, 192.168.1.5,loopback,fd00::/8' }).trustProxy).toEqual([
+      '10.0.0.0/8',
+      '192.168.1.5',
+      'loopback',
+      'fd00::/8',
+    ]);
     for (const bad of ['true', '*', '10.0.0.0/33', 'example.com', '0']) expect(() => loadConfig({ SVC_TRUST_PROXY: bad })).toThrow(/SVC_TRUST_PROXY/);
   });
 });

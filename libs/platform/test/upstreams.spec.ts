@@ -37,14 +37,22 @@ describe('RouteTable: which app serves a request (distributed mode)', () => {
   });
 
   it('prefers a static segment to a parameter, as Fastify does', () => {
-    expect(table.match('GET', '/api/organizations/o/environments/e/conversation-workflows/templates')?.route).toBe('/api/organizations/:orgId/environments/:envId/conversation-workflows/templates');
-    expect(table.match('GET', '/api/organizations/o/environments/e/conversation-workflows/p1')?.route).toBe('/api/organizations/:orgId/environments/:envId/conversation-workflows/:profileId');
+    expect(table.match('GET', '/api/organizations/o/environments/e/conversation-workflows/templates')?.route).toBe(
+      '/api/organizations/:orgId/environments/:envId/conversation-workflows/templates',
+    );
+    expect(table.match('GET', '/api/organizations/o/environments/e/conversation-workflows/p1')?.route).toBe(
+      '/api/organizations/:orgId/environments/:envId/conversation-workflows/:profileId',
+    );
   });
 
   it('goes back to a parameter when the static branch has no route for the method', () => {
     // POST .../from-template is static; GET .../from-template is the :profileId route.
-    expect(table.match('GET', '/api/organizations/o/environments/e/conversation-workflows/from-template')?.route).toBe('/api/organizations/:orgId/environments/:envId/conversation-workflows/:profileId');
-    expect(table.match('POST', '/api/organizations/o/environments/e/conversation-workflows/from-template')?.route).toBe('/api/organizations/:orgId/environments/:envId/conversation-workflows/from-template');
+    expect(table.match('GET', '/api/organizations/o/environments/e/conversation-workflows/from-template')?.route).toBe(
+      '/api/organizations/:orgId/environments/:envId/conversation-workflows/:profileId',
+    );
+    expect(table.match('POST', '/api/organizations/o/environments/e/conversation-workflows/from-template')?.route).toBe(
+      '/api/organizations/:orgId/environments/:envId/conversation-workflows/from-template',
+    );
   });
 
   it('HEAD follows GET; another method, a longer or shorter path, or a trailing slash is no match', () => {
@@ -73,7 +81,13 @@ describe('announcements in the read store', () => {
     const dir = mkdtempSync(join(tmpdir(), 'upstreams-'));
     const store = new SqliteReadStore(join(dir, 'read.sqlite'));
     try {
-      await announceUpstream(store, announced('case-ledger', [['GET', '/api/a'], ['PUT', '/internal/dev-clock']]));
+      await announceUpstream(
+        store,
+        announced('case-ledger', [
+          ['GET', '/api/a'],
+          ['PUT', '/internal/dev-clock'],
+        ]),
+      );
       await announceUpstream(store, announced('conversation', [['GET', '/api/b']]));
       await announceUpstream(store, { ...announced('case-ledger', [['GET', '/api/c']]), origin: 'http://127.0.0.1:1' });
       const all = await readUpstreams(store);
@@ -81,7 +95,13 @@ describe('announcements in the read store', () => {
         ['case-ledger', 'http://127.0.0.1:1', ['/api/c']],
         ['conversation', 'http://127.0.0.1:40012', ['/api/b']],
       ]);
-      await announceUpstream(store, announced('patient-pathway', [['GET', '/api/p'], ['PUT', '/internal/dev-clock']]));
+      await announceUpstream(
+        store,
+        announced('patient-pathway', [
+          ['GET', '/api/p'],
+          ['PUT', '/internal/dev-clock'],
+        ]),
+      );
       expect((await readUpstreams(store)).find((u) => u.app === 'patient-pathway')?.routes).toEqual([{ method: 'GET', url: '/api/p' }]);
     } finally {
       await store.close();

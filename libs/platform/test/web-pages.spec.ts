@@ -9,7 +9,9 @@ import type { ConsoleConfig } from '../src/web-pages';
 describe('prefersHtml (which variant of the check-in link a client gets)', () => {
   it('gives browsers the page and API clients the JSON', () => {
     // Chromium, Firefox and Safari navigations.
-    expect(prefersHtml('text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,image/apng,*/*;q=0.8,application/signed-exchange;v=b3;q=0.7')).toBe(true);
+    expect(
+      prefersHtml('text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,image/apng,*/*;q=0.8,application/signed-exchange;v=b3;q=0.7'),
+    ).toBe(true);
     expect(prefersHtml('text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8')).toBe(true);
     // API clients: none, anything, JSON, JSON first.
     expect(prefersHtml(undefined)).toBe(false);
@@ -32,7 +34,13 @@ describe('web routes', () => {
   writeFileSync(join(dir, 'assets', 'widget-ABCD1234.js'), script);
   writeFileSync(join(dir, 'assets', 'demo-ABCD1234.js'), 'x');
   writeFileSync(join(dir, 'pages', 'widget-demo.html'), '<!doctype html><title>demo</title>');
-  writeFileSync(join(dir, 'manifest.json'), JSON.stringify({ entries: { widget: { js: 'widget-ABCD1234.js' }, 'widget-demo': { js: 'demo-ABCD1234.js' } }, pages: { 'widget-demo': 'widget-demo.html' } }));
+  writeFileSync(
+    join(dir, 'manifest.json'),
+    JSON.stringify({
+      entries: { widget: { js: 'widget-ABCD1234.js' }, 'widget-demo': { js: 'demo-ABCD1234.js' } },
+      pages: { 'widget-demo': 'widget-demo.html' },
+    }),
+  );
   const pages = WebPages.load(dir);
 
   async function serve(devTools: boolean, built = true) {
@@ -94,7 +102,15 @@ describe('web routes', () => {
     writeFileSync(join(cdir, 'pages', 'console.html'), '<!doctype html><meta name="console-config" content="{{config}}"><title>console</title>');
     writeFileSync(join(cdir, 'manifest.json'), JSON.stringify({ entries: { console: { js: 'console-ABCD1234.js' } }, pages: { console: 'console.html' } }));
     const consolePages = WebPages.load(cdir);
-    const configOf = (html: string) => JSON.parse(/content="([^"]*)"/.exec(html)![1].replace(/&quot;/g, '"').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&')) as ConsoleConfig;
+    const configOf = (html: string) =>
+      JSON.parse(
+        /content="([^"]*)"/
+          .exec(html)![1]
+          .replace(/&quot;/g, '"')
+          .replace(/&lt;/g, '<')
+          .replace(/&gt;/g, '>')
+          .replace(/&amp;/g, '&'),
+      ) as ConsoleConfig;
 
     it('serves one page for /console/ and its deep links, with the dev form only while the dev tools are on', async () => {
       const app = Fastify();
@@ -104,7 +120,12 @@ describe('web routes', () => {
       expect([bare.statusCode, bare.headers.location]).toEqual([308, '/console/']);
       for (const url of ['/console/', '/console/webhooks', '/console/webhooks/3f1c', '/console/callback?code=x&state=y']) {
         const r = await app.inject({ method: 'GET', url });
-        expect({ url, status: r.statusCode, csp: r.headers['content-security-policy'], config: configOf(r.body) }).toEqual({ url, status: 200, csp: PAGE_CSP, config: { devTools: true, oidc: null, oidcProblem: null } });
+        expect({ url, status: r.statusCode, csp: r.headers['content-security-policy'], config: configOf(r.body) }).toEqual({
+          url,
+          status: 200,
+          csp: PAGE_CSP,
+          config: { devTools: true, oidc: null, oidcProblem: null },
+        });
       }
       expect((await app.inject({ method: 'GET', url: '/console/a/b/c' })).statusCode).toBe(404);
       await app.close();
@@ -115,7 +136,7 @@ describe('web routes', () => {
       await off.close();
     });
 
-    it('reads the issuer\'s discovery document, names its token endpoint in connect-src, and says so when discovery fails', async () => {
+    it("reads the issuer's discovery document, names its token endpoint in connect-src, and says so when discovery fails", async () => {
       const issuer = 'https://login.example.test/tenant-1';
       const discovery = { issuer, authorization_endpoint: 'https://login.example.test/authorize', token_endpoint: 'https://tokens.example.test/oauth/token' };
       const asked: string[] = [];
@@ -128,7 +149,12 @@ describe('web routes', () => {
       await app.ready();
       const r = await app.inject({ method: 'GET', url: '/console/' });
       expect(asked).toEqual([`${issuer}/.well-known/openid-configuration`]);
-      expect(configOf(r.body).oidc).toEqual({ issuer, clientId: 'console-client-1', authorizationEndpoint: discovery.authorization_endpoint, tokenEndpoint: discovery.token_endpoint });
+      expect(configOf(r.body).oidc).toEqual({
+        issuer,
+        clientId: 'console-client-1',
+        authorizationEndpoint: discovery.authorization_endpoint,
+        tokenEndpoint: discovery.token_endpoint,
+      });
       expect(r.headers['content-security-policy']).toContain("connect-src 'self' https://tokens.example.test;");
       expect(r.headers['content-security-policy']).toContain("script-src 'self';");
       await app.inject({ method: 'GET', url: '/console/cases' });
@@ -137,10 +163,19 @@ describe('web routes', () => {
 
       const broken = Fastify();
       const other = 'https://broken.example.test';
-      registerWebRoutes(broken as never, { devTools: false, pages: () => consolePages, staffOidc: { issuer: other, audience: 'c' }, fetcher: (async () => new Response('no', { status: 500 })) as unknown as typeof fetch });
+      registerWebRoutes(broken as never, {
+        devTools: false,
+        pages: () => consolePages,
+        staffOidc: { issuer: other, audience: 'c' },
+        fetcher: (async () => new Response('no', { status: 500 })) as unknown as typeof fetch,
+      });
       await broken.ready();
       const b = await broken.inject({ method: 'GET', url: '/console/' });
-      expect(configOf(b.body)).toEqual({ devTools: false, oidc: null, oidcProblem: expect.stringContaining('discovery document could not be read (discovery answered 500)') });
+      expect(configOf(b.body)).toEqual({
+        devTools: false,
+        oidc: null,
+        oidcProblem: expect.stringContaining('discovery document could not be read (discovery answered 500)'),
+      });
       expect(b.headers['content-security-policy']).toBe(PAGE_CSP);
       await broken.close();
     });

@@ -6,7 +6,7 @@ const docId = (collection: string, key: string) => `${collection}\u0000${key}`;
 export function compareKeys(a: string, b: string): number {
   if (a === b) return 0;
   const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; ) {
+  for (let i = 0; i < n;) {
     const ca = a.codePointAt(i) as number;
     const cb = b.codePointAt(i) as number;
     if (ca !== cb) return ca < cb ? -1 : 1;

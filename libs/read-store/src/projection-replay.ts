@@ -140,7 +140,8 @@ export class ProjectionReplay {
 
   /** The rebuilt read models, checkpointed at `position` (the last position the replay covers). */
   readModels(position: number): RebuiltReadModel[] {
-    if (!Number.isSafeInteger(position) || position < this.position) throw new RangeError(`a replay that applied position ${this.position} cannot be checkpointed at ${position}`);
+    if (!Number.isSafeInteger(position) || position < this.position)
+      throw new RangeError(`a replay that applied position ${this.position} cannot be checkpointed at ${position}`);
     return this.models.map((m) => ({ projection: m.projection.name, collections: [...m.docs.keys()], position, docs: () => m.entries() }));
   }
 }

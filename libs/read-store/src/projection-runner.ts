@@ -44,10 +44,7 @@ export class ProjectionWaitTimeoutError extends Error {
     readonly lagging: { name: string; position: number }[],
     readonly timeoutMs: number,
   ) {
-    super(
-      `read models not at position ${position} after ${timeoutMs} ms: ` +
-        lagging.map((l) => `${l.name}@${l.position}`).join(', '),
-    );
+    super(`read models not at position ${position} after ${timeoutMs} ms: ` + lagging.map((l) => `${l.name}@${l.position}`).join(', '));
     this.name = 'ProjectionWaitTimeoutError';
   }
 }
@@ -125,7 +122,9 @@ export class ProjectionRunner {
     // A rebuild (the store lost the read model) is shared at once: followers' writes wait for it too.
     worker.onRebuild = () => {
       if (this.toPublish) delete this.toPublish[worker.name];
-      void this.options.readStore.publishPositions?.({ [worker.name]: 0 }).catch((err) => this.logger.warn({ error: errorName(err) }, 'projection positions not shared'));
+      void this.options.readStore
+        .publishPositions?.({ [worker.name]: 0 })
+        .catch((err) => this.logger.warn({ error: errorName(err) }, 'projection positions not shared'));
     };
     worker.checkpoint.onVisible = (position) => {
       if (!worker.leading || !this.options.readStore.publishPositions) return;

@@ -1,7 +1,19 @@
 import Redis from 'ioredis';
 import { RedisPositionFeed } from './redis-position-feed';
 import { TokenBucketLimit, TokenTake, validateTokenBucketLimit } from './token-bucket';
-import { CommitOptions, CommitOutcome, PageOptions, ReadEntry, ReadPage, ReadStore, RebuiltReadModel, WriteOp, validateCollection, validateOps, validatePageOptions } from './types';
+import {
+  CommitOptions,
+  CommitOutcome,
+  PageOptions,
+  ReadEntry,
+  ReadPage,
+  ReadStore,
+  RebuiltReadModel,
+  WriteOp,
+  validateCollection,
+  validateOps,
+  validatePageOptions,
+} from './types';
 
 /**
  * Applies ops and (optionally) a checkpoint atomically. A Lua script runs as one unit on the
@@ -193,7 +205,10 @@ export class RedisReadStore implements ReadStore {
   private closed = false;
   private readonly feed: RedisPositionFeed;
 
-  constructor(redisUrlOrClient: string | Redis, private readonly keyPrefix: string) {
+  constructor(
+    redisUrlOrClient: string | Redis,
+    private readonly keyPrefix: string,
+  ) {
     if (!keyPrefix) throw new TypeError('RedisReadStore needs a key prefix');
     if (typeof redisUrlOrClient === 'string') {
       this.redis = new Redis(redisUrlOrClient, { maxRetriesPerRequest: 3 }) as ScriptedRedis;
@@ -360,7 +375,8 @@ export class RedisReadStore implements ReadStore {
     for (const m of models) {
       if (!Number.isSafeInteger(m.position) || m.position < 0) throw new RangeError('checkpoint position must be an integer >= 0');
       for (const d of m.docs()) {
-        if (!m.collections.includes(d.collection)) throw new Error(`rebuilt document of ${m.projection} in collection ${d.collection}, which the model does not own`);
+        if (!m.collections.includes(d.collection))
+          throw new Error(`rebuilt document of ${m.projection} in collection ${d.collection}, which the model does not own`);
         tx.set(this.docKey(d.collection, d.key), d.json);
         if (d.partition !== null) {
           tx.zadd(this.idxKey(d.collection, d.partition), d.score, d.key);

@@ -133,9 +133,7 @@ export class SqliteReadStore implements ReadStore {
       del: this.db.prepare('DELETE FROM docs WHERE collection = ? AND key = ?'),
       list: this.db.prepare(`SELECT ${cols} FROM docs WHERE collection = ? AND partition = ? ORDER BY score, key`),
       listLimit: this.db.prepare(`SELECT ${cols} FROM docs WHERE collection = ? AND partition = ? ORDER BY score, key LIMIT ?`),
-      range: this.db.prepare(
-        `SELECT ${cols} FROM docs WHERE collection = ? AND partition = ? AND score <= ? ORDER BY score, key LIMIT ?`,
-      ),
+      range: this.db.prepare(`SELECT ${cols} FROM docs WHERE collection = ? AND partition = ? AND score <= ? ORDER BY score, key LIMIT ?`),
       // Range reads on docs_by_partition (the row-value comparison is an index range, and the
       // order is the index's own, so no page sorts or skips rows).
       page: {
@@ -147,7 +145,9 @@ export class SqliteReadStore implements ReadStore {
         desc: {
           first: this.db.prepare(`SELECT ${cols} FROM docs WHERE collection = ? AND partition = ? ORDER BY score DESC, key DESC LIMIT ?`),
           score: this.db.prepare(`SELECT ${cols} FROM docs WHERE collection = ? AND partition = ? AND score < ? ORDER BY score DESC, key DESC LIMIT ?`),
-          key: this.db.prepare(`SELECT ${cols} FROM docs WHERE collection = ? AND partition = ? AND (score, key) < (?, ?) ORDER BY score DESC, key DESC LIMIT ?`),
+          key: this.db.prepare(
+            `SELECT ${cols} FROM docs WHERE collection = ? AND partition = ? AND (score, key) < (?, ?) ORDER BY score DESC, key DESC LIMIT ?`,
+          ),
         },
       },
       getCheckpoint: this.db.prepare('SELECT position FROM checkpoints WHERE projection = ?'),
@@ -354,7 +354,8 @@ export class SqliteReadStore implements ReadStore {
         if (!Number.isSafeInteger(m.position) || m.position < 0) throw new RangeError('checkpoint position must be an integer >= 0');
         for (const c of m.collections) delCollection.run(c);
         for (const d of m.docs()) {
-          if (!m.collections.includes(d.collection)) throw new Error(`rebuilt document of ${m.projection} in collection ${d.collection}, which the model does not own`);
+          if (!m.collections.includes(d.collection))
+            throw new Error(`rebuilt document of ${m.projection} in collection ${d.collection}, which the model does not own`);
           insert.run(d.collection, d.key, d.partition, d.score, d.json);
         }
         this.stmts.setCheckpoint.run(m.projection, m.position);

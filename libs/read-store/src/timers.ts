@@ -74,9 +74,7 @@ export class TimerScheduler<T extends TimerDoc = TimerDoc> {
     if (this.interval) return;
     this.stopped = false;
     const trigger = () => {
-      this.tick().catch((err) =>
-        this.logger.warn({ collection: this.options.collection, error: errorName(err) }, 'timer tick failed'),
-      );
+      this.tick().catch((err) => this.logger.warn({ collection: this.options.collection, error: errorName(err) }, 'timer tick failed'));
     };
     this.interval = setInterval(trigger, this.options.pollMs ?? 1000);
     this.interval.unref?.();

@@ -16,8 +16,7 @@ import type { TokenBucketLimit, TokenTake } from './token-bucket';
  *   (the checkpoint never goes backwards, and a stale runner cannot overwrite newer state).
  */
 export type WriteOp =
-  | { op: 'put'; collection: string; key: string; doc: unknown; partition?: string; score?: number }
-  | { op: 'delete'; collection: string; key: string };
+  { op: 'put'; collection: string; key: string; doc: unknown; partition?: string; score?: number } | { op: 'delete'; collection: string; key: string };
 
 /** A document with where it sits (for merging pending writes into a listing). */
 export interface ReadEntry<T = unknown> {

@@ -111,7 +111,10 @@ export function describeReadStoreConformance(name: string, factory: ReadStoreFac
       expect(await store.list('cases', 'p2')).toEqual([{ id: 'b' }, { id: 'a', n: 3 }]);
       // Rewritten in place (same partition, same score): new content, same position.
       await store.write([{ op: 'put', collection: 'cases', key: 'b', doc: { id: 'b', n: 7 }, partition: 'p2', score: 5 }]);
-      expect(await store.list('cases', 'p2')).toEqual([{ id: 'b', n: 7 }, { id: 'a', n: 3 }]);
+      expect(await store.list('cases', 'p2')).toEqual([
+        { id: 'b', n: 7 },
+        { id: 'a', n: 3 },
+      ]);
       await store.write([{ op: 'put', collection: 'cases', key: 'b', doc: { id: 'b' }, partition: 'p2', score: 5 }]);
       // Put without a partition takes it out of every partition, but keeps the document.
       await store.write([{ op: 'put', collection: 'cases', key: 'a', doc: { id: 'a', n: 4 } }]);
@@ -152,13 +155,19 @@ export function describeReadStoreConformance(name: string, factory: ReadStoreFac
     describe('page (range reads by position)', () => {
       /** Ten documents in p1, several sharing a score (ties broken by key, byte order), plus noise elsewhere. */
       const layout: [string, number][] = [
-        ['m', 2], ['a', 2], ['z', 2], ['B', 2], ['é', 2], ['~', 2],
-        ['k1', -5.5], ['k2', 0.25], ['k3', 1767225600000], ['k4', 0],
+        ['m', 2],
+        ['a', 2],
+        ['z', 2],
+        ['B', 2],
+        ['é', 2],
+        ['~', 2],
+        ['k1', -5.5],
+        ['k2', 0.25],
+        ['k3', 1767225600000],
+        ['k4', 0],
       ];
       /** The order the port promises: score, then key by bytes (UTF-8). */
-      const ascending = [...layout]
-        .sort(([ka, sa], [kb, sb]) => sa - sb || Buffer.compare(Buffer.from(ka), Buffer.from(kb)))
-        .map(([k]) => k);
+      const ascending = [...layout].sort(([ka, sa], [kb, sb]) => sa - sb || Buffer.compare(Buffer.from(ka), Buffer.from(kb))).map(([k]) => k);
       beforeEach(async () => {
         await store.write([
           ...layout.map(([key, score]) => ({ op: 'put' as const, collection: 'pg', key, doc: { id: key }, partition: 'p1', score })),
@@ -243,7 +252,14 @@ export function describeReadStoreConformance(name: string, factory: ReadStoreFac
       });
 
       it('walks many documents sharing one score while the document at the position is deleted between pages', async () => {
-        const ops = Array.from({ length: 250 }, (_, i) => ({ op: 'put' as const, collection: 'tie', key: `d${String(i).padStart(3, '0')}`, doc: { id: i }, partition: 'p', score: 7 }));
+        const ops = Array.from({ length: 250 }, (_, i) => ({
+          op: 'put' as const,
+          collection: 'tie',
+          key: `d${String(i).padStart(3, '0')}`,
+          doc: { id: i },
+          partition: 'p',
+          score: 7,
+        }));
         await store.write(ops);
         const seen: string[] = [];
         let after: { score: number; key: string } | undefined;

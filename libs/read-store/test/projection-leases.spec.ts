@@ -21,7 +21,15 @@ let prefix: string;
 const toClose: { close?(): Promise<void>; stop?(): Promise<void> }[] = [];
 
 function ev(type: string): NewEvent {
-  const metadata = { eventId: randomUUID(), correlationId: randomUUID(), causationId: null, organizationId: 'o', environmentId: 'e', actor: 'system', recordedAt: new Date().toISOString() };
+  const metadata = {
+    eventId: randomUUID(),
+    correlationId: randomUUID(),
+    causationId: null,
+    organizationId: 'o',
+    environmentId: 'e',
+    actor: 'system',
+    recordedAt: new Date().toISOString(),
+  };
   return { type, data: {}, metadata };
 }
 
@@ -66,7 +74,17 @@ async function replica(options: { followPollMs?: number; publish?: boolean } = {
   const logger: ReadStoreLogger = { warn: (_meta, msg) => void logs.push(msg) };
   const applied: number[] = [];
   const gate: Replica['gate'] = { closed: null };
-  const runner = new ProjectionRunner({ eventStore: events, readStore: store, logger, leases, retryDelayMs: 10, maxRetryDelayMs: 40, followPollMs: options.followPollMs, checkpointIntervalMs: 100, lossCheckIntervalMs: 200 });
+  const runner = new ProjectionRunner({
+    eventStore: events,
+    readStore: store,
+    logger,
+    leases,
+    retryDelayMs: 10,
+    maxRetryDelayMs: 40,
+    followPollMs: options.followPollMs,
+    checkpointIntervalMs: 100,
+    lossCheckIntervalMs: 200,
+  });
   runner.register(counter(applied, gate));
   await runner.start();
   // Stopped in this order (as the platform does): runner, leases, stores.

@@ -8,7 +8,15 @@ import { ReadStoreInUseError, SqliteReadStore } from '../src/sqlite-read-store';
 import { Projection } from '../src/types';
 import { InMemoryEventStore } from '@svc/eventstore';
 
-const meta = { eventId: '', correlationId: '', causationId: null, organizationId: null, environmentId: null, actor: 'test', recordedAt: '2026-01-01T00:00:00.000Z' };
+const meta = {
+  eventId: '',
+  correlationId: '',
+  causationId: null,
+  organizationId: null,
+  environmentId: null,
+  actor: 'test',
+  recordedAt: '2026-01-01T00:00:00.000Z',
+};
 
 /** A counter per stream, a list partitioned by parity, a delete when a stream reaches 3. */
 const counting = (name = 'counting'): Projection => ({

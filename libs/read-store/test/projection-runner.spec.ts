@@ -406,7 +406,9 @@ describe('ProjectionRunner document memory on SQLite, against another connection
     const r1 = await events.append('case-1', [ev('A')], 'no_stream');
     await runner.waitFor(['c'], r1.position);
     // Another runner of the same projection is ahead: it applied the next event and committed.
-    await other.commit('c', r1.position + 1, [{ op: 'put', collection: 'counters', key: 'case-1', partition: 'all', score: 2, doc: { count: 2, positions: [r1.position, r1.position + 1] } }]);
+    await other.commit('c', r1.position + 1, [
+      { op: 'put', collection: 'counters', key: 'case-1', partition: 'all', score: 2, doc: { count: 2, positions: [r1.position, r1.position + 1] } },
+    ]);
     await new Promise((r) => setTimeout(r, 10));
     const r2 = await events.append('case-1', [ev('B')], 0); // already in the store: this runner's commit is skipped
     await runner.waitFor(['c'], r2.position);
@@ -477,7 +479,13 @@ describe('ProjectionRunner on Redis that loses its content', () => {
   afterAll(() => admin.quit());
 
   const start = async (lossCheckIntervalMs: number) => {
-    runner = new ProjectionRunner({ eventStore: events, readStore: store, logger: { warn: (meta, msg) => logs.push({ meta, msg }) }, retryDelayMs: 10, lossCheckIntervalMs });
+    runner = new ProjectionRunner({
+      eventStore: events,
+      readStore: store,
+      logger: { warn: (meta, msg) => logs.push({ meta, msg }) },
+      retryDelayMs: 10,
+      lossCheckIntervalMs,
+    });
     runner.register(counterProjection('counter', []));
     await runner.start();
   };
@@ -546,7 +554,11 @@ describe('ProjectionRunner on Redis that loses its content', () => {
   });
 
   it('caughtUp waits until every projection has reached the position', async () => {
-    const r1 = await events.append('case-1', Array.from({ length: 50 }, () => ev('A')), 'no_stream');
+    const r1 = await events.append(
+      'case-1',
+      Array.from({ length: 50 }, () => ev('A')),
+      'no_stream',
+    );
     await start(60_000);
     await runner.caughtUp(r1.position);
     expect((await store.get<Counter>('counters', 'case-1'))?.count).toBe(50);

@@ -29,7 +29,7 @@ describe('SqliteReadStore', () => {
   it('uses WAL with synchronous=NORMAL', async () => {
     const path = join(dir, 'pragmas.db');
     const store = new SqliteReadStore(path);
-     
+
     const db = (store as any).db;
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(db.pragma('synchronous', { simple: true })).toBe(1); // NORMAL
@@ -47,7 +47,7 @@ describe('SqliteReadStore', () => {
 describe('SqliteReadStore.page', () => {
   it('is a range read on the partition index in its own order: no scan of the partition, no sort', async () => {
     const store = new SqliteReadStore(join(dir, `plan-${++n}.db`));
-     
+
     const internals = store as any;
     const plans: string[] = [];
     for (const order of ['asc', 'desc']) {
@@ -56,7 +56,9 @@ describe('SqliteReadStore.page', () => {
         const args = start === 'first' ? ['c', 'p', 3] : start === 'score' ? ['c', 'p', 1, 3] : ['c', 'p', 1, 'k', 3];
         const plan = (internals.db.prepare(`EXPLAIN QUERY PLAN ${stmt.source}`).all(...args) as { detail: string }[]).map((r) => r.detail).join('; ');
         plans.push(plan);
-        expect(plan).toMatch(/^SEARCH docs USING INDEX docs_by_partition \(collection=\? AND partition=\?( AND (score<\?|score>\?|\(score,key\)<\(\?,\?\)|\(score,key\)>\(\?,\?\)))?\)$/);
+        expect(plan).toMatch(
+          /^SEARCH docs USING INDEX docs_by_partition \(collection=\? AND partition=\?( AND (score<\?|score>\?|\(score,key\)<\(\?,\?\)|\(score,key\)>\(\?,\?\)))?\)$/,
+        );
         expect(plan).not.toMatch(/TEMP B-TREE/);
       }
     }
@@ -139,8 +141,30 @@ describe('SqliteReadStore: replaced documents do not linger in the file', () => 
     const path = join(dir, 'secure-delete.db');
     const store = new SqliteReadStore(path);
     const canary = (i: number) => `CANARY-OLD-RULE-${String(i).padStart(4, '0')}`;
-    await store.commit('p', 1, Array.from({ length: 200 }, (_, i) => ({ op: 'put' as const, collection: 'cases', key: `case-${i}`, doc: { rules: canary(i) }, partition: 'env', score: i })));
-    await store.commit('p', 2, Array.from({ length: 200 }, (_, i) => ({ op: 'put' as const, collection: 'cases', key: `case-${i}`, doc: { rules: 'encrypted-now' }, partition: 'env', score: i })));
+    await store.commit(
+      'p',
+      1,
+      Array.from({ length: 200 }, (_, i) => ({
+        op: 'put' as const,
+        collection: 'cases',
+        key: `case-${i}`,
+        doc: { rules: canary(i) },
+        partition: 'env',
+        score: i,
+      })),
+    );
+    await store.commit(
+      'p',
+      2,
+      Array.from({ length: 200 }, (_, i) => ({
+        op: 'put' as const,
+        collection: 'cases',
+        key: `case-${i}`,
+        doc: { rules: 'encrypted-now' },
+        partition: 'env',
+        score: i,
+      })),
+    );
     await store.close(); // the last connection checkpoints the WAL into the file and removes it
     const bytes = readFileSync(path).toString('latin1');
     const left = Array.from({ length: 200 }, (_, i) => canary(i)).filter((c) => bytes.includes(c));

@@ -9,5 +9,7 @@ export { canonicalJson };
  * its canonical JSON, so key order and omitted optional members do not change it.
  */
 export function bodyHash(body: unknown): string {
-  return createHash('sha256').update(canonicalJson(JSON.parse(JSON.stringify(body ?? null)))).digest('hex');
+  return createHash('sha256')
+    .update(canonicalJson(JSON.parse(JSON.stringify(body ?? null))))
+    .digest('hex');
 }

@@ -117,13 +117,15 @@ export class StaffTokenVerifier {
       }
     }
     // OIDC Core 2: `sub` is a non-empty identifier of at most 255 ASCII characters. An empty one would be one identity shared by every such token.
-    if (!payload || typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 255) throw new InvalidStaffTokenError('invalid staff token');
+    if (!payload || typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 255)
+      throw new InvalidStaffTokenError('invalid staff token');
     // Issued or signed in later than now (beyond a minute of clock skew): not a token of this
     // issuer's past, and a future auth_time would pass any "recent sign-in" test for as long as it lies ahead.
     const nowS = Math.floor(this.now().getTime() / 1000);
     for (const claim of ['iat', 'auth_time'] as const) {
       const v = payload[claim];
-      if (v !== undefined && (typeof v !== 'number' || !Number.isFinite(v) || v > nowS + StaffTokenVerifier.CLOCK_SKEW_S)) throw new InvalidStaffTokenError('invalid staff token');
+      if (v !== undefined && (typeof v !== 'number' || !Number.isFinite(v) || v > nowS + StaffTokenVerifier.CLOCK_SKEW_S))
+        throw new InvalidStaffTokenError('invalid staff token');
     }
     const audiences = Array.isArray(payload.aud) ? payload.aud : [payload.aud];
     if (payload.azp !== undefined ? payload.azp !== audience : audiences.length > 1) throw new InvalidStaffTokenError('invalid staff token');

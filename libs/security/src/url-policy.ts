@@ -69,7 +69,11 @@ export async function addressProblem(raw: string, production: boolean): Promise<
 }
 
 /** What `guardedLookup` resolves with (node:dns `lookup` with `all: true`; replaceable in tests). */
-export type Resolver = (hostname: string, options: { all: true; family?: number; hints?: number }, callback: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) => void;
+export type Resolver = (
+  hostname: string,
+  options: { all: true; family?: number; hints?: number },
+  callback: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void,
+) => void;
 
 const systemResolver: Resolver = (hostname, options, callback) => dnsLookup(hostname, { ...options, verbatim: true }, callback);
 
@@ -85,8 +89,10 @@ export function guardedLookup(resolve: Resolver = systemResolver): LookupFunctio
     const family = typeof options?.family === 'number' ? options.family : undefined;
     resolve(hostname, { all: true, ...(family ? { family } : {}), ...(options?.hints ? { hints: options.hints } : {}) }, (err, addresses) => {
       if (err) return callback(err, options?.all ? [] : '', 0);
-      if (!addresses || addresses.length === 0) return callback(Object.assign(new Error('host name does not resolve'), { code: 'ENOTFOUND' }), options?.all ? [] : '', 0);
-      if (addresses.some((a) => isBlockedAddress(a.address))) return callback(Object.assign(new Error('address not allowed'), { code: 'ESVCBLOCKED' }), options?.all ? [] : '', 0);
+      if (!addresses || addresses.length === 0)
+        return callback(Object.assign(new Error('host name does not resolve'), { code: 'ENOTFOUND' }), options?.all ? [] : '', 0);
+      if (addresses.some((a) => isBlockedAddress(a.address)))
+        return callback(Object.assign(new Error('address not allowed'), { code: 'ESVCBLOCKED' }), options?.all ? [] : '', 0);
       if (options?.all) return callback(null, addresses);
       callback(null, addresses[0].address, addresses[0].family);
     });

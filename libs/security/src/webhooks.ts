@@ -99,12 +99,19 @@ export async function verifyWebhook<T = Record<string, unknown>>(input: VerifyWe
   const eventId = header(headers, 'x-svc-event-id');
   const timestamp = header(headers, 'x-svc-timestamp');
   const signature = header(headers, 'x-svc-signature');
-  if (!eventId || !timestamp || !signature) throw new WebhookVerificationError('MISSING_HEADER', 'x-svc-event-id, x-svc-timestamp and x-svc-signature are required');
+  if (!eventId || !timestamp || !signature)
+    throw new WebhookVerificationError('MISSING_HEADER', 'x-svc-event-id, x-svc-timestamp and x-svc-signature are required');
   if (!/^[0-9]+$/.test(timestamp)) throw new WebhookVerificationError('STALE_TIMESTAMP', 'x-svc-timestamp is not Unix seconds');
   if (!/^v1=[a-f0-9]{64}$/.test(signature)) throw new WebhookVerificationError('BAD_SIGNATURE', 'x-svc-signature is malformed');
 
   const secrets = Array.isArray(input.secret) ? input.secret : [input.secret];
-  if (!signatureMatches(signature, secrets.map((s) => signWebhook(s, timestamp, rawBody)))) throw new WebhookVerificationError('BAD_SIGNATURE', 'signature does not match');
+  if (
+    !signatureMatches(
+      signature,
+      secrets.map((s) => signWebhook(s, timestamp, rawBody)),
+    )
+  )
+    throw new WebhookVerificationError('BAD_SIGNATURE', 'signature does not match');
 
   const nowSec = Math.floor((input.now ?? new Date()).getTime() / 1000);
   const tolerance = input.toleranceSec ?? 300;
@@ -119,6 +126,7 @@ export async function verifyWebhook<T = Record<string, unknown>>(input: VerifyWe
   const problem = envelopeProblem(envelope, eventId);
   if (problem) throw new WebhookVerificationError('BAD_PAYLOAD', problem);
   const seen = input.seen === undefined ? defaultSeen : input.seen;
-  if (seen && (await seen.checkAndAdd(eventId))) throw new WebhookVerificationError('DUPLICATE_EVENT', 'event already received', envelope as WebhookEnvelope<unknown>);
+  if (seen && (await seen.checkAndAdd(eventId)))
+    throw new WebhookVerificationError('DUPLICATE_EVENT', 'event already received', envelope as WebhookEnvelope<unknown>);
   return envelope;
 }

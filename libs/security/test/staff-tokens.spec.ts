@@ -23,7 +23,12 @@ describe('StaffTokenVerifier: time claims', () => {
 
   /** A token of the dev issuer with exactly these time claims (undefined: left out). */
   const token = (claims: { iat?: number; exp?: number; auth_time?: unknown }) => {
-    const jwt = new SignJWT({ email: 'a@example.test', permissions: [], amr: ['pwd', 'mfa'], ...(claims.auth_time !== undefined ? { auth_time: claims.auth_time } : {}) })
+    const jwt = new SignJWT({
+      email: 'a@example.test',
+      permissions: [],
+      amr: ['pwd', 'mfa'],
+      ...(claims.auth_time !== undefined ? { auth_time: claims.auth_time } : {}),
+    })
       .setProtectedHeader({ alg: 'RS256' })
       .setIssuer(DEV_ISSUER)
       .setAudience(STAFF_AUDIENCE)
@@ -34,7 +39,11 @@ describe('StaffTokenVerifier: time claims', () => {
   };
 
   it('accepts a token the dev issuer mints, and skew of up to a minute', async () => {
-    expect(await verifier.verify(await idp.mint({ sub: 'u1', email: 'a@example.test', permissions: [], mfa: true }, now))).toMatchObject({ sub: 'u1', mfa: true, authTime: nowS });
+    expect(await verifier.verify(await idp.mint({ sub: 'u1', email: 'a@example.test', permissions: [], mfa: true }, now))).toMatchObject({
+      sub: 'u1',
+      mfa: true,
+      authTime: nowS,
+    });
     expect((await verifier.verify(await token({ iat: nowS + 30, exp: nowS + 3600, auth_time: nowS + 30 }))).authTime).toBe(nowS + 30);
   });
 

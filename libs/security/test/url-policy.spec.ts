@@ -37,12 +37,32 @@ describe('isBlockedAddress: only public unicast addresses', () => {
   });
 
   // What was refused before stays refused (loopback, private, link-local, CGNAT, multicast, NAT64, 6to4, IPv4-compatible, SIIT).
-  it.each(['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '224.0.0.1', '::', '::1', 'fe80::1', 'fd00::1', 'ff02::1', '64:ff9b::a00:1', '64:ff9b:1::a00:1', '2002::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '::127.0.0.1', '::ffff:0:7f00:1', 'not an address', '127.1'])(
-    'still refuses %s',
-    (address) => {
-      expect(isBlockedAddress(address)).toBe(true);
-    },
-  );
+  it.each([
+    '127.0.0.1',
+    '10.1.2.3',
+    '172.16.0.1',
+    '192.168.1.1',
+    '169.254.169.254',
+    '100.64.0.1',
+    '0.0.0.0',
+    '224.0.0.1',
+    '::',
+    '::1',
+    'fe80::1',
+    'fd00::1',
+    'ff02::1',
+    '64:ff9b::a00:1',
+    '64:ff9b:1::a00:1',
+    '2002::1',
+    '::ffff:127.0.0.1',
+    '::ffff:7f00:1',
+    '::127.0.0.1',
+    '::ffff:0:7f00:1',
+    'not an address',
+    '127.1',
+  ])('still refuses %s', (address) => {
+    expect(isBlockedAddress(address)).toBe(true);
+  });
 
   it.each([
     ['93.184.216.34', 'public IPv4'],
@@ -69,12 +89,29 @@ describe('every caller refuses the special-purpose blocks', () => {
   });
 
   it('DNS answer checked at connect time', async () => {
-    const answer = (addresses: LookupAddress[]) => (_h: string, _o: unknown, cb: (err: NodeJS.ErrnoException | null, a: LookupAddress[]) => void) => setImmediate(() => cb(null, addresses));
+    const answer = (addresses: LookupAddress[]) => (_h: string, _o: unknown, cb: (err: NodeJS.ErrnoException | null, a: LookupAddress[]) => void) =>
+      setImmediate(() => cb(null, addresses));
     const call = (lookup: LookupFunction) =>
-      new Promise<NodeJS.ErrnoException | null>((resolve) => (lookup as (h: string, o: object, cb: (err: NodeJS.ErrnoException | null) => void) => void)('hook.example', { all: true }, (err) => resolve(err)));
-    for (const a of [{ address: '2001:db8::5', family: 6 }, { address: 'fec0::1', family: 6 }, { address: '2001::1', family: 6 }, { address: '203.0.113.9', family: 4 }]) {
+      new Promise<NodeJS.ErrnoException | null>((resolve) =>
+        (lookup as (h: string, o: object, cb: (err: NodeJS.ErrnoException | null) => void) => void)('hook.example', { all: true }, (err) => resolve(err)),
+      );
+    for (const a of [
+      { address: '2001:db8::5', family: 6 },
+      { address: 'fec0::1', family: 6 },
+      { address: '2001::1', family: 6 },
+      { address: '203.0.113.9', family: 4 },
+    ]) {
       expect([a.address, (await call(guardedLookup(answer([{ address: '93.184.216.34', family: 4 }, a]))))?.code]).toEqual([a.address, 'ESVCBLOCKED']);
     }
-    expect(await call(guardedLookup(answer([{ address: '93.184.216.34', family: 4 }, { address: '2606:4700::1111', family: 6 }])))).toBeNull();
+    expect(
+      await call(
+        guardedLookup(
+          answer([
+            { address: '93.184.216.34', family: 4 },
+            { address: '2606:4700::1111', family: 6 },
+          ]),
+        ),
+      ),
+    ).toBeNull();
   });
 });

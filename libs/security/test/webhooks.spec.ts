@@ -5,7 +5,13 @@ describe('verifyWebhook envelope', () => {
   const ts = Math.floor(now.getTime() / 1000);
   const signed = (envelope: unknown) => {
     const body = JSON.stringify(envelope);
-    return { rawBody: body, headers: { 'x-svc-event-id': 'e1', 'x-svc-timestamp': String(ts), 'x-svc-signature': signWebhook('s', ts, body) }, secret: 's', now, seen: null };
+    return {
+      rawBody: body,
+      headers: { 'x-svc-event-id': 'e1', 'x-svc-timestamp': String(ts), 'x-svc-signature': signWebhook('s', ts, body) },
+      secret: 's',
+      now,
+      seen: null,
+    };
   };
   const full = { id: 'e1', type: 'subscription.updated', createdAt: '2026-01-01T00:09:59.000Z', data: { status: 'active' } };
 

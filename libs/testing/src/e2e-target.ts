@@ -29,7 +29,10 @@ export const onTopology = (): boolean => e2eTarget() === 'distributed';
 /** The shared topology's gateway base URL (`http://127.0.0.1:<port>/api`), set by the global setup. */
 export function topologyBaseUrl(): string {
   const url = process.env.SVC_E2E_BASE_URL;
-  if (!url) throw new Error('SVC_E2E_TARGET=distributed but SVC_E2E_BASE_URL is not set: run through jest.distributed.config.js (its global setup starts the topology)');
+  if (!url)
+    throw new Error(
+      'SVC_E2E_TARGET=distributed but SVC_E2E_BASE_URL is not set: run through jest.distributed.config.js (its global setup starts the topology)',
+    );
   return url;
 }
 
@@ -39,21 +42,33 @@ export function topologyBaseUrl(): string {
  */
 export function topologyDataDir(): string {
   const dir = process.env.SVC_E2E_DATA_DIR;
-  if (!dir) throw new Error('SVC_E2E_TARGET=distributed but SVC_E2E_DATA_DIR is not set: run through jest.distributed.config.js (its global setup starts the topology), or set it to the data dir of the topology at SVC_E2E_BASE_URL');
+  if (!dir)
+    throw new Error(
+      'SVC_E2E_TARGET=distributed but SVC_E2E_DATA_DIR is not set: run through jest.distributed.config.js (its global setup starts the topology), or set it to the data dir of the topology at SVC_E2E_BASE_URL',
+    );
   return dir;
 }
 
 /** The Kafka brokers of the shared topology (`SVC_E2E_KAFKA_BROKERS`, set by the global setup), for suites that watch its topics or send it commands. */
 export function topologyKafkaBrokers(): string[] {
-  const list = (process.env.SVC_E2E_KAFKA_BROKERS ?? '').split(',').map((b) => b.trim()).filter(Boolean);
-  if (list.length === 0) throw new Error('SVC_E2E_TARGET=distributed but SVC_E2E_KAFKA_BROKERS is not set: run through jest.distributed.config.js (its global setup starts the topology), or set it to the brokers of the topology at SVC_E2E_BASE_URL');
+  const list = (process.env.SVC_E2E_KAFKA_BROKERS ?? '')
+    .split(',')
+    .map((b) => b.trim())
+    .filter(Boolean);
+  if (list.length === 0)
+    throw new Error(
+      'SVC_E2E_TARGET=distributed but SVC_E2E_KAFKA_BROKERS is not set: run through jest.distributed.config.js (its global setup starts the topology), or set it to the brokers of the topology at SVC_E2E_BASE_URL',
+    );
   return list;
 }
 
 /** The shared topology's PostgreSQL database (`SVC_E2E_DATABASE_URL`, set by the global setup): its event store, read by suites as the audit CLI reads it. */
 export function topologyDatabaseUrl(): string {
   const url = process.env.SVC_E2E_DATABASE_URL;
-  if (!url) throw new Error('SVC_E2E_TARGET=distributed but SVC_E2E_DATABASE_URL is not set: run through jest.distributed.config.js (its global setup starts the topology), or set it to the database of the topology at SVC_E2E_BASE_URL');
+  if (!url)
+    throw new Error(
+      'SVC_E2E_TARGET=distributed but SVC_E2E_DATABASE_URL is not set: run through jest.distributed.config.js (its global setup starts the topology), or set it to the database of the topology at SVC_E2E_BASE_URL',
+    );
   return url;
 }
 

@@ -31,7 +31,12 @@ export class OidcIssuer {
   /** An ID token for staff member `sub` (defaults: integrations.manage, signed in with MFA now, 1 hour). */
   token(claims: { sub: string; email?: string; permissions?: string[]; mfa?: boolean; audience?: string }): Promise<string> {
     const now = Math.floor(Date.now() / 1000);
-    return new SignJWT({ email: claims.email ?? `${claims.sub}@example.test`, permissions: claims.permissions ?? ['integrations.manage'], amr: claims.mfa === false ? ['pwd'] : ['pwd', 'mfa'], auth_time: now })
+    return new SignJWT({
+      email: claims.email ?? `${claims.sub}@example.test`,
+      permissions: claims.permissions ?? ['integrations.manage'],
+      amr: claims.mfa === false ? ['pwd'] : ['pwd', 'mfa'],
+      auth_time: now,
+    })
       .setProtectedHeader({ alg: 'RS256', kid: 'test-1' })
       .setIssuer(this.issuer)
       .setAudience(claims.audience ?? 'svc-staff')

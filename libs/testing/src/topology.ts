@@ -76,7 +76,8 @@ export class DistributedTopology {
       const m = this.output.slice(from).match(re);
       if (m) return m;
       const child = this.child;
-      if (child && (child.exitCode !== null || child.signalCode !== null)) throw new Error(`start-distributed exited (${child.exitCode ?? child.signalCode}) before ${re}:\n${this.output.slice(-4000)}`);
+      if (child && (child.exitCode !== null || child.signalCode !== null))
+        throw new Error(`start-distributed exited (${child.exitCode ?? child.signalCode}) before ${re}:\n${this.output.slice(-4000)}`);
       if (Date.now() > until) throw new Error(`no ${re} within ${timeoutMs} ms:\n${this.output.slice(-4000)}`);
       await new Promise((r) => setTimeout(r, 100));
     }

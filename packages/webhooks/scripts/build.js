@@ -6,4 +6,7 @@ const path = require('node:path');
 
 const pkg = path.resolve(__dirname, '..');
 fs.rmSync(path.join(pkg, 'dist'), { recursive: true, force: true });
-execFileSync(process.execPath, [require.resolve('typescript/bin/tsc', { paths: [pkg] }), '-p', path.join(pkg, 'tsconfig.json')], { cwd: pkg, stdio: 'inherit' });
+execFileSync(process.execPath, [require.resolve('typescript/bin/tsc', { paths: [pkg] }), '-p', path.join(pkg, 'tsconfig.json')], {
+  cwd: pkg,
+  stdio: 'inherit',
+});

@@ -29,7 +29,8 @@ const isEnvelope = (schema) => ['id', 'type', 'createdAt', 'data'].every((k) => 
 function typesOf(schema, file) {
   const t = schema.properties?.type;
   const types = t?.const !== undefined ? [t.const] : t?.enum;
-  if (!Array.isArray(types) || types.length === 0 || !types.every((x) => typeof x === 'string')) throw new Error(`${file}: an envelope schema needs a const or enum "type"`);
+  if (!Array.isArray(types) || types.length === 0 || !types.every((x) => typeof x === 'string'))
+    throw new Error(`${file}: an envelope schema needs a const or enum "type"`);
   return types;
 }
 
@@ -63,11 +64,12 @@ async function generate() {
     if (envelope) {
       const types = typesOf(schema, file);
       if (types.length === 1) events.push({ type: types[0], name });
-      else for (const type of types) {
-        const one = `${pascal(type)}Event`;
-        parts.push(`/** \`${type}\`: the ${name} schema with this \`type\`. */\nexport type ${one} = ${name} & { type: '${type}' };`);
-        events.push({ type, name: one });
-      }
+      else
+        for (const type of types) {
+          const one = `${pascal(type)}Event`;
+          parts.push(`/** \`${type}\`: the ${name} schema with this \`type\`. */\nexport type ${one} = ${name} & { type: '${type}' };`);
+          events.push({ type, name: one });
+        }
     }
   }
   events.sort((a, b) => a.type.localeCompare(b.type));

@@ -4,7 +4,15 @@
  */
 export * from './events';
 export { DEFAULT_TOLERANCE_SECONDS, SIGNATURE_PATTERN, TIMESTAMP_PATTERN, signDestinationCall, signWebhook, signatureMatches } from './signing';
-export { VERIFICATION_REASONS, WebhookVerificationError, headerValue, isOrderLookupRequested, pathAndQueryOf, verifyDestinationCall, verifyWebhook } from './verify';
+export {
+  VERIFICATION_REASONS,
+  WebhookVerificationError,
+  headerValue,
+  isOrderLookupRequested,
+  pathAndQueryOf,
+  verifyDestinationCall,
+  verifyWebhook,
+} from './verify';
 export type { DestinationRequest, HeadersLike, VerificationReason, VerifiedDestinationCall, VerifyOptions } from './verify';
 export { MAX_BODY_BYTES, destinationCallOf, rawBodyOf, webhookEventOf } from './adapters/common';
 export type { AdapterOptions, RequestLike } from './adapters/common';

@@ -121,7 +121,8 @@ function checkTimestamp(timestamp: string, options: VerifyOptions): number {
   const ts = Number(timestamp);
   const skew = nowSecondsOf(options) - ts;
   const tolerance = toleranceOf(options);
-  if (!Number.isSafeInteger(ts) || Math.abs(skew) > tolerance) fail('STALE_TIMESTAMP', `x-svc-timestamp is ${skew} s from this receiver's clock (tolerance ${tolerance} s)`);
+  if (!Number.isSafeInteger(ts) || Math.abs(skew) > tolerance)
+    fail('STALE_TIMESTAMP', `x-svc-timestamp is ${skew} s from this receiver's clock (tolerance ${tolerance} s)`);
   return ts;
 }
 
@@ -143,13 +144,24 @@ const KNOWN_TYPES: ReadonlySet<string> = new Set(WEBHOOK_EVENT_TYPES);
  * Deduplicate by `event.id` yourself (the same event comes again on a retry), in the same transaction
  * that stores it.
  */
-export function verifyWebhook(rawBody: Uint8Array | string, headers: HeadersLike, secret: string | readonly string[], options: VerifyOptions = {}): WebhookEvent {
+export function verifyWebhook(
+  rawBody: Uint8Array | string,
+  headers: HeadersLike,
+  secret: string | readonly string[],
+  options: VerifyOptions = {},
+): WebhookEvent {
   const secrets = secretsOf(secret);
   if (rawBody === undefined || rawBody === null || (typeof rawBody !== 'string' && !(rawBody instanceof Uint8Array))) {
     throw new TypeError('rawBody must be the request body as received (a Buffer, a Uint8Array or a string), before any JSON parsing');
   }
   const { timestamp, signature, values } = signedHeaders(headers, ['x-svc-event-id', 'x-svc-timestamp', 'x-svc-signature']);
-  if (!signatureMatches(signature, secrets.map((s) => signWebhook(s, timestamp, rawBody)))) fail('BAD_SIGNATURE', 'x-svc-signature does not match this body and secret');
+  if (
+    !signatureMatches(
+      signature,
+      secrets.map((s) => signWebhook(s, timestamp, rawBody)),
+    )
+  )
+    fail('BAD_SIGNATURE', 'x-svc-signature does not match this body and secret');
   checkTimestamp(timestamp, options);
   let event: unknown;
   try {
@@ -160,8 +172,10 @@ export function verifyWebhook(rawBody: Uint8Array | string, headers: HeadersLike
   if (!event || typeof event !== 'object' || Array.isArray(event)) return fail('UNPARSEABLE', 'the body is not an event envelope');
   const { id, type, createdAt, data } = event as Record<string, unknown>;
   if (id !== values['x-svc-event-id']) fail('UNPARSEABLE', 'the envelope id is not x-svc-event-id');
-  if (typeof type !== 'string' || !KNOWN_TYPES.has(type)) fail('UNPARSEABLE', `unknown event type${typeof type === 'string' ? ` ${JSON.stringify(type.slice(0, 80))}` : ''}`);
-  if (typeof createdAt !== 'string' || !DATE_TIME.test(createdAt) || !Number.isFinite(Date.parse(createdAt))) fail('UNPARSEABLE', 'the envelope createdAt is not a date-time');
+  if (typeof type !== 'string' || !KNOWN_TYPES.has(type))
+    fail('UNPARSEABLE', `unknown event type${typeof type === 'string' ? ` ${JSON.stringify(type.slice(0, 80))}` : ''}`);
+  if (typeof createdAt !== 'string' || !DATE_TIME.test(createdAt) || !Number.isFinite(Date.parse(createdAt)))
+    fail('UNPARSEABLE', 'the envelope createdAt is not a date-time');
   if (!data || typeof data !== 'object' || Array.isArray(data)) fail('UNPARSEABLE', 'the envelope data is not an object');
   return event as WebhookEvent;
 }
@@ -182,14 +196,24 @@ export function pathAndQueryOf(url: string): string {
  * call with its JSON body parsed (after the signature verified); throws WebhookVerificationError otherwise.
  * Use `isOrderLookupRequested(call.body)` to tell an order lookup.
  */
-export function verifyDestinationCall<T = unknown>(request: DestinationRequest, secret: string | readonly string[], options: VerifyOptions = {}): VerifiedDestinationCall<T> {
+export function verifyDestinationCall<T = unknown>(
+  request: DestinationRequest,
+  secret: string | readonly string[],
+  options: VerifyOptions = {},
+): VerifiedDestinationCall<T> {
   const secrets = secretsOf(secret);
   const rawBody = request.rawBody ?? '';
-  if (typeof rawBody !== 'string' && !(rawBody instanceof Uint8Array)) throw new TypeError('rawBody must be the request body as received (a Buffer, a Uint8Array or a string)');
+  if (typeof rawBody !== 'string' && !(rawBody instanceof Uint8Array))
+    throw new TypeError('rawBody must be the request body as received (a Buffer, a Uint8Array or a string)');
   const method = String(request.method ?? '').toUpperCase();
   const pathAndQuery = pathAndQueryOf(String(request.url ?? ''));
   const { timestamp, signature } = signedHeaders(request.headers, ['x-svc-timestamp', 'x-svc-signature']);
-  if (!signatureMatches(signature, secrets.map((s) => signDestinationCall(s, timestamp, method, pathAndQuery, rawBody)))) {
+  if (
+    !signatureMatches(
+      signature,
+      secrets.map((s) => signDestinationCall(s, timestamp, method, pathAndQuery, rawBody)),
+    )
+  ) {
     fail('BAD_SIGNATURE', 'x-svc-signature does not match this method, path and query, body and secret');
   }
   const ts = checkTimestamp(timestamp, options);
@@ -210,5 +234,13 @@ export function isOrderLookupRequested(body: unknown): body is OrderLookupReques
   if (!body || typeof body !== 'object') return false;
   const b = body as Record<string, unknown>;
   const patient = b.patient as Record<string, unknown> | null | undefined;
-  return b.version === 1 && b.type === 'order_lookup.requested' && typeof b.requestId === 'string' && b.requestId.length > 0 && !!patient && typeof patient === 'object' && typeof patient.externalId === 'string';
+  return (
+    b.version === 1 &&
+    b.type === 'order_lookup.requested' &&
+    typeof b.requestId === 'string' &&
+    b.requestId.length > 0 &&
+    !!patient &&
+    typeof patient === 'object' &&
+    typeof patient.externalId === 'string'
+  );
 }

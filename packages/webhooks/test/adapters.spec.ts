@@ -28,17 +28,41 @@ import {
 
 const SECRET = 'whsec_adapter';
 const ID = '3f1c2b4a-0d9e-4f5a-8b6c-7d8e9f0a1b2c';
-const BODY = JSON.stringify({ id: ID, type: 'subscription.updated', createdAt: '2026-03-01T12:00:00.000Z', data: { status: 'active', previousStatus: 'grace_period', recovered: true } });
+const BODY = JSON.stringify({
+  id: ID,
+  type: 'subscription.updated',
+  createdAt: '2026-03-01T12:00:00.000Z',
+  data: { status: 'active', previousStatus: 'grace_period', recovered: true },
+});
 const ORDER = JSON.stringify({ version: 1, type: 'order_lookup.requested', requestId: 'run-9', patient: { externalId: 'ext-9' } });
 
 function webhookRequest(body = BODY, secret = SECRET): RequestInit {
   const ts = Math.floor(Date.now() / 1000);
-  return { method: 'POST', headers: { 'content-type': 'application/json', 'x-svc-event-id': ID, 'x-svc-event-type': 'subscription.updated', 'x-svc-timestamp': String(ts), 'x-svc-signature': signWebhook(secret, ts, body), 'idempotency-key': ID }, body };
+  return {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      'x-svc-event-id': ID,
+      'x-svc-event-type': 'subscription.updated',
+      'x-svc-timestamp': String(ts),
+      'x-svc-signature': signWebhook(secret, ts, body),
+      'idempotency-key': ID,
+    },
+    body,
+  };
 }
 
 function destinationRequest(pathAndQuery: string, body = ORDER, secret = SECRET): RequestInit {
   const ts = Math.floor(Date.now() / 1000);
-  return { method: 'POST', headers: { 'content-type': 'application/json', 'x-svc-timestamp': String(ts), 'x-svc-signature': signDestinationCall(secret, ts, 'POST', pathAndQuery, body) }, body };
+  return {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      'x-svc-timestamp': String(ts),
+      'x-svc-signature': signDestinationCall(secret, ts, 'POST', pathAndQuery, body),
+    },
+    body,
+  };
 }
 
 /** The checks every adapter passes: the event through, tampering and another secret refused with their reasons. */
@@ -192,7 +216,14 @@ describe('NestJS adapter (Nest 11 on Fastify, rawBody: true)', () => {
     const r = await fetch(`${base}/orders/lookup?x=1`, destinationRequest('/orders/lookup?x=1'));
     expect(r.status).toBe(201);
     expect(await r.json()).toEqual({ orders: [], pathAndQuery: '/orders/lookup?x=1' });
-    const stale = await fetch(`${base}/orders/lookup?x=1`, { ...destinationRequest('/orders/lookup?x=1'), headers: { 'content-type': 'application/json', 'x-svc-timestamp': '1000', 'x-svc-signature': signDestinationCall(SECRET, 1000, 'POST', '/orders/lookup?x=1', ORDER) } });
+    const stale = await fetch(`${base}/orders/lookup?x=1`, {
+      ...destinationRequest('/orders/lookup?x=1'),
+      headers: {
+        'content-type': 'application/json',
+        'x-svc-timestamp': '1000',
+        'x-svc-signature': signDestinationCall(SECRET, 1000, 'POST', '/orders/lookup?x=1', ORDER),
+      },
+    });
     expect(stale.status).toBe(400);
     expect(await stale.json()).toEqual({ code: 'STALE_TIMESTAMP', message: expect.any(String) });
   });

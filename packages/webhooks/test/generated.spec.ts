@@ -20,6 +20,7 @@ describe('generated event types', () => {
 
   it('the README names every event type and every rejection reason', () => {
     const readme = readFileSync(join(__dirname, '../README.md'), 'utf8');
-    for (const name of [...WEBHOOK_EVENT_TYPES, ...VERIFICATION_REASONS]) expect({ name, inReadme: readme.includes(`\`${name}\``) }).toEqual({ name, inReadme: true });
+    for (const name of [...WEBHOOK_EVENT_TYPES, ...VERIFICATION_REASONS])
+      expect({ name, inReadme: readme.includes(`\`${name}\``) }).toEqual({ name, inReadme: true });
   });
 });

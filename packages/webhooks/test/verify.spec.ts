@@ -13,8 +13,17 @@ const envelope = { id: ID, type: 'clinical_case.opened', createdAt: '2026-03-01T
 const BODY = Buffer.from(JSON.stringify(envelope), 'utf8');
 
 /** The spec's formula, written out here on its own (not the package's code): `v1=` + hex HMAC-SHA256 of `<ts>.<raw body>`. */
-const specWebhookSignature = (secret: string, ts: number | string, body: Buffer) => `v1=${createHmac('sha256', Buffer.from(secret, 'utf8')).update(Buffer.concat([Buffer.from(`${ts}.`), body])).digest('hex')}`;
-const headersFor = (ts: number | string = NOW_S, body = BODY, secret = SECRET) => ({ 'x-svc-event-id': ID, 'x-svc-event-type': 'clinical_case.opened', 'x-svc-timestamp': String(ts), 'x-svc-signature': specWebhookSignature(secret, ts, body), 'idempotency-key': ID });
+const specWebhookSignature = (secret: string, ts: number | string, body: Buffer) =>
+  `v1=${createHmac('sha256', Buffer.from(secret, 'utf8'))
+    .update(Buffer.concat([Buffer.from(`${ts}.`), body]))
+    .digest('hex')}`;
+const headersFor = (ts: number | string = NOW_S, body = BODY, secret = SECRET) => ({
+  'x-svc-event-id': ID,
+  'x-svc-event-type': 'clinical_case.opened',
+  'x-svc-timestamp': String(ts),
+  'x-svc-signature': specWebhookSignature(secret, ts, body),
+  'idempotency-key': ID,
+});
 
 function reasonOf(fn: () => unknown): string {
   try {
@@ -58,7 +67,9 @@ describe('verifyWebhook', () => {
     expect(reasonOf(() => verifyWebhook(BODY, { ...h, 'x-svc-timestamp': '1.5e9' }, SECRET, { now: NOW }))).toBe('UNPARSEABLE');
     expect(reasonOf(() => verifyWebhook(BODY, { ...h, 'x-svc-signature': 'v1=abc' }, SECRET, { now: NOW }))).toBe('UNPARSEABLE');
     expect(reasonOf(() => verifyWebhook(BODY, { ...h, 'x-svc-signature': h['x-svc-signature'].toUpperCase() }, SECRET, { now: NOW }))).toBe('UNPARSEABLE');
-    expect(reasonOf(() => verifyWebhook(BODY, { ...h, 'x-svc-signature': [h['x-svc-signature'], h['x-svc-signature']] }, SECRET, { now: NOW }))).toBe('UNPARSEABLE');
+    expect(reasonOf(() => verifyWebhook(BODY, { ...h, 'x-svc-signature': [h['x-svc-signature'], h['x-svc-signature']] }, SECRET, { now: NOW }))).toBe(
+      'UNPARSEABLE',
+    );
     // One byte changed, another secret, another timestamp than the one signed.
     expect(reasonOf(() => verifyWebhook(Buffer.concat([BODY, Buffer.from(' ')]), h, SECRET, { now: NOW }))).toBe('BAD_SIGNATURE');
     expect(reasonOf(() => verifyWebhook(BODY, h, 'whsec_other', { now: NOW }))).toBe('BAD_SIGNATURE');
@@ -85,7 +96,8 @@ describe('verifyWebhook', () => {
       [JSON.stringify({ ...envelope, createdAt: 'yesterday' }), 'UNPARSEABLE'],
       [JSON.stringify({ ...envelope, data: [] }), 'UNPARSEABLE'],
     ];
-    for (const [body, reason] of cases) expect({ body, reason: reasonOf(() => verifyWebhook(body, signed(body), SECRET, { now: NOW })) }).toEqual({ body, reason });
+    for (const [body, reason] of cases)
+      expect({ body, reason: reasonOf(() => verifyWebhook(body, signed(body), SECRET, { now: NOW })) }).toEqual({ body, reason });
     // Unsigned garbage is a bad signature, never a parse attempt.
     expect(reasonOf(() => verifyWebhook('not json', headersFor(), SECRET, { now: NOW }))).toBe('BAD_SIGNATURE');
   });
@@ -102,7 +114,8 @@ const ORDER_LOOKUP = JSON.stringify({ version: 1, type: 'order_lookup.requested'
 
 describe('verifyDestinationCall', () => {
   const body = ORDER_LOOKUP;
-  const specSignature = (ts: number, method: string, target: string, raw: string) => `v1=${createHmac('sha256', SECRET).update(`${ts}.${method} ${target}\n${raw}`).digest('hex')}`;
+  const specSignature = (ts: number, method: string, target: string, raw: string) =>
+    `v1=${createHmac('sha256', SECRET).update(`${ts}.${method} ${target}\n${raw}`).digest('hex')}`;
   const call = (over: Partial<{ method: string; url: string; rawBody: string; ts: number; signed: string }> = {}) => {
     const method = over.method ?? 'POST';
     const url = over.url ?? '/api/orders/lookup?src=svc';
@@ -115,7 +128,9 @@ describe('verifyDestinationCall', () => {
     const verified = verifyDestinationCall(call(), SECRET, { now: NOW });
     expect(verified).toEqual({ method: 'POST', pathAndQuery: '/api/orders/lookup?src=svc', timestamp: NOW_S, body: JSON.parse(body) });
     expect(isOrderLookupRequested(verified.body)).toBe(true);
-    expect(signDestinationCall(SECRET, NOW_S, 'POST', '/api/orders/lookup?src=svc', body)).toBe(specSignature(NOW_S, 'POST', '/api/orders/lookup?src=svc', body));
+    expect(signDestinationCall(SECRET, NOW_S, 'POST', '/api/orders/lookup?src=svc', body)).toBe(
+      specSignature(NOW_S, 'POST', '/api/orders/lookup?src=svc', body),
+    );
     // A GET without a body; an absolute URL counts by its path and query.
     const get = call({ method: 'GET', url: '/api/orders/A-1', rawBody: '' });
     expect(verifyDestinationCall({ ...get, rawBody: undefined }, SECRET, { now: NOW })).toMatchObject({ method: 'GET', body: undefined });
@@ -131,7 +146,9 @@ describe('verifyDestinationCall', () => {
     expect(reasonOf(() => verifyDestinationCall(good, 'another', { now: NOW }))).toBe('BAD_SIGNATURE');
     expect(reasonOf(() => verifyDestinationCall(good, SECRET, { now: new Date(NOW.getTime() + 301_000) }))).toBe('STALE_TIMESTAMP');
     expect(reasonOf(() => verifyDestinationCall({ ...good, headers: {} }, SECRET, { now: NOW }))).toBe('MISSING_HEADER');
-    expect(reasonOf(() => verifyDestinationCall({ ...good, headers: { ...good.headers, 'x-svc-timestamp': 'now' } }, SECRET, { now: NOW }))).toBe('UNPARSEABLE');
+    expect(reasonOf(() => verifyDestinationCall({ ...good, headers: { ...good.headers, 'x-svc-timestamp': 'now' } }, SECRET, { now: NOW }))).toBe(
+      'UNPARSEABLE',
+    );
     const notJson = call({ rawBody: 'orders please' });
     expect(reasonOf(() => verifyDestinationCall(notJson, SECRET, { now: NOW }))).toBe('UNPARSEABLE');
     expect(isOrderLookupRequested({ version: 2, type: 'order_lookup.requested', requestId: 'r', patient: { externalId: 'e' } })).toBe(false);
@@ -139,7 +156,11 @@ describe('verifyDestinationCall', () => {
 });
 
 /** A loopback server that records each request as received (target, headers, raw bytes). */
-async function recorder(): Promise<{ url: string; got: { method: string; target: string; headers: IncomingHttpHeaders; raw: Buffer }[]; close(): Promise<void> }> {
+async function recorder(): Promise<{
+  url: string;
+  got: { method: string; target: string; headers: IncomingHttpHeaders; raw: Buffer }[];
+  close(): Promise<void>;
+}> {
   const got: { method: string; target: string; headers: IncomingHttpHeaders; raw: Buffer }[] = [];
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -165,7 +186,16 @@ describe("the service's own senders, over real HTTP, verify with the package", (
     const server = await recorder();
     try {
       const signedAt = new Date();
-      const r = await sendWebhook({ url: `${server.url}/hooks/svc`, payload: BODY.toString('utf8'), secret: SECRET, eventId: ID, eventType: 'clinical_case.opened', at: new Date(signedAt.getTime() + 86_400_000), signedAt, production: false });
+      const r = await sendWebhook({
+        url: `${server.url}/hooks/svc`,
+        payload: BODY.toString('utf8'),
+        secret: SECRET,
+        eventId: ID,
+        eventType: 'clinical_case.opened',
+        at: new Date(signedAt.getTime() + 86_400_000),
+        signedAt,
+        production: false,
+      });
       expect(r.attempt.statusCode).toBe(200);
       const [req] = server.got;
       expect(verifyWebhook(req.raw, req.headers, SECRET)).toEqual(envelope);
@@ -179,14 +209,34 @@ describe("the service's own senders, over real HTTP, verify with the package", (
     const server = await recorder();
     try {
       const nowS = Math.floor(Date.now() / 1000);
-      const out = await callDestination({ baseUrl: `${server.url}/api?tenant=t1`, path: '/orders/A%201?full=1', method: 'POST', body: ORDER_LOOKUP, headers: {}, secret: SECRET, nowS, timeoutMs: 2000, production: false });
+      const out = await callDestination({
+        baseUrl: `${server.url}/api?tenant=t1`,
+        path: '/orders/A%201?full=1',
+        method: 'POST',
+        body: ORDER_LOOKUP,
+        headers: {},
+        secret: SECRET,
+        nowS,
+        timeoutMs: 2000,
+        production: false,
+      });
       expect(out.kind).toBe('response');
       const [req] = server.got;
       expect(req.target).toBe('/api/orders/A%201?tenant=t1&full=1');
       const verified = verifyDestinationCall({ method: req.method, url: req.target, rawBody: req.raw, headers: req.headers }, SECRET);
       expect(verified).toMatchObject({ method: 'POST', pathAndQuery: req.target, timestamp: nowS });
       expect(isOrderLookupRequested(verified.body)).toBe(true);
-      const get = await callDestination({ baseUrl: server.url, path: '/orders/A-1', method: 'GET', body: undefined, headers: {}, secret: SECRET, nowS, timeoutMs: 2000, production: false });
+      const get = await callDestination({
+        baseUrl: server.url,
+        path: '/orders/A-1',
+        method: 'GET',
+        body: undefined,
+        headers: {},
+        secret: SECRET,
+        nowS,
+        timeoutMs: 2000,
+        production: false,
+      });
       expect(get.kind).toBe('response');
       const second = server.got[1];
       expect(verifyDestinationCall({ method: second.method, url: second.target, rawBody: second.raw, headers: second.headers }, SECRET).body).toBeUndefined();

@@ -38,7 +38,16 @@ const provider = new Provider(issuer, {
   clientBasedCORS: (_ctx, origin) => origin === consoleOrigin,
   // Scope claims in the ID token itself (the console keeps only the ID token).
   conformIdTokenClaims: false,
-  claims: { acr: null, sid: null, auth_time: null, iss: null, amr: null, openid: ['sub', 'amr', 'auth_time', 'permissions'], email: ['email', 'email_verified'], profile: ['name'] },
+  claims: {
+    acr: null,
+    sid: null,
+    auth_time: null,
+    iss: null,
+    amr: null,
+    openid: ['sub', 'amr', 'auth_time', 'permissions'],
+    email: ['email', 'email_verified'],
+    profile: ['name'],
+  },
   findAccount: (_ctx, accountId) => ({
     accountId,
     claims: () => ({ sub: accountId, email: `${accountId}@example.test`, email_verified: true, name: 'Olivia Staff', permissions: ['integrations.manage'] }),
@@ -66,11 +75,13 @@ server.on('request', async (req, res) => {
     if (req.method === 'POST' && m[2]) {
       return await provider.interactionFinished(req, res, { login: { accountId: sub, amr: ['pwd', 'mfa'] } }, { mergeWithLastSubmission: false });
     }
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' }).end(
-      `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Test identity provider</title></head><body><main>` +
-        `<h1>Test identity provider</h1><p>Sign in to ${details.params.client_id} as ${sub} (password and second factor).</p>` +
-        `<form method="post" action="/interaction/${details.uid}/login"><button type="submit">Sign in</button></form></main></body></html>`,
-    );
+    res
+      .writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' })
+      .end(
+        `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Test identity provider</title></head><body><main>` +
+          `<h1>Test identity provider</h1><p>Sign in to ${details.params.client_id} as ${sub} (password and second factor).</p>` +
+          `<form method="post" action="/interaction/${details.uid}/login"><button type="submit">Sign in</button></form></main></body></html>`,
+      );
   } catch (err) {
     res.writeHead(400, { 'content-type': 'text/plain' }).end(String(err.message));
   }

@@ -94,7 +94,9 @@ function problemsOf(details: Detail[]) {
       return found.map((d) => d.message).join('; ');
     },
     rest(prefix: string, exact: boolean): Detail[] {
-      return details.filter((d) => !shown.has(d.path) && (d.path === prefix || (!exact && (d.path.startsWith(`${prefix}.`) || d.path.startsWith(`${prefix}[`)))));
+      return details.filter(
+        (d) => !shown.has(d.path) && (d.path === prefix || (!exact && (d.path.startsWith(`${prefix}.`) || d.path.startsWith(`${prefix}[`)))),
+      );
     },
   };
 }
@@ -114,11 +116,22 @@ interface FieldProps {
 /** A text field of the builder with its problem under it (`data-path` lets the summary move the focus to it). */
 function Field({ id, label, path, value, error, onInput, multiline, mono, hint }: FieldProps) {
   const described = [hint ? `${id}-hint` : '', error ? `${id}-err` : ''].filter(Boolean).join(' ') || undefined;
-  const common = { id, 'data-path': path, value, class: mono ? 'mono' : undefined, 'aria-invalid': error ? (true as const) : undefined, 'aria-describedby': described };
+  const common = {
+    id,
+    'data-path': path,
+    value,
+    class: mono ? 'mono' : undefined,
+    'aria-invalid': error ? (true as const) : undefined,
+    'aria-describedby': described,
+  };
   return (
     <span class="field">
       <label for={id}>{label}</label>
-      {multiline ? <textarea rows={2} {...common} onInput={(e) => onInput(e.currentTarget.value)} /> : <input {...common} onInput={(e) => onInput(e.currentTarget.value)} />}
+      {multiline ? (
+        <textarea rows={2} {...common} onInput={(e) => onInput(e.currentTarget.value)} />
+      ) : (
+        <input {...common} onInput={(e) => onInput(e.currentTarget.value)} />
+      )}
       {hint ? (
         <span id={`${id}-hint`} class="hint">
           {hint}
@@ -133,12 +146,35 @@ function Field({ id, label, path, value, error, onInput, multiline, mono, hint }
   );
 }
 
-function Choice({ id, label, path, value, options, error, onChange }: { id: string; label: string; path: string; value: string; options: { value: string; label: string }[]; error: string | null; onChange: (v: string) => void }) {
+function Choice({
+  id,
+  label,
+  path,
+  value,
+  options,
+  error,
+  onChange,
+}: {
+  id: string;
+  label: string;
+  path: string;
+  value: string;
+  options: { value: string; label: string }[];
+  error: string | null;
+  onChange: (v: string) => void;
+}) {
   const known = options.some((o) => o.value === value);
   return (
     <span class="field">
       <label for={id}>{label}</label>
-      <select id={id} data-path={path} value={value} aria-invalid={error ? true : undefined} aria-describedby={error ? `${id}-err` : undefined} onChange={(e) => onChange(e.currentTarget.value)}>
+      <select
+        id={id}
+        data-path={path}
+        value={value}
+        aria-invalid={error ? true : undefined}
+        aria-describedby={error ? `${id}-err` : undefined}
+        onChange={(e) => onChange(e.currentTarget.value)}
+      >
         {known ? null : <option value={value}>{value ? `${value} (not known)` : '(choose)'}</option>}
         {options.map((o) => (
           <option key={o.value} value={o.value}>
@@ -164,8 +200,26 @@ function Check({ label, checked, onChange }: { label: string; checked: boolean; 
 }
 
 /** A JSON object edited as text (a call's body). */
-function JsonField({ id, label, path, value, error, onChange }: { id: string; label: string; path: string; value: unknown; error: string | null; onChange: (v: unknown) => void }) {
-  const t = useSyncedText<unknown>(value, (v) => (v === undefined ? '' : pretty(v)), (s) => (s.trim() === '' ? { ok: true, value: undefined } : parseJson(s)));
+function JsonField({
+  id,
+  label,
+  path,
+  value,
+  error,
+  onChange,
+}: {
+  id: string;
+  label: string;
+  path: string;
+  value: unknown;
+  error: string | null;
+  onChange: (v: unknown) => void;
+}) {
+  const t = useSyncedText<unknown>(
+    value,
+    (v) => (v === undefined ? '' : pretty(v)),
+    (s) => (s.trim() === '' ? { ok: true, value: undefined } : parseJson(s)),
+  );
   const shown = t.error ?? error;
   return (
     <span class="field">
@@ -190,7 +244,23 @@ function JsonField({ id, label, path, value, error, onChange }: { id: string; la
 }
 
 /** Phrases, one a line. */
-function LinesField({ id, label, path, value, error, onChange, hint }: { id: string; label: string; path: string; value: unknown; error: string | null; onChange: (v: unknown) => void; hint: string }) {
+function LinesField({
+  id,
+  label,
+  path,
+  value,
+  error,
+  onChange,
+  hint,
+}: {
+  id: string;
+  label: string;
+  path: string;
+  value: unknown;
+  error: string | null;
+  onChange: (v: unknown) => void;
+  hint: string;
+}) {
   const t = useSyncedText<unknown>(
     value,
     (v) => (Array.isArray(v) ? v.join('\n') : v === undefined ? '' : pretty(v)),
@@ -202,7 +272,15 @@ function LinesField({ id, label, path, value, error, onChange, hint }: { id: str
   return (
     <span class="field">
       <label for={id}>{label}</label>
-      <textarea id={id} data-path={path} rows={3} value={t.text} aria-invalid={error ? true : undefined} aria-describedby={`${id}-hint${error ? ` ${id}-err` : ''}`} onInput={(e) => t.input(e.currentTarget.value, onChange)} />
+      <textarea
+        id={id}
+        data-path={path}
+        rows={3}
+        value={t.text}
+        aria-invalid={error ? true : undefined}
+        aria-describedby={`${id}-hint${error ? ` ${id}-err` : ''}`}
+        onInput={(e) => t.input(e.currentTarget.value, onChange)}
+      />
       <span id={`${id}-hint`} class="hint">
         {hint}
       </span>
@@ -272,7 +350,17 @@ function StepCard({ index: i, step, count, ids, def, valid, destinations, proble
       ...ids.filter((x, j) => j !== i && x).map((x) => ({ value: x, label: x })),
       { value: END, label: 'end the conversation' },
     ];
-    return <Choice id={fid(f)} label={label} path={`${p}.${f}`} value={value} options={options} error={problems.at(`${p}.${f}`)} onChange={(v) => set({ [f]: allowFollowing && v === '' ? undefined : v })} />;
+    return (
+      <Choice
+        id={fid(f)}
+        label={label}
+        path={`${p}.${f}`}
+        value={value}
+        options={options}
+        error={problems.at(`${p}.${f}`)}
+        onChange={(v) => set({ [f]: allowFollowing && v === '' ? undefined : v })}
+      />
+    );
   };
   const header = (
     <div class="row">
@@ -296,10 +384,21 @@ function StepCard({ index: i, step, count, ids, def, valid, destinations, proble
       <>
         <div class="row">
           {text('variable', 'Save the answer as', { mono: true })}
-          <Choice id={fid('format')} label="Answer format" path={`${p}.format`} value={str(s.format)} options={FORMATS.map((f) => ({ value: f, label: f.replace('_', ' ') }))} error={problems.at(`${p}.format`)} onChange={(v) => set({ format: v })} />
+          <Choice
+            id={fid('format')}
+            label="Answer format"
+            path={`${p}.format`}
+            value={str(s.format)}
+            options={FORMATS.map((f) => ({ value: f, label: f.replace('_', ' ') }))}
+            error={problems.at(`${p}.format`)}
+            onChange={(v) => set({ format: v })}
+          />
           {text('label', 'Label in the hand-off summary (optional)', { optional: true })}
         </div>
-        {text('prompt', 'Question to the patient', { multiline: true, hint: 'Templated: {{variable}}, {{patient.email}}, {{patient.externalId}}, {{run.id}}.' })}
+        {text('prompt', 'Question to the patient', {
+          multiline: true,
+          hint: 'Templated: {{variable}}, {{patient.email}}, {{patient.externalId}}, {{run.id}}.',
+        })}
       </>
     );
   } else if (type === 'call_api') {
@@ -312,15 +411,36 @@ function StepCard({ index: i, step, count, ids, def, valid, destinations, proble
     if (valid) {
       const call = s as unknown as Parameters<typeof changesAccount>[0];
       if (changesAccount(call)) facts.push('Changes an account: on every path it must come after a call that checks ownership and after a confirm step.');
-      if (checksOwnership(call)) facts.push(s.contract === 'orders_v1' ? 'Checks ownership: the order lookup is scoped to the signed-in patient.' : 'Checks ownership: a record that is not the patient’s reads as not found.');
+      if (checksOwnership(call))
+        facts.push(
+          s.contract === 'orders_v1'
+            ? 'Checks ownership: the order lookup is scoped to the signed-in patient.'
+            : 'Checks ownership: a record that is not the patient’s reads as not found.',
+        );
       const typed = typedVariablesUsed(def as unknown as Definition, call);
       if (typed.length) facts.push(`Uses what the patient typed (${typed.join(', ')}): it must check ownership.`);
     }
     body = (
       <>
         <div class="row">
-          <Choice id={fid('dest')} label="Destination" path={`${p}.destinationStableKey`} value={destKey} options={known} error={problems.at(`${p}.destinationStableKey`)} onChange={(v) => set({ destinationStableKey: v })} />
-          <Choice id={fid('method')} label="Method" path={`${p}.method`} value={str(s.method)} options={METHODS.map((m) => ({ value: m, label: m }))} error={problems.at(`${p}.method`)} onChange={(v) => set({ method: v, ...(v === 'GET' ? { readOnly: undefined } : {}) })} />
+          <Choice
+            id={fid('dest')}
+            label="Destination"
+            path={`${p}.destinationStableKey`}
+            value={destKey}
+            options={known}
+            error={problems.at(`${p}.destinationStableKey`)}
+            onChange={(v) => set({ destinationStableKey: v })}
+          />
+          <Choice
+            id={fid('method')}
+            label="Method"
+            path={`${p}.method`}
+            value={str(s.method)}
+            options={METHODS.map((m) => ({ value: m, label: m }))}
+            error={problems.at(`${p}.method`)}
+            onChange={(v) => set({ method: v, ...(v === 'GET' ? { readOnly: undefined } : {}) })}
+          />
           {text('path', 'Path', { mono: true, hint: 'Added to the Destination’s address; {{variable}} values are URL-encoded.' })}
         </div>
         {missing ? (
@@ -333,16 +453,35 @@ function StepCard({ index: i, step, count, ids, def, valid, destinations, proble
           </p>
         ) : null}
         <div class="row">
-          <Check label="Order lookup contract (orders_v1)" checked={s.contract === 'orders_v1'} onChange={(v) => set(v ? { contract: 'orders_v1', select: undefined } : { contract: undefined })} />
-          {str(s.method) !== 'GET' ? <Check label="Only looks something up (read-only)" checked={s.readOnly === true} onChange={(v) => set({ readOnly: v ? true : undefined })} /> : null}
-          <Check label="Pick one record from a list" checked={!!sel} onChange={(v) => set({ select: v ? { listPath: '', matchPath: '', equals: '' } : undefined })} />
+          <Check
+            label="Order lookup contract (orders_v1)"
+            checked={s.contract === 'orders_v1'}
+            onChange={(v) => set(v ? { contract: 'orders_v1', select: undefined } : { contract: undefined })}
+          />
+          {str(s.method) !== 'GET' ? (
+            <Check label="Only looks something up (read-only)" checked={s.readOnly === true} onChange={(v) => set({ readOnly: v ? true : undefined })} />
+          ) : null}
+          <Check
+            label="Pick one record from a list"
+            checked={!!sel}
+            onChange={(v) => set({ select: v ? { listPath: '', matchPath: '', equals: '' } : undefined })}
+          />
           <Check label="Check that the record is the patient’s" checked={!!own} onChange={(v) => set({ ownership: v ? { patientIdPath: '' } : undefined })} />
         </div>
         {(() => {
           const e = problems.at(`${p}.contract`);
           return e ? <p class="field-error">{e}</p> : null;
         })()}
-        {str(s.method) !== 'GET' ? <JsonField id={fid('body')} label="Body (JSON, optional)" path={`${p}.body`} value={s.body} error={problems.at(`${p}.body`)} onChange={(v) => set({ body: v })} /> : null}
+        {str(s.method) !== 'GET' ? (
+          <JsonField
+            id={fid('body')}
+            label="Body (JSON, optional)"
+            path={`${p}.body`}
+            value={s.body}
+            error={problems.at(`${p}.body`)}
+            onChange={(v) => set({ body: v })}
+          />
+        ) : null}
         {sel ? (
           <div class="row">
             {(['listPath', 'matchPath', 'equals'] as const).map((f) => (
@@ -382,10 +521,30 @@ function StepCard({ index: i, step, count, ids, def, valid, destinations, proble
             const change = (f: string, v: string) => set({ save: save.map((x, k) => (k === j ? { ...(isObj(x) ? x : {}), [f]: v } : x)) });
             return (
               <div class="row" key={j}>
-                <Field id={fid(`save${j}-var`)} label={`Variable ${j + 1}`} path={`${p}.save[${j}].variable`} value={str(o.variable)} mono error={problems.at(`${p}.save[${j}].variable`)} onInput={(v) => change('variable', v)} />
-                <Field id={fid(`save${j}-path`)} label={`From ${j + 1}`} path={`${p}.save[${j}].path`} value={str(o.path)} mono error={problems.at(`${p}.save[${j}].path`)} onInput={(v) => change('path', v)} />
+                <Field
+                  id={fid(`save${j}-var`)}
+                  label={`Variable ${j + 1}`}
+                  path={`${p}.save[${j}].variable`}
+                  value={str(o.variable)}
+                  mono
+                  error={problems.at(`${p}.save[${j}].variable`)}
+                  onInput={(v) => change('variable', v)}
+                />
+                <Field
+                  id={fid(`save${j}-path`)}
+                  label={`From ${j + 1}`}
+                  path={`${p}.save[${j}].path`}
+                  value={str(o.path)}
+                  mono
+                  error={problems.at(`${p}.save[${j}].path`)}
+                  onInput={(v) => change('path', v)}
+                />
                 <button type="button" class="danger" onClick={() => set({ save: save.filter((_, k) => k !== j) })}>
-                  Remove<span class="sr-only"> saved variable {j + 1} of step {i + 1}</span>
+                  Remove
+                  <span class="sr-only">
+                    {' '}
+                    saved variable {j + 1} of step {i + 1}
+                  </span>
                 </button>
               </div>
             );
@@ -403,7 +562,15 @@ function StepCard({ index: i, step, count, ids, def, valid, destinations, proble
     body = (
       <div class="row">
         {text('variable', 'Variable', { mono: true })}
-        <Choice id={fid('operator')} label="Operator" path={`${p}.operator`} value={op} options={OPERATORS.map((o) => ({ value: o, label: o.replace(/_/g, ' ') }))} error={problems.at(`${p}.operator`)} onChange={(v) => set({ operator: v, ...(v.startsWith('is_') ? { value: undefined } : {}) })} />
+        <Choice
+          id={fid('operator')}
+          label="Operator"
+          path={`${p}.operator`}
+          value={op}
+          options={OPERATORS.map((o) => ({ value: o, label: o.replace(/_/g, ' ') }))}
+          error={problems.at(`${p}.operator`)}
+          onChange={(v) => set({ operator: v, ...(v.startsWith('is_') ? { value: undefined } : {}) })}
+        />
         {op.startsWith('is_') ? null : text('value', 'Value')}
         {stepRef('then', 'When true, go to', false)}
         {stepRef('else', 'Otherwise, go to', false)}
@@ -429,7 +596,10 @@ function StepCard({ index: i, step, count, ids, def, valid, destinations, proble
           label="Team"
           path={`${p}.category`}
           value={str(s.category)}
-          options={[{ value: '', label: 'the workflow’s category' }, ...[...CATEGORIES, 'clinical'].map((c) => ({ value: c, label: c === 'clinical' ? 'clinical (the care team: a case)' : c }))]}
+          options={[
+            { value: '', label: 'the workflow’s category' },
+            ...[...CATEGORIES, 'clinical'].map((c) => ({ value: c, label: c === 'clinical' ? 'clinical (the care team: a case)' : c })),
+          ]}
           error={problems.at(`${p}.category`)}
           onChange={(v) => set({ category: v === '' ? undefined : v })}
         />
@@ -479,7 +649,19 @@ function StepCard({ index: i, step, count, ids, def, valid, destinations, proble
 }
 
 /** The conflict after a 409 STALE_REVISION: what each side changed, choices where both changed the same thing, merge or reload. */
-function Conflict({ base, mine, theirs, onMerge, onReload }: { base: VersionRecord; mine: Draft; theirs: VersionRecord; onMerge: (d: Draft) => void; onReload: () => void }) {
+function Conflict({
+  base,
+  mine,
+  theirs,
+  onMerge,
+  onReload,
+}: {
+  base: VersionRecord;
+  mine: Draft;
+  theirs: VersionRecord;
+  onMerge: (d: Draft) => void;
+  onReload: () => void;
+}) {
   const c: Comparison = useMemo(() => compare(base.definition, mine, theirs.definition), [base, mine, theirs]);
   const [choose, setChoose] = useState<Record<string, 'mine' | 'theirs'>>({});
   const h = useRef<HTMLHeadingElement>(null);
@@ -506,7 +688,12 @@ function Conflict({ base, mine, theirs, onMerge, onReload }: { base: VersionReco
               <strong>{it.label}</strong>
               {(['mine', 'theirs'] as const).map((side) => (
                 <label key={side} class="check">
-                  <input type="radio" name={`choose-${it.key}`} checked={(choose[it.key] ?? 'mine') === side} onChange={() => setChoose({ ...choose, [it.key]: side })} />{' '}
+                  <input
+                    type="radio"
+                    name={`choose-${it.key}`}
+                    checked={(choose[it.key] ?? 'mine') === side}
+                    onChange={() => setChoose({ ...choose, [it.key]: side })}
+                  />{' '}
                   {side === 'mine' ? 'mine' : `revision ${theirs.revision}`}
                 </label>
               ))}
@@ -680,11 +867,42 @@ export function Builder({ api, base, workflow, version, destinations, reload, on
           <fieldset>
             <legend>When the workflow runs</legend>
             <div class="row">
-              <Choice id="wf-category" label="Category" path="definition.category" value={str(def.category)} options={CATEGORIES.map((c) => ({ value: c, label: c }))} error={top.category} onChange={(v) => setTop('category', v)} />
+              <Choice
+                id="wf-category"
+                label="Category"
+                path="definition.category"
+                value={str(def.category)}
+                options={CATEGORIES.map((c) => ({ value: c, label: c }))}
+                error={top.category}
+                onChange={(v) => setTop('category', v)}
+              />
             </div>
-            <Field id="wf-description" label="Description" path="definition.description" value={str(def.description)} error={top.description} onInput={(v) => setTop('description', v)} />
-            <LinesField id="wf-trigger" label="Trigger phrases" path="definition.triggerPhrases" value={def.triggerPhrases} error={top.trigger} hint="One a line (up to 20): a patient message with one of them starts the workflow (English or Spanish; case and accents ignored)." onChange={(v) => setTop('triggerPhrases', v)} />
-            <LinesField id="wf-exclude" label="Exclude phrases" path="definition.excludePhrases" value={def.excludePhrases} error={top.exclude} hint="One a line (up to 20): a message with one of them never starts it." onChange={(v) => setTop('excludePhrases', v)} />
+            <Field
+              id="wf-description"
+              label="Description"
+              path="definition.description"
+              value={str(def.description)}
+              error={top.description}
+              onInput={(v) => setTop('description', v)}
+            />
+            <LinesField
+              id="wf-trigger"
+              label="Trigger phrases"
+              path="definition.triggerPhrases"
+              value={def.triggerPhrases}
+              error={top.trigger}
+              hint="One a line (up to 20): a patient message with one of them starts the workflow (English or Spanish; case and accents ignored)."
+              onChange={(v) => setTop('triggerPhrases', v)}
+            />
+            <LinesField
+              id="wf-exclude"
+              label="Exclude phrases"
+              path="definition.excludePhrases"
+              value={def.excludePhrases}
+              error={top.exclude}
+              hint="One a line (up to 20): a message with one of them never starts it."
+              onChange={(v) => setTop('excludePhrases', v)}
+            />
           </fieldset>
           <h4 class="steps-h">Steps, in order</h4>
           <ol class="steps">{cards}</ol>
@@ -749,7 +967,8 @@ export function Builder({ api, base, workflow, version, destinations, reload, on
                   type="button"
                   class="link"
                   onClick={() => {
-                    const el = (document.querySelector(`[data-path="${d.path}"]`) ?? document.querySelector(`[data-path="${d.path.replace(/\.[^.[]+$|\[\d+\]$/, '')}"]`)) as HTMLElement | null;
+                    const el = (document.querySelector(`[data-path="${d.path}"]`) ??
+                      document.querySelector(`[data-path="${d.path.replace(/\.[^.[]+$|\[\d+\]$/, '')}"]`)) as HTMLElement | null;
                     el?.focus();
                   }}
                 >

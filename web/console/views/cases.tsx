@@ -49,20 +49,38 @@ function NewCase({ api, base, onOpened }: { api: Api; base: string; onOpened: (i
     <form
       onSubmit={(e) => {
         e.preventDefault();
-        void api.post<{ caseId: string }>(base, { patientId: patientId.trim(), request: request.trim() }).then((r) => (r.ok ? onOpened(r.body.caseId) : setProblem(r.problem)));
+        void api
+          .post<{ caseId: string }>(base, { patientId: patientId.trim(), request: request.trim() })
+          .then((r) => (r.ok ? onOpened(r.body.caseId) : setProblem(r.problem)));
       }}
     >
       <fieldset>
         <legend>Open a case from the team chat</legend>
         <label for="c-patient">Patient id</label>
-        <input id="c-patient" required value={patientId} onInput={(e) => setPatientId(e.currentTarget.value)} class="mono" aria-invalid={pErr ? true : undefined} aria-describedby={pErr ? 'c-patient-err' : undefined} />
+        <input
+          id="c-patient"
+          required
+          value={patientId}
+          onInput={(e) => setPatientId(e.currentTarget.value)}
+          class="mono"
+          aria-invalid={pErr ? true : undefined}
+          aria-describedby={pErr ? 'c-patient-err' : undefined}
+        />
         {pErr ? (
           <p id="c-patient-err" class="field-error">
             {pErr}
           </p>
         ) : null}
         <label for="c-request">Request</label>
-        <textarea id="c-request" required rows={3} value={request} onInput={(e) => setRequest(e.currentTarget.value)} aria-invalid={rErr ? true : undefined} aria-describedby={rErr ? 'c-request-err' : undefined} />
+        <textarea
+          id="c-request"
+          required
+          rows={3}
+          value={request}
+          onInput={(e) => setRequest(e.currentTarget.value)}
+          aria-invalid={rErr ? true : undefined}
+          aria-describedby={rErr ? 'c-request-err' : undefined}
+        />
         {rErr ? (
           <p id="c-request-err" class="field-error">
             {rErr}
@@ -172,14 +190,16 @@ function CaseView({ api, org, env, route, go }: Props) {
   };
   useEffect(() => void load(), [route.item]);
   const timeline = c
-    ? ([
-        ['Opened', c.openedAt],
-        ['Confirmation due', c.confirmationDueAt],
-        ['Acknowledged', c.acknowledgedAt],
-        ['Scheduled for', c.scheduledFor],
-        ['Resolved', c.resolvedAt],
-        ['Last update', c.updatedAt],
-      ].filter(([, at]) => at) as [string, string][]).sort((a, b) => a[1].localeCompare(b[1]))
+    ? (
+        [
+          ['Opened', c.openedAt],
+          ['Confirmation due', c.confirmationDueAt],
+          ['Acknowledged', c.acknowledgedAt],
+          ['Scheduled for', c.scheduledFor],
+          ['Resolved', c.resolvedAt],
+          ['Last update', c.updatedAt],
+        ].filter(([, at]) => at) as [string, string][]
+      ).sort((a, b) => a[1].localeCompare(b[1]))
     : [];
   return (
     <section>

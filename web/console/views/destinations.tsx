@@ -59,7 +59,8 @@ function Signing({ destination, route, go }: { destination: Destination | null; 
     <section aria-labelledby="signing-h" class="card">
       <h3 id="signing-h">How your system checks our calls</h3>
       <p>
-        Every call a workflow makes to a Destination is signed. One attempt, no redirects followed, waiting at most the Destination's timeout (5 seconds at most).
+        Every call a workflow makes to a Destination is signed. One attempt, no redirects followed, waiting at most the Destination's timeout (5 seconds at
+        most).
       </p>
       <dl class="facts">
         <dt>
@@ -95,8 +96,8 @@ function Signing({ destination, route, go }: { destination: Destination | null; 
         </dd>
       </dl>
       <p>
-        Example{destination ? ` for ${destination.name}` : ''}: the order lookup step (<code>POST /orders/lookup</code>, the “Order status and tracking” template)
-        signs
+        Example{destination ? ` for ${destination.name}` : ''}: the order lookup step (<code>POST /orders/lookup</code>, the “Order status and tracking”
+        template) signs
       </p>
       <pre class="code" tabIndex={0} aria-label="Signed text of an order lookup">
         <code>{`<timestamp>.POST ${example}\n${ORDER_LOOKUP_BODY}`}</code>
@@ -140,7 +141,9 @@ export function DestinationsView({ api, org, env, route, go }: Props) {
       <ScreenTitle>
         Destinations <EnvBadge kind={env.kind} />
       </ScreenTitle>
-      <p>A Destination is one of your systems that a conversation workflow calls, such as an order system. A workflow's call step names it by its stable key.</p>
+      <p>
+        A Destination is one of your systems that a conversation workflow calls, such as an order system. A workflow's call step names it by its stable key.
+      </p>
       {list && list.length === 0 ? <p>No Destinations in this environment yet.</p> : null}
       {list && list.length > 0 ? (
         <table>
@@ -174,7 +177,12 @@ export function DestinationsView({ api, org, env, route, go }: Props) {
                     type="button"
                     class="danger"
                     onClick={() => {
-                      if (!confirm(`Delete the Destination ${d.name} (${d.stableKey})? Workflows that call it fail their call (and cannot be switched on) until one with this key exists again.`)) return;
+                      if (
+                        !confirm(
+                          `Delete the Destination ${d.name} (${d.stableKey})? Workflows that call it fail their call (and cannot be switched on) until one with this key exists again.`,
+                        )
+                      )
+                        return;
                       void api.del(`${base}/${d.id}`).then((r) => {
                         if (!r.ok) return setListProblem(r.problem);
                         setListProblem(null);
@@ -225,18 +233,42 @@ export function DestinationsView({ api, org, env, route, go }: Props) {
         <fieldset>
           <legend>Add a Destination</legend>
           <label for="d-key">Stable key</label>
-          <input id="d-key" class="mono" value={stableKey} onInput={(e) => setStableKey(e.currentTarget.value)} placeholder="order_system" {...invalid('d-key-err', err('stableKey'))} />
+          <input
+            id="d-key"
+            class="mono"
+            value={stableKey}
+            onInput={(e) => setStableKey(e.currentTarget.value)}
+            placeholder="order_system"
+            {...invalid('d-key-err', err('stableKey'))}
+          />
           <p class="hint">Lower-case letters, digits and underscores, 2 to 80: what a workflow's call step names.</p>
           <FieldError id="d-key-err" message={err('stableKey')} />
           <label for="d-name">Name</label>
           <input id="d-name" value={name} onInput={(e) => setName(e.currentTarget.value)} {...invalid('d-name-err', err('name'))} />
           <FieldError id="d-name-err" message={err('name')} />
           <label for="d-url">Base URL</label>
-          <input id="d-url" type="url" class="mono" value={baseUrl} onInput={(e) => setBaseUrl(e.currentTarget.value)} placeholder="https://shop.example/api" {...invalid('d-url-err', err('baseUrl'))} />
+          <input
+            id="d-url"
+            type="url"
+            class="mono"
+            value={baseUrl}
+            onInput={(e) => setBaseUrl(e.currentTarget.value)}
+            placeholder="https://shop.example/api"
+            {...invalid('d-url-err', err('baseUrl'))}
+          />
           <p class="hint">A step's path is added to it. No user name or password here: credentials go in a header.</p>
           <FieldError id="d-url-err" message={err('baseUrl')} />
           <label for="d-timeout">Timeout in milliseconds (optional)</label>
-          <input id="d-timeout" type="number" min={1} max={5000} value={timeoutMs} onInput={(e) => setTimeoutMs(e.currentTarget.value)} placeholder="5000" {...invalid('d-timeout-err', err('timeoutMs'))} />
+          <input
+            id="d-timeout"
+            type="number"
+            min={1}
+            max={5000}
+            value={timeoutMs}
+            onInput={(e) => setTimeoutMs(e.currentTarget.value)}
+            placeholder="5000"
+            {...invalid('d-timeout-err', err('timeoutMs'))}
+          />
           <FieldError id="d-timeout-err" message={err('timeoutMs')} />
           <fieldset>
             <legend>Secret headers (optional)</legend>
@@ -247,7 +279,13 @@ export function DestinationsView({ api, org, env, route, go }: Props) {
                 <div key={i} class="row">
                   <span class="field">
                     <label for={`d-h${i}-name`}>Header {i + 1} name</label>
-                    <input id={`d-h${i}-name`} class="mono" value={h.name} onInput={(ev) => setHeaders(headers.map((x, j) => (j === i ? { ...x, name: ev.currentTarget.value } : x)))} {...invalid(`d-h${i}-err`, e)} />
+                    <input
+                      id={`d-h${i}-name`}
+                      class="mono"
+                      value={h.name}
+                      onInput={(ev) => setHeaders(headers.map((x, j) => (j === i ? { ...x, name: ev.currentTarget.value } : x)))}
+                      {...invalid(`d-h${i}-err`, e)}
+                    />
                   </span>
                   <span class="field">
                     <label for={`d-h${i}-value`}>Header {i + 1} value</label>

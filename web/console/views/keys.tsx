@@ -14,7 +14,11 @@ interface ApiKey {
 
 const SECRET_KINDS = [
   { kind: 'widget_signing', label: 'Widget signing secret', hint: 'Signs every call to your Destinations (x-svc-signature).' },
-  { kind: 'identity_token', label: 'Identity token secret', hint: 'Verifies the identity tokens your backend signs for the widget. Rotating ends open widget sessions.' },
+  {
+    kind: 'identity_token',
+    label: 'Identity token secret',
+    hint: 'Verifies the identity tokens your backend signs for the widget. Rotating ends open widget sessions.',
+  },
 ] as const;
 
 function EnvironmentKeys({ api, org, env }: { api: Api; org: Organization; env: Organization['environments'][number] }) {
@@ -85,7 +89,14 @@ function EnvironmentKeys({ api, org, env }: { api: Api; org: Organization; env: 
         }}
       >
         <label for={`key-name-${env.kind}`}>New {kind.toLowerCase()} key name</label>
-        <input id={`key-name-${env.kind}`} required maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} aria-invalid={nameErr ? true : undefined} />
+        <input
+          id={`key-name-${env.kind}`}
+          required
+          maxLength={100}
+          value={name}
+          onInput={(e) => setName(e.currentTarget.value)}
+          aria-invalid={nameErr ? true : undefined}
+        />
         {nameErr ? <p class="field-error">{nameErr}</p> : null}
         <button type="submit">Create {kind.toLowerCase()} API key</button>
       </form>

@@ -12,7 +12,9 @@ export function CreateOrganization({ api, first, onCreated }: { api: Api; first:
   return (
     <section>
       <ScreenTitle>{first ? 'Create your organization' : 'New organization'}</ScreenTitle>
-      {first ? <p>You are not a member of any organization yet. Create one: you become its owner, and it gets a sandbox and a production environment.</p> : null}
+      {first ? (
+        <p>You are not a member of any organization yet. Create one: you become its owner, and it gets a sandbox and a production environment.</p>
+      ) : null}
       <form
         onSubmit={(e) => {
           e.preventDefault();
@@ -25,7 +27,15 @@ export function CreateOrganization({ api, first, onCreated }: { api: Api; first:
         }}
       >
         <label for="org-name">Organization name</label>
-        <input id="org-name" required maxLength={200} value={name} onInput={(e) => setName(e.currentTarget.value)} aria-invalid={err ? true : undefined} aria-describedby={err ? 'org-name-err' : undefined} />
+        <input
+          id="org-name"
+          required
+          maxLength={200}
+          value={name}
+          onInput={(e) => setName(e.currentTarget.value)}
+          aria-invalid={err ? true : undefined}
+          aria-describedby={err ? 'org-name-err' : undefined}
+        />
         {err ? (
           <p id="org-name-err" class="field-error">
             {err}
@@ -136,7 +146,12 @@ function Members({ api, org, me }: { api: Api; org: Organization; me: string }) 
                   <select
                     aria-label={`Role of ${m.email}`}
                     value={m.role}
-                    onChange={(e) => void act(api.post(`/organizations/${org.id}/members`, { sub: m.sub, email: m.email, role: e.currentTarget.value }), `${m.email} is now ${e.currentTarget.value}.`)}
+                    onChange={(e) =>
+                      void act(
+                        api.post(`/organizations/${org.id}/members`, { sub: m.sub, email: m.email, role: e.currentTarget.value }),
+                        `${m.email} is now ${e.currentTarget.value}.`,
+                      )
+                    }
                   >
                     {m.role === 'owner' ? <option value="owner">owner</option> : null}
                     <option value="admin">admin</option>
@@ -145,7 +160,14 @@ function Members({ api, org, me }: { api: Api; org: Organization; me: string }) 
                 </td>
                 <td>{when(m.addedAt)}</td>
                 <td>
-                  <button type="button" class="danger" onClick={() => confirm(`Remove ${m.email} from ${org.name}?`) && void act(api.del(`/organizations/${org.id}/members/${encodeURIComponent(m.sub)}`), `${m.email} was removed.`)}>
+                  <button
+                    type="button"
+                    class="danger"
+                    onClick={() =>
+                      confirm(`Remove ${m.email} from ${org.name}?`) &&
+                      void act(api.del(`/organizations/${org.id}/members/${encodeURIComponent(m.sub)}`), `${m.email} was removed.`)
+                    }
+                  >
                     Remove<span class="sr-only"> {m.email}</span>
                   </button>
                 </td>
@@ -158,10 +180,12 @@ function Members({ api, org, me }: { api: Api; org: Organization; me: string }) 
         class="inline"
         onSubmit={(e) => {
           e.preventDefault();
-          void act(api.post(`/organizations/${org.id}/members`, { sub: sub.trim(), email: email.trim(), role }), `${email.trim()} was added as ${role}.`).then(() => {
-            setSub('');
-            setEmail('');
-          });
+          void act(api.post(`/organizations/${org.id}/members`, { sub: sub.trim(), email: email.trim(), role }), `${email.trim()} was added as ${role}.`).then(
+            () => {
+              setSub('');
+              setEmail('');
+            },
+          );
         }}
       >
         <fieldset>

@@ -26,7 +26,12 @@ interface Protocol {
   name: string;
   defaultCadenceDays: number;
   questions: Question[];
-  redFlags: { scores?: { question: string; tier: Tier; op: '>=' | '<='; value: number }[]; phrases?: PhraseRule[]; semanticPhrases?: PhraseRule[]; emergencyTerms?: boolean };
+  redFlags: {
+    scores?: { question: string; tier: Tier; op: '>=' | '<='; value: number }[];
+    phrases?: PhraseRule[];
+    semanticPhrases?: PhraseRule[];
+    emergencyTerms?: boolean;
+  };
   active: boolean;
   createdAt: string;
 }
@@ -65,7 +70,23 @@ function rows<T>(list: T[], set: (l: T[]) => void) {
   };
 }
 
-function PhraseRows({ label, item, idBase, path, list, set, problem }: { label: string; item: string; idBase: string; path: string; list: PhraseRule[]; set: (l: PhraseRule[]) => void; problem: Problem | null }) {
+function PhraseRows({
+  label,
+  item,
+  idBase,
+  path,
+  list,
+  set,
+  problem,
+}: {
+  label: string;
+  item: string;
+  idBase: string;
+  path: string;
+  list: PhraseRule[];
+  set: (l: PhraseRule[]) => void;
+  problem: Problem | null;
+}) {
   const r = rows(list, set);
   const listErr = fieldError(problem, path, true);
   return (
@@ -91,7 +112,11 @@ function PhraseRows({ label, item, idBase, path, list, set, problem }: { label: 
               </select>
             </span>
             <button type="button" class="danger" onClick={() => r.remove(i)}>
-              Remove<span class="sr-only"> {item} {i + 1}</span>
+              Remove
+              <span class="sr-only">
+                {' '}
+                {item} {i + 1}
+              </span>
             </button>
             <FieldError id={`${id}-err`} message={err} />
           </div>
@@ -166,14 +191,29 @@ function NewProtocol({ api, base, onCreated }: { api: Api; base: string; onCreat
       <fieldset>
         <legend>New protocol</legend>
         <label for="p-key">Program key</label>
-        <input id="p-key" class="mono" value={programKey} onInput={(e) => setProgramKey(e.currentTarget.value)} placeholder="post-op-knee" {...invalid('p-key-err', err('programKey'))} />
+        <input
+          id="p-key"
+          class="mono"
+          value={programKey}
+          onInput={(e) => setProgramKey(e.currentTarget.value)}
+          placeholder="post-op-knee"
+          {...invalid('p-key-err', err('programKey'))}
+        />
         <p class="hint">Lower-case letters, digits and dashes; your system names it in patient.created (programKey).</p>
         <FieldError id="p-key-err" message={err('programKey')} />
         <label for="p-name">Name</label>
         <input id="p-name" value={name} onInput={(e) => setName(e.currentTarget.value)} {...invalid('p-name-err', err('name'))} />
         <FieldError id="p-name-err" message={err('name')} />
         <label for="p-cadence">Check-in every (days)</label>
-        <input id="p-cadence" type="number" min={1} max={30} value={cadence} onInput={(e) => setCadence(e.currentTarget.value)} {...invalid('p-cadence-err', err('defaultCadenceDays'))} />
+        <input
+          id="p-cadence"
+          type="number"
+          min={1}
+          max={30}
+          value={cadence}
+          onInput={(e) => setCadence(e.currentTarget.value)}
+          {...invalid('p-cadence-err', err('defaultCadenceDays'))}
+        />
         <p class="hint">1 to 30; an enrolment may set its own (checkInCadenceDays).</p>
         <FieldError id="p-cadence-err" message={err('defaultCadenceDays')} />
 
@@ -188,7 +228,13 @@ function NewProtocol({ api, base, onCreated }: { api: Api; base: string; onCreat
                 <div class="row">
                   <span class="field">
                     <label for={`${id}-key`}>Key</label>
-                    <input id={`${id}-key`} class="mono" value={x.key} onInput={(e) => q.change(i, { key: e.currentTarget.value })} {...invalid(`${id}-key-err`, err(`${path}.key`))} />
+                    <input
+                      id={`${id}-key`}
+                      class="mono"
+                      value={x.key}
+                      onInput={(e) => q.change(i, { key: e.currentTarget.value })}
+                      {...invalid(`${id}-key-err`, err(`${path}.key`))}
+                    />
                   </span>
                   <span class="field">
                     <label for={`${id}-type`}>Type</label>
@@ -201,20 +247,38 @@ function NewProtocol({ api, base, onCreated }: { api: Api; base: string; onCreat
                 </div>
                 <FieldError id={`${id}-key-err`} message={err(`${path}.key`)} />
                 <label for={`${id}-text`}>Question text</label>
-                <input id={`${id}-text`} value={x.text} onInput={(e) => q.change(i, { text: e.currentTarget.value })} {...invalid(`${id}-text-err`, err(`${path}.text`))} />
+                <input
+                  id={`${id}-text`}
+                  value={x.text}
+                  onInput={(e) => q.change(i, { text: e.currentTarget.value })}
+                  {...invalid(`${id}-text-err`, err(`${path}.text`))}
+                />
                 <FieldError id={`${id}-text-err`} message={err(`${path}.text`)} />
                 {x.type === 'scale' ? (
                   <div class="row">
                     <span class="field">
                       <label for={`${id}-min`}>From</label>
-                      <input id={`${id}-min`} type="number" value={x.min} onInput={(e) => q.change(i, { min: e.currentTarget.value })} {...invalid(`${id}-min-err`, err(`${path}.min`))} />
+                      <input
+                        id={`${id}-min`}
+                        type="number"
+                        value={x.min}
+                        onInput={(e) => q.change(i, { min: e.currentTarget.value })}
+                        {...invalid(`${id}-min-err`, err(`${path}.min`))}
+                      />
                     </span>
                     <span class="field">
                       <label for={`${id}-max`}>To</label>
-                      <input id={`${id}-max`} type="number" value={x.max} onInput={(e) => q.change(i, { max: e.currentTarget.value })} {...invalid(`${id}-max-err`, err(`${path}.max`))} />
+                      <input
+                        id={`${id}-max`}
+                        type="number"
+                        value={x.max}
+                        onInput={(e) => q.change(i, { max: e.currentTarget.value })}
+                        {...invalid(`${id}-max-err`, err(`${path}.max`))}
+                      />
                     </span>
                     <label class="check">
-                      <input type="checkbox" checked={x.higherIsBetter} onChange={(e) => q.change(i, { higherIsBetter: e.currentTarget.checked })} /> Higher is better
+                      <input type="checkbox" checked={x.higherIsBetter} onChange={(e) => q.change(i, { higherIsBetter: e.currentTarget.checked })} /> Higher is
+                      better
                     </label>
                   </div>
                 ) : null}
@@ -246,7 +310,12 @@ function NewProtocol({ api, base, onCreated }: { api: Api; base: string; onCreat
               <div key={i} class="row">
                 <span class="field">
                   <label for={`${id}-q`}>Question</label>
-                  <select id={`${id}-q`} value={x.question} onChange={(e) => s.change(i, { question: e.currentTarget.value })} {...invalid(`${id}-err`, rowErr)}>
+                  <select
+                    id={`${id}-q`}
+                    value={x.question}
+                    onChange={(e) => s.change(i, { question: e.currentTarget.value })}
+                    {...invalid(`${id}-err`, rowErr)}
+                  >
                     <option value="">(choose)</option>
                     {[...new Set([...scaleKeys, ...(x.question ? [x.question] : [])])].map((k) => (
                       <option key={k} value={k}>
@@ -286,10 +355,21 @@ function NewProtocol({ api, base, onCreated }: { api: Api; base: string; onCreat
           </button>
         </fieldset>
         <PhraseRows label="Red flags: phrases" item="phrase" idBase="p-ph" path="redFlags.phrases" list={phrases} set={setPhrases} problem={problem} />
-        <p class="hint">Phrases match whole words of text answers and notes; meaning phrases also match other word forms, any order and synonyms (English and Spanish).</p>
-        <PhraseRows label="Red flags: meaning phrases" item="meaning phrase" idBase="p-sp" path="redFlags.semanticPhrases" list={semantic} set={setSemantic} problem={problem} />
+        <p class="hint">
+          Phrases match whole words of text answers and notes; meaning phrases also match other word forms, any order and synonyms (English and Spanish).
+        </p>
+        <PhraseRows
+          label="Red flags: meaning phrases"
+          item="meaning phrase"
+          idBase="p-sp"
+          path="redFlags.semanticPhrases"
+          list={semantic}
+          set={setSemantic}
+          problem={problem}
+        />
         <label class="check">
-          <input type="checkbox" checked={emergencyTerms} onChange={(e) => setEmergencyTerms(e.currentTarget.checked)} /> Built-in emergency terms (chest pain, breathing, stroke, self-harm, …; English and Spanish): emergency guidance at once
+          <input type="checkbox" checked={emergencyTerms} onChange={(e) => setEmergencyTerms(e.currentTarget.checked)} /> Built-in emergency terms (chest pain,
+          breathing, stroke, self-harm, …; English and Spanish): emergency guidance at once
         </label>
         <button type="submit" class="primary" disabled={busy}>
           Create protocol
@@ -315,7 +395,9 @@ export function ProtocolsView({ api, org, env }: Props) {
     void api.post<Protocol>(`${base}/${p.id}/${p.active ? 'deactivate' : 'activate'}`).then((r) => {
       if (!r.ok) return setProblem(r.problem);
       setProblem(null);
-      setSaid(r.body.active ? `${p.name} is active: new enrolments may use it.` : `${p.name} is inactive: no new enrolments; enrolled patients keep their check-ins.`);
+      setSaid(
+        r.body.active ? `${p.name} is active: new enrolments may use it.` : `${p.name} is inactive: no new enrolments; enrolled patients keep their check-ins.`,
+      );
       void load();
     });
   return (
@@ -324,8 +406,8 @@ export function ProtocolsView({ api, org, env }: Props) {
         Protocols <EnvBadge kind={env.kind} />
       </ScreenTitle>
       <p>
-        A protocol is what patients of a program are asked at each check-in, how often, and which answers open a clinical case. Your system enrols a patient into an
-        active protocol (patient.created with its program key).
+        A protocol is what patients of a program are asked at each check-in, how often, and which answers open a clinical case. Your system enrols a patient
+        into an active protocol (patient.created with its program key).
       </p>
       {list && list.length === 0 ? <p>No protocols in this environment yet.</p> : null}
       {list && list.length > 0 ? (
@@ -358,7 +440,8 @@ export function ProtocolsView({ api, org, env }: Props) {
                   <ul class="plain">
                     {p.questions.map((q) => (
                       <li key={q.key}>
-                        <code>{q.key}</code> {q.text} <span class="hint">({q.type === 'scale' ? `${q.min ?? 0}–${q.max ?? 10}` : q.type.replace('_', ' ')})</span>
+                        <code>{q.key}</code> {q.text}{' '}
+                        <span class="hint">({q.type === 'scale' ? `${q.min ?? 0}–${q.max ?? 10}` : q.type.replace('_', ' ')})</span>
                       </li>
                     ))}
                   </ul>
@@ -414,12 +497,14 @@ export function SendCheckIn({ api, org, env, patientId: fixed }: Props & { patie
   const send = () => {
     setBusy(true);
     setSaid('');
-    void api.post<{ checkInId: string }>(`/organizations/${org.id}/environments/${env.id}/patients/${encodeURIComponent(patientId.trim())}/check-ins`).then((r) => {
-      setBusy(false);
-      if (!r.ok) return setProblem(r.problem);
-      setProblem(null);
-      setSaid(`A check-in was sent to the patient (check-in ${r.body.checkInId}). The cadence is unchanged.`);
-    });
+    void api
+      .post<{ checkInId: string }>(`/organizations/${org.id}/environments/${env.id}/patients/${encodeURIComponent(patientId.trim())}/check-ins`)
+      .then((r) => {
+        setBusy(false);
+        if (!r.ok) return setProblem(r.problem);
+        setProblem(null);
+        setSaid(`A check-in was sent to the patient (check-in ${r.body.checkInId}). The cadence is unchanged.`);
+      });
   };
   return (
     <div class="send-checkin">
@@ -435,7 +520,14 @@ export function SendCheckIn({ api, org, env, patientId: fixed }: Props & { patie
           }}
         >
           <label for="ci-patient">Patient id</label>
-          <input id="ci-patient" class="mono" required value={patientId} onInput={(e) => setPatientId(e.currentTarget.value)} {...invalid('ci-patient-err', err)} />
+          <input
+            id="ci-patient"
+            class="mono"
+            required
+            value={patientId}
+            onInput={(e) => setPatientId(e.currentTarget.value)}
+            {...invalid('ci-patient-err', err)}
+          />
           <p class="hint">The service’s patient id: the patientId of the 202 answer to patient.created, also shown on each of the patient’s cases.</p>
           <FieldError id="ci-patient-err" message={err} />
           <button type="submit" class="primary" disabled={busy}>
@@ -456,7 +548,8 @@ export function PatientsView(props: Props) {
         Patients <EnvBadge kind={props.env.kind} />
       </ScreenTitle>
       <p>
-        Send a patient a check-in now, outside the cadence: they get an email with a new single-use link to the questions of their protocol. Each one uses a credit.
+        Send a patient a check-in now, outside the cadence: they get an email with a new single-use link to the questions of their protocol. Each one uses a
+        credit.
       </p>
       <SendCheckIn {...props} />
     </section>

@@ -138,7 +138,16 @@ function Endpoints({ api, org, env, route, go }: Props) {
         <fieldset>
           <legend>Add an endpoint</legend>
           <label for="wh-url">URL</label>
-          <input id="wh-url" type="url" required value={url} onInput={(e) => setUrl(e.currentTarget.value)} placeholder="https://example.com/webhooks" aria-invalid={urlErr ? true : undefined} aria-describedby={urlErr ? 'wh-url-err' : undefined} />
+          <input
+            id="wh-url"
+            type="url"
+            required
+            value={url}
+            onInput={(e) => setUrl(e.currentTarget.value)}
+            placeholder="https://example.com/webhooks"
+            aria-invalid={urlErr ? true : undefined}
+            aria-describedby={urlErr ? 'wh-url-err' : undefined}
+          />
           {urlErr ? (
             <p id="wh-url-err" class="field-error">
               {urlErr}
@@ -264,7 +273,8 @@ function Deliveries({ api, org, env, route, go }: Props) {
                     <ol class="attempts">
                       {d.attempts.map((a, i) => (
                         <li key={i}>
-                          {when(a.at)} · <span class={a.statusCode && a.statusCode < 300 ? 'ok' : 'bad'}>{a.statusCode ?? a.error ?? 'no answer'}</span> · {a.durationMs} ms
+                          {when(a.at)} · <span class={a.statusCode && a.statusCode < 300 ? 'ok' : 'bad'}>{a.statusCode ?? a.error ?? 'no answer'}</span> ·{' '}
+                          {a.durationMs} ms
                           {a.error && a.statusCode !== null ? <span class="hint"> ({a.error})</span> : null}
                         </li>
                       ))}
@@ -284,7 +294,11 @@ function Deliveries({ api, org, env, route, go }: Props) {
                         })
                       }
                     >
-                      Retry now<span class="sr-only"> {d.eventType} {d.eventId}</span>
+                      Retry now
+                      <span class="sr-only">
+                        {' '}
+                        {d.eventType} {d.eventId}
+                      </span>
                     </button>
                   )}
                 </td>

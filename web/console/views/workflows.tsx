@@ -77,7 +77,13 @@ function NewWorkflow({ api, base, destinations, onCreated }: { api: Api; base: s
               stableKey: stableKey.trim(),
               name: name.trim(),
               // A blank workflow starts with one reply: staff build the rest in the builder.
-              definition: { schema: 2, category: 'support', description: name.trim() || 'New workflow', triggerPhrases: [], steps: [{ id: 'hello', type: 'reply', message: 'Hello! How can I help?' }] },
+              definition: {
+                schema: 2,
+                category: 'support',
+                description: name.trim() || 'New workflow',
+                triggerPhrases: [],
+                steps: [{ id: 'hello', type: 'reply', message: 'Hello! How can I help?' }],
+              },
             });
         void req.then((r) => (r.ok ? onCreated(r.body) : setProblem(r.problem)));
       }}
@@ -138,7 +144,9 @@ function WorkflowList({ api, org, env, route, go }: Props) {
       <ScreenTitle>
         Conversation workflows <EnvBadge kind={env.kind} />
       </ScreenTitle>
-      <p>The agent in the patient widget runs a live workflow when a patient's message matches one of its trigger phrases. Build a draft, test it, switch it on.</p>
+      <p>
+        The agent in the patient widget runs a live workflow when a patient's message matches one of its trigger phrases. Build a draft, test it, switch it on.
+      </p>
       <label class="check">
         <input type="checkbox" checked={archived} onChange={(e) => setArchived(e.currentTarget.checked)} /> Show archived workflows
       </label>
@@ -270,7 +278,11 @@ function StepTrace({ s }: { s: TestStep }) {
               </pre>
             ) : null}
             <h6>Response</h6>
-            {s.response?.status !== null && s.response?.status !== undefined ? <p>Status {s.response.status}</p> : <p>No answer: {s.response?.error ?? 'unknown'}</p>}
+            {s.response?.status !== null && s.response?.status !== undefined ? (
+              <p>Status {s.response.status}</p>
+            ) : (
+              <p>No answer: {s.response?.error ?? 'unknown'}</p>
+            )}
             {s.response?.body !== undefined ? (
               <pre class="code" tabIndex={0} aria-label={`Response body of ${s.stepId}`}>
                 <code>{json(s.response.body)}</code>
@@ -328,7 +340,19 @@ function Transcript({ r }: { r: TestResult }) {
   );
 }
 
-function TestPanel({ api, base, version, dirty, onTested }: { api: Api; base: string; version: VersionRecord; dirty: boolean; onTested: (stale: boolean) => void }) {
+function TestPanel({
+  api,
+  base,
+  version,
+  dirty,
+  onTested,
+}: {
+  api: Api;
+  base: string;
+  version: VersionRecord;
+  dirty: boolean;
+  onTested: (stale: boolean) => void;
+}) {
   const [opening, setOpening] = useState('');
   const [replies, setReplies] = useState('');
   const [patientId, setPatientId] = useState('');
@@ -341,8 +365,8 @@ function TestPanel({ api, base, version, dirty, onTested }: { api: Api; base: st
     <section aria-labelledby="test-h" class="card">
       <h3 id="test-h">Test version {version.number}</h3>
       <p>
-        A scripted conversation with a sample patient. It calls your real Destinations (signed as in production), never messages a patient and uses no credit.
-        A passing test of the current revision, less than 24 hours old, is what switching on needs.
+        A scripted conversation with a sample patient. It calls your real Destinations (signed as in production), never messages a patient and uses no credit. A
+        passing test of the current revision, less than 24 hours old, is what switching on needs.
       </p>
       <form
         noValidate
@@ -372,7 +396,13 @@ function TestPanel({ api, base, version, dirty, onTested }: { api: Api; base: st
         }}
       >
         <label for="t-opening">The patient's first message</label>
-        <input id="t-opening" value={opening} onInput={(e) => setOpening(e.currentTarget.value)} placeholder="where is my order" {...invalid('t-opening-err', err('opening'))} />
+        <input
+          id="t-opening"
+          value={opening}
+          onInput={(e) => setOpening(e.currentTarget.value)}
+          placeholder="where is my order"
+          {...invalid('t-opening-err', err('opening'))}
+        />
         <FieldError id="t-opening-err" message={err('opening')} />
         <label for="t-replies">The patient's next messages, one a line (optional)</label>
         <textarea id="t-replies" rows={3} value={replies} onInput={(e) => setReplies(e.currentTarget.value)} {...invalid('t-replies-err', err('replies'))} />
@@ -380,11 +410,23 @@ function TestPanel({ api, base, version, dirty, onTested }: { api: Api; base: st
         <div class="row">
           <span class="field">
             <label for="t-patient">Sample patient's id in your system</label>
-            <input id="t-patient" class="mono" value={patientId} onInput={(e) => setPatientId(e.currentTarget.value)} {...invalid('t-patient-err', err('patientId'))} />
+            <input
+              id="t-patient"
+              class="mono"
+              value={patientId}
+              onInput={(e) => setPatientId(e.currentTarget.value)}
+              {...invalid('t-patient-err', err('patientId'))}
+            />
           </span>
           <span class="field">
             <label for="t-email">Sample patient's email</label>
-            <input id="t-email" type="email" value={patientEmail} onInput={(e) => setPatientEmail(e.currentTarget.value)} {...invalid('t-email-err', err('patientEmail'))} />
+            <input
+              id="t-email"
+              type="email"
+              value={patientEmail}
+              onInput={(e) => setPatientEmail(e.currentTarget.value)}
+              {...invalid('t-email-err', err('patientEmail'))}
+            />
           </span>
         </div>
         <FieldError id="t-patient-err" message={err('patientId')} />
@@ -422,7 +464,21 @@ const CHECKS: { codes: string[]; label: string }[] = [
   { codes: ['DESTINATION_MISSING'], label: 'Every Destination it calls exists in this environment' },
 ];
 
-function ReadinessPanel({ api, base, workflow, version, dirty, onChanged }: { api: Api; base: string; workflow: Workflow; version: VersionRecord; dirty: boolean; onChanged: (w: Workflow | null, said?: string) => void }) {
+function ReadinessPanel({
+  api,
+  base,
+  workflow,
+  version,
+  dirty,
+  onChanged,
+}: {
+  api: Api;
+  base: string;
+  workflow: Workflow;
+  version: VersionRecord;
+  dirty: boolean;
+  onChanged: (w: Workflow | null, said?: string) => void;
+}) {
   const [readiness, setReadiness] = useState<Readiness | null>(null);
   const [problem, setProblem] = useState<Problem | null>(null);
   const valid = useMemo(() => validateDefinition(version.definition).length === 0, [version]);
@@ -444,7 +500,8 @@ function ReadinessPanel({ api, base, workflow, version, dirty, onChanged }: { ap
       <ul class="checklist">
         {items.map((it) => (
           <li key={it.label} class={it.ok === null ? '' : it.ok ? 'done' : 'todo'}>
-            <span aria-hidden="true">{it.ok === null ? '…' : it.ok ? '✓' : '✗'}</span> <span class="sr-only">{it.ok === null ? 'checking: ' : it.ok ? 'done: ' : 'missing: '}</span>
+            <span aria-hidden="true">{it.ok === null ? '…' : it.ok ? '✓' : '✗'}</span>{' '}
+            <span class="sr-only">{it.ok === null ? 'checking: ' : it.ok ? 'done: ' : 'missing: '}</span>
             {it.label}
             {it.ok === false && it.why ? <span class="hint"> — {it.why}</span> : null}
           </li>
@@ -682,8 +739,9 @@ function WorkflowPage({ api, org, env, route, go }: Props) {
               <button
                 type="button"
                 onClick={() =>
-                  confirm(`Switch off ${workflow.name}? Patients' messages no longer start it; a run waiting for the patient stops at its next step. The live version is kept as retired.`) &&
-                  act('deactivate', `${workflow.name} is switched off.`)
+                  confirm(
+                    `Switch off ${workflow.name}? Patients' messages no longer start it; a run waiting for the patient stops at its next step. The live version is kept as retired.`,
+                  ) && act('deactivate', `${workflow.name} is switched off.`)
                 }
               >
                 Switch off
@@ -695,7 +753,9 @@ function WorkflowPage({ api, org, env, route, go }: Props) {
                 onClick={() =>
                   void api.post<VersionRecord>(`${base}/${id}/draft`).then(async (r) => {
                     if (!r.ok) return setProblem(r.problem);
-                    setSaid(`Draft version ${r.body.number} was created from the ${live ? 'live' : 'latest'} version; ${live ? 'the live version keeps running meanwhile' : 'edit it below'}.`);
+                    setSaid(
+                      `Draft version ${r.body.number} was created from the ${live ? 'live' : 'latest'} version; ${live ? 'the live version keeps running meanwhile' : 'edit it below'}.`,
+                    );
                     await reload();
                   })
                 }
@@ -712,15 +772,23 @@ function WorkflowPage({ api, org, env, route, go }: Props) {
                 type="button"
                 class="danger"
                 onClick={() =>
-                  confirm(`Archive ${workflow.name}? It is switched off and never matched; its versions and runs are kept. Restore brings it back, switched off.`) &&
-                  act('archive', `${workflow.name} is archived.`)
+                  confirm(
+                    `Archive ${workflow.name}? It is switched off and never matched; its versions and runs are kept. Restore brings it back, switched off.`,
+                  ) && act('archive', `${workflow.name} is archived.`)
                 }
               >
                 Archive
               </button>
             ) : null}
             {!workflow.everLive ? (
-              <button type="button" class="danger" onClick={() => confirm(`Delete ${workflow.name} with its drafts and test results? It has never been live.`) && act('', `${workflow.name} was deleted.`, 'del')}>
+              <button
+                type="button"
+                class="danger"
+                onClick={() =>
+                  confirm(`Delete ${workflow.name} with its drafts and test results? It has never been live.`) &&
+                  act('', `${workflow.name} was deleted.`, 'del')
+                }
+              >
                 Delete
               </button>
             ) : null}
@@ -780,7 +848,10 @@ function WorkflowPage({ api, org, env, route, go }: Props) {
                 version={(draft ?? live)!}
                 dirty={!!draft && dirty}
                 onTested={(stale) => {
-                  if (stale) setSaid('The draft was saved elsewhere meanwhile: the builder now shows the newest revision (or what changed, if you have unsaved changes). Test again.');
+                  if (stale)
+                    setSaid(
+                      'The draft was saved elsewhere meanwhile: the builder now shows the newest revision (or what changed, if you have unsaved changes). Test again.',
+                    );
                   setStamp((n) => n + 1);
                   void reload();
                 }}

@@ -173,8 +173,22 @@ export class CaseLedgerService {
    * HTTP request: it waits for the hold before it records the resolution; the conversation's
    * handler asks the case-ledger nothing). Never sent from a bus handler of this app.
    */
-  private async caseThread(control: Extract<CaseThreadCommand['control'], 'begin_close_case_thread' | 'cancel_close_case_thread'>, tenant: Tenant, caseId: string, patientId: string | null, lease?: string | null): Promise<AppendConversationMessageReply> {
-    const cmd: CaseThreadCommand = { control, organizationId: tenant.organizationId, environmentId: tenant.environmentId, conversationId: caseId, kind: 'case', patientId, ...(lease ? { lease } : {}) };
+  private async caseThread(
+    control: Extract<CaseThreadCommand['control'], 'begin_close_case_thread' | 'cancel_close_case_thread'>,
+    tenant: Tenant,
+    caseId: string,
+    patientId: string | null,
+    lease?: string | null,
+  ): Promise<AppendConversationMessageReply> {
+    const cmd: CaseThreadCommand = {
+      control,
+      organizationId: tenant.organizationId,
+      environmentId: tenant.environmentId,
+      conversationId: caseId,
+      kind: 'case',
+      patientId,
+      ...(lease ? { lease } : {}),
+    };
     return ask<AppendConversationMessageReply>(this.bus, Patterns.caseThread, cmd, { timeoutMs: 10_000 });
   }
 
@@ -187,13 +201,21 @@ export class CaseLedgerService {
    * contexts carry a patientId those contexts already know and are not asked again.
    */
   async openFromStaff(tenant: Tenant, staffSub: string, input: { patientId: string; request: string }) {
-    const contact = await ask<PatientContactReply | null, never>(this.bus, Patterns.patientContact, { environmentId: tenant.environmentId, patientId: input.patientId }, {
-      timeoutMs: 5000,
-      onError: (err) => {
-        this.log.warn({ environmentId: tenant.environmentId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'staff case: patient lookup failed');
-        throw new ApiError(503, 'UNAVAILABLE', 'The patient directory is not reachable; retry shortly', undefined, { 'retry-after': '1' });
+    const contact = await ask<PatientContactReply | null, never>(
+      this.bus,
+      Patterns.patientContact,
+      { environmentId: tenant.environmentId, patientId: input.patientId },
+      {
+        timeoutMs: 5000,
+        onError: (err) => {
+          this.log.warn(
+            { environmentId: tenant.environmentId, error: (err as { code?: string })?.code ?? (err as Error)?.name },
+            'staff case: patient lookup failed',
+          );
+          throw new ApiError(503, 'UNAVAILABLE', 'The patient directory is not reachable; retry shortly', undefined, { 'retry-after': '1' });
+        },
       },
-    });
+    );
     if (typeof contact?.known !== 'boolean') {
       this.log.warn({ environmentId: tenant.environmentId }, 'staff case: patient lookup gave no answer');
       throw new ApiError(503, 'UNAVAILABLE', 'The patient directory is not reachable; retry shortly', undefined, { 'retry-after': '1' });
@@ -286,19 +308,20 @@ export class CaseLedgerService {
     this.notFoundIfBadId(caseId);
     const hash = bodyHash(input);
     const command: CaseCommand = {
-        type: 'UpdateCase',
-        environmentId: tenant.environmentId,
-        updateId: input.updateId,
-        bodyHash: hash,
-        sequence: input.sequence,
-        status: input.status,
-        externalReference: input.externalReference,
-        scheduledFor: input.scheduledFor == null ? null : toRfc3339(input.scheduledFor),
-        resolutionOutcome: input.resolutionOutcome ?? null,
-        resolutionNote: input.resolutionNote ?? null,
-      };
+      type: 'UpdateCase',
+      environmentId: tenant.environmentId,
+      updateId: input.updateId,
+      bodyHash: hash,
+      sequence: input.sequence,
+      status: input.status,
+      externalReference: input.externalReference,
+      scheduledFor: input.scheduledFor == null ? null : toRfc3339(input.scheduledFor),
+      resolutionOutcome: input.resolutionOutcome ?? null,
+      resolutionNote: input.resolutionNote ?? null,
+    };
     const ctx = this.ctx(tenant, actor);
-    const { result: r, closing } = input.status === 'resolved' ? await this.resolve(tenant, caseId, command, ctx) : { result: await this.handleUpdate(caseId, command, ctx), closing: null };
+    const { result: r, closing } =
+      input.status === 'resolved' ? await this.resolve(tenant, caseId, command, ctx) : { result: await this.handleUpdate(caseId, command, ctx), closing: null };
     const duplicate = r.newEvents.length === 0;
     if (duplicate) await this.caughtUp();
     else await this.applied(r.position);
@@ -307,7 +330,9 @@ export class CaseLedgerService {
       // retry waits again): the conversation app closes it and reports it (onConversationEvent).
       if (!(await this.threadClosed(caseId, r.state, closing))) {
         this.log.warn({ caseId }, 'case resolve: thread not reported closed in time');
-        throw new ApiError(503, 'UNAVAILABLE', 'The case is resolved but its thread could not be closed yet; retry with the same updateId', undefined, { 'retry-after': '1' });
+        throw new ApiError(503, 'UNAVAILABLE', 'The case is resolved but its thread could not be closed yet; retry with the same updateId', undefined, {
+          'retry-after': '1',
+        });
       }
     } else closing?.cancel();
     return { ...r.state.updates.get(input.updateId)!.result, duplicate };
@@ -324,7 +349,9 @@ export class CaseLedgerService {
    */
   private async handleUpdate(caseId: string, command: CaseCommand, ctx: CommandContext): Promise<HandleResult<CaseEvent, CaseState>> {
     for (;;) {
-      const r = await this.cases.exclusive(caseStream(caseId), (turn) => (this.resolvesInFlight.has(caseId) ? Promise.resolve(null) : turn.handle(command, ctx)));
+      const r = await this.cases.exclusive(caseStream(caseId), (turn) =>
+        this.resolvesInFlight.has(caseId) ? Promise.resolve(null) : turn.handle(command, ctx),
+      );
       if (r) return r;
       await this.resolvesInFlight.get(caseId)?.done;
     }
@@ -342,7 +369,12 @@ export class CaseLedgerService {
    * record lives in this process: one case-ledger process writes the case streams (deploy runs one
    * replica).
    */
-  private async resolve(tenant: Tenant, caseId: string, command: CaseCommand, ctx: CommandContext): Promise<{ result: HandleResult<CaseEvent, CaseState>; closing: CloseSignal | null }> {
+  private async resolve(
+    tenant: Tenant,
+    caseId: string,
+    command: CaseCommand,
+    ctx: CommandContext,
+  ): Promise<{ result: HandleResult<CaseEvent, CaseState>; closing: CloseSignal | null }> {
     for (;;) {
       const earlier = this.resolvesInFlight.get(caseId);
       if (earlier) {
@@ -381,7 +413,13 @@ export class CaseLedgerService {
       hold = (await this.caseThread('begin_close_case_thread', tenant, caseId, patientId)).holdUntil ?? null;
     } catch (err) {
       this.log.warn({ caseId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'case resolve: thread hold failed');
-      throw new ApiError(503, 'UNAVAILABLE', 'The case thread could not be held for the resolution; nothing was recorded; retry with the same updateId', undefined, { 'retry-after': '1' });
+      throw new ApiError(
+        503,
+        'UNAVAILABLE',
+        'The case thread could not be held for the resolution; nothing was recorded; retry with the same updateId',
+        undefined,
+        { 'retry-after': '1' },
+      );
     }
     // Listening before the resolution exists: the close's fact cannot come before it.
     const closing = this.closeSignal(caseId);
@@ -487,7 +525,14 @@ export class CaseLedgerService {
     this.notFoundIfBadId(caseId);
     const r = await this.handleCase(
       caseId,
-      { type: 'SendProviderMessage', environmentId: tenant.environmentId, messageId: input.messageId, bodyHash: bodyHash(input), message: input.message, externalReference: input.externalReference },
+      {
+        type: 'SendProviderMessage',
+        environmentId: tenant.environmentId,
+        messageId: input.messageId,
+        bodyHash: bodyHash(input),
+        message: input.message,
+        externalReference: input.externalReference,
+      },
       this.ctx(tenant, actor),
     );
     const createdAt = r.state.messages.get(input.messageId)!.createdAt;
@@ -508,7 +553,9 @@ export class CaseLedgerService {
       timeoutMs: 10_000,
       onError: (err) => {
         this.log.warn({ caseId, error: (err as { code?: string })?.code ?? (err as Error)?.name }, 'provider message: thread append failed');
-        throw new ApiError(503, 'UNAVAILABLE', 'The message could not be added to the case thread; retry with the same messageId', undefined, { 'retry-after': '1' });
+        throw new ApiError(503, 'UNAVAILABLE', 'The message could not be added to the case thread; retry with the same messageId', undefined, {
+          'retry-after': '1',
+        });
       },
     });
     // The patient's email is a durable follow-up: ProviderMessageAccepted put a notification timer
@@ -524,7 +571,12 @@ export class CaseLedgerService {
    */
   async notifyDue(timer: NotifyTimerDoc): Promise<void> {
     const tenant = { organizationId: timer.organizationId, environmentId: timer.environmentId };
-    const contact = await ask<PatientContactReply>(this.bus, Patterns.patientContact, { environmentId: timer.environmentId, patientId: timer.patientId }, { timeoutMs: 5000 });
+    const contact = await ask<PatientContactReply>(
+      this.bus,
+      Patterns.patientContact,
+      { environmentId: timer.environmentId, patientId: timer.patientId },
+      { timeoutMs: 5000 },
+    );
     if (contact?.email) {
       const base = (this.config.widgetBaseUrl ?? `http://localhost:${this.config.port}/api`).replace(/\/$/, '');
       const link = `${base}/cases/${timer.caseId}`;
@@ -549,7 +601,11 @@ export class CaseLedgerService {
 
   async acknowledge(tenant: Tenant, staffSub: string, caseId: string) {
     await this.doc(tenant.environmentId, caseId);
-    const r = await this.handleCase(caseId, { type: 'AcknowledgeCase', environmentId: tenant.environmentId, by: staffSub }, this.ctx(tenant, `staff:${staffSub}`));
+    const r = await this.handleCase(
+      caseId,
+      { type: 'AcknowledgeCase', environmentId: tenant.environmentId, by: staffSub },
+      this.ctx(tenant, `staff:${staffSub}`),
+    );
     if (r.newEvents.length) await this.applied(r.position);
     else await this.caughtUp();
     const doc = await this.doc(tenant.environmentId, caseId);
@@ -627,7 +683,10 @@ export class CaseLedgerService {
     const { session } = await currentPatientLink(this.bus, tokenSession);
     if (!session.patientId) return { clinicalCases: [], hasMore: false };
     await this.projections.waitFor([CASE_PROJECTION, PATIENT_CASES_PROJECTION], await this.store.headPosition());
-    const page = await this.readStore.page<PatientCaseDoc>(PATIENT_CASES, patientCasesPartition(session.environmentId, session.patientId), { order: 'desc', limit });
+    const page = await this.readStore.page<PatientCaseDoc>(PATIENT_CASES, patientCasesPartition(session.environmentId, session.patientId), {
+      order: 'desc',
+      limit,
+    });
     const docs = await Promise.all(page.entries.map((e) => this.readStore.get<CaseDoc>(CASES, e.doc.caseId)));
     const clinicalCases = docs
       .filter((d): d is CaseDoc => !!d && d.environmentId === session.environmentId && d.patientId === session.patientId)

@@ -176,7 +176,15 @@ export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
   evolve(state, event) {
     switch (event.type) {
       case 'CaseRegistered':
-        return { ...state, caseId: event.caseId, requestId: event.requestId, openBodyHash: event.bodyHash ?? null, organizationId: event.organizationId, environmentId: event.environmentId, reference: event.reference };
+        return {
+          ...state,
+          caseId: event.caseId,
+          requestId: event.requestId,
+          openBodyHash: event.bodyHash ?? null,
+          organizationId: event.organizationId,
+          environmentId: event.environmentId,
+          reference: event.reference,
+        };
       case 'clinical_case.opened':
         return { ...state, patientId: event.patientId, priority: event.priority };
       case 'CaseUpdateAccepted':
@@ -184,7 +192,10 @@ export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
           ...state,
           status: event.status,
           sequence: event.sequence,
-          updates: state.updates.set(event.updateId, { bodyHash: event.bodyHash, result: { caseId: event.caseId, updateId: event.updateId, sequence: event.sequence, status: event.status } }),
+          updates: state.updates.set(event.updateId, {
+            bodyHash: event.bodyHash,
+            result: { caseId: event.caseId, updateId: event.updateId, sequence: event.sequence, status: event.status },
+          }),
         };
       case 'ProviderMessageAccepted':
         return { ...state, messages: state.messages.set(event.messageId, { bodyHash: event.bodyHash, createdAt: event.createdAt }) };
@@ -260,7 +271,9 @@ export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
         if (state.status === 'resolved') throw new DomainError(409, 'CASE_RESOLVED', 'The clinical case is resolved; it takes no further updates');
         const expected = state.sequence + 1;
         if (command.sequence !== expected) {
-          throw new DomainError(409, 'SEQUENCE_CONFLICT', `Sequence ${command.sequence} is not the next one; the expected sequence is ${expected}`, { expectedSequence: expected });
+          throw new DomainError(409, 'SEQUENCE_CONFLICT', `Sequence ${command.sequence} is not the next one; the expected sequence is ${expected}`, {
+            expectedSequence: expected,
+          });
         }
         if (state.status === 'awaiting_processing' && command.status !== 'processed') {
           throw new DomainError(409, 'INVALID_TRANSITION', 'The first update must be processed at sequence 1');
@@ -284,7 +297,14 @@ export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
         if (command.status !== 'resolved') return [accepted];
         return [
           accepted,
-          { type: 'clinical_case.resolved', caseId: state.caseId, patientId: state.patientId!, status: 'resolved', resolutionOutcome: command.resolutionOutcome!, resolutionNote: command.resolutionNote! },
+          {
+            type: 'clinical_case.resolved',
+            caseId: state.caseId,
+            patientId: state.patientId!,
+            status: 'resolved',
+            resolutionOutcome: command.resolutionOutcome!,
+            resolutionNote: command.resolutionNote!,
+          },
         ];
       }
 
@@ -314,7 +334,14 @@ export const caseDecider: Decider<CaseCommand, CaseEvent, CaseState> = {
         if (state.acknowledged) return [];
         if (state.status === 'resolved') throw new DomainError(409, 'CASE_RESOLVED', 'The clinical case is resolved');
         return [
-          { type: 'clinical_case.acknowledged', caseId: state.caseId, patientId: state.patientId!, status: state.status, resolutionOutcome: null, resolutionNote: null },
+          {
+            type: 'clinical_case.acknowledged',
+            caseId: state.caseId,
+            patientId: state.patientId!,
+            status: state.status,
+            resolutionOutcome: null,
+            resolutionNote: null,
+          },
           { type: 'CaseAcknowledgedBy', caseId: state.caseId, by: command.by, acknowledgedAt: now.toISOString() },
         ];
       }

@@ -132,7 +132,15 @@ export function caseProjection(keyring: Keyring): Projection {
           return;
         case 'ProviderMessageAccepted':
           if (doc.patientId) {
-            const timer: NotifyTimerDoc = { id: notifyTimerId(doc.caseId, event.messageId), dueAt: event.createdAt, caseId: doc.caseId, messageId: event.messageId, organizationId: doc.organizationId, environmentId: doc.environmentId, patientId: doc.patientId };
+            const timer: NotifyTimerDoc = {
+              id: notifyTimerId(doc.caseId, event.messageId),
+              dueAt: event.createdAt,
+              caseId: doc.caseId,
+              messageId: event.messageId,
+              organizationId: doc.organizationId,
+              environmentId: doc.environmentId,
+              patientId: doc.patientId,
+            };
             scheduleTimer(tx, NOTIFY_TIMERS, NOTIFY_PARTITION, timer);
           }
           return;

@@ -126,6 +126,11 @@ export async function historyCommand(ctx: Context, kind: string, id: string, opt
   await out.line(out.table(['Time', 'What', 'Where', 'Who', 'Pos'], rows));
   const legend = streams.map((s) => `  ${c.dim(categoryOf(s)?.name ?? 'stream')} ${s}`).join('\n');
   await out.line(`Streams:\n${legend}`);
-  if (!options.decrypt) await out.line(c.dim('Payloads are encrypted at rest: --decrypt also finds streams whose payloads name the subject, and shows their details (recorded in the audit stream).'));
+  if (!options.decrypt)
+    await out.line(
+      c.dim(
+        'Payloads are encrypted at rest: --decrypt also finds streams whose payloads name the subject, and shows their details (recorded in the audit stream).',
+      ),
+    );
   return 0;
 }

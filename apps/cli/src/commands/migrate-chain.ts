@@ -63,18 +63,27 @@ export async function migrateChainCommand(ctx: Context, options: MigrateChainOpt
   }
   const c = out.c;
   if (result.skipped.length) {
-    await out.line(out.table(['Stream not anchored', 'Why'], result.skipped.map((s) => [s.streamId, s.reason])));
+    await out.line(
+      out.table(
+        ['Stream not anchored', 'Why'],
+        result.skipped.map((s) => [s.streamId, s.reason]),
+      ),
+    );
   }
   const todo = result.unchainedStreams - result.skipped.length - result.alreadyAnchored;
   if (options.dryRun) {
-    await out.line(`Dry run: ${todo} streams would be anchored (${result.unchainedEvents} unchained events in ${result.unchainedStreams} streams; ${result.alreadyAnchored} already anchored). Nothing was written.`);
+    await out.line(
+      `Dry run: ${todo} streams would be anchored (${result.unchainedEvents} unchained events in ${result.unchainedStreams} streams; ${result.alreadyAnchored} already anchored). Nothing was written.`,
+    );
   } else if (result.anchored.length) {
     await out.line(
       `${c.green(c.bold('Anchored'))} the unchained events of ${result.anchored.length} streams in ${CHAIN_ANCHOR_STREAM} (${result.alreadyAnchored} were already anchored; ${result.events} events read up to position ${result.upToPosition} in ${seconds.toFixed(2)} s). ` +
         'From now on svc verify checks them against these anchors: this proves they are unchanged since now, and nothing about before.',
     );
   } else {
-    await out.line(`Nothing to anchor: ${result.unchainedStreams ? `the unchained events of all ${result.alreadyAnchored} streams that have them are already anchored` : 'every event up to position ' + result.upToPosition + ' is chained'}.`);
+    await out.line(
+      `Nothing to anchor: ${result.unchainedStreams ? `the unchained events of all ${result.alreadyAnchored} streams that have them are already anchored` : 'every event up to position ' + result.upToPosition + ' is chained'}.`,
+    );
   }
   // Streams whose unchained events have a gap cannot be anchored (svc verify names the fault).
   return result.skipped.length ? 1 : 0;

@@ -37,10 +37,16 @@ export async function checkSelection(names: string[], options: RebuildOptions): 
 export async function listProjections(out: Output): Promise<number> {
   const projections = await projectionsToList();
   if (out.json) {
-    for (const p of projections) await out.record({ kind: 'projection', name: p.name, streamPrefixes: p.streamPrefixes ?? [], collections: p.collections ?? [] });
+    for (const p of projections)
+      await out.record({ kind: 'projection', name: p.name, streamPrefixes: p.streamPrefixes ?? [], collections: p.collections ?? [] });
     return 0;
   }
-  await out.line(out.table(['Projection', 'Streams', 'Collections'], projections.map((p) => [p.name, (p.streamPrefixes ?? ['(all)']).join('\n'), (p.collections ?? []).join('\n')])));
+  await out.line(
+    out.table(
+      ['Projection', 'Streams', 'Collections'],
+      projections.map((p) => [p.name, (p.streamPrefixes ?? ['(all)']).join('\n'), (p.collections ?? []).join('\n')]),
+    ),
+  );
   return 0;
 }
 
@@ -51,7 +57,10 @@ export function selectProjections(all: Projection[], names: string[], options: R
   if (!names.length) throw new CliError('name the projections to rebuild, or --all (svc rebuild --list shows them)');
   const known = new Map(all.map((p) => [p.name, p]));
   const unknown = names.filter((n) => !known.has(n));
-  if (unknown.length) throw new CliError(`unknown projection${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (svc rebuild --list shows them: ${all.map((p) => p.name).join(', ')})`);
+  if (unknown.length)
+    throw new CliError(
+      `unknown projection${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (svc rebuild --list shows them: ${all.map((p) => p.name).join(', ')})`,
+    );
   return [...new Set(names)].map((n) => known.get(n) as Projection);
 }
 
@@ -75,7 +84,9 @@ async function openReadStore(ctx: Context, options: RebuildOptions): Promise<{ s
       return { store: new rs.SqliteReadStore(file, { exclusive: true, backgroundCheckpoint: false }), where: `SQLite ${file}` };
     } catch (err) {
       if (err instanceof rs.ReadStoreInUseError) {
-        throw new CliError(`the read store ${file} is open in another process: a running service keeps it open. Stop the service (every process on this data dir), then run svc rebuild again`);
+        throw new CliError(
+          `the read store ${file} is open in another process: a running service keeps it open. Stop the service (every process on this data dir), then run svc rebuild again`,
+        );
       }
       throw new CliError(`cannot open the read store ${file}: ${(err as Error).message}`);
     }
@@ -101,7 +112,9 @@ async function openReadStore(ctx: Context, options: RebuildOptions): Promise<{ s
         throw new CliError('cannot tell whether a service uses the Redis read store (CLIENT LIST refused): stop the service, then run svc rebuild --force');
       }
       if (others > 0) {
-        throw new CliError(`${others} other client(s) are connected to the Redis read store's database: a running service may be using it. Stop the service, then run svc rebuild again (--force if those clients are not the service)`);
+        throw new CliError(
+          `${others} other client(s) are connected to the Redis read store's database: a running service may be using it. Stop the service, then run svc rebuild again (--force if those clients are not the service)`,
+        );
       }
     }
   } catch (err) {
@@ -124,7 +137,10 @@ async function serviceMasterKey(ctx: Context): Promise<Buffer> {
   const { readMasterKey } = await import('@svc/platform');
   const { Keyring } = await import('@svc/security');
   const key = readMasterKey({ dataDir: ctx.dataDir }, process.env);
-  if (!key) throw new CliError(`rebuild needs the master key (projections read payloads and seal what they store): set SVC_MASTER_KEY (base64), or run where ${ctx.dataDir}/master.key is readable`);
+  if (!key)
+    throw new CliError(
+      `rebuild needs the master key (projections read payloads and seal what they store): set SVC_MASTER_KEY (base64), or run where ${ctx.dataDir}/master.key is readable`,
+    );
   try {
     new Keyring(key);
   } catch (err) {
@@ -293,8 +309,20 @@ export async function rebuildCommand(ctx: Context, names: string[], options: Reb
     bar?.stop();
     const rate = Math.round(result.events / Math.max(result.seconds, 0.001));
     if (out.json) {
-      for (const p of result.projections) await out.record({ kind: 'rebuilt', projection: p.name, position: head, events: p.events, documents: p.documents, collections: p.collections });
-      await out.record({ kind: 'summary', projections: result.projections.length, position: head, events: result.events, seconds: Number(result.seconds.toFixed(3)), replaySeconds: Number(result.replaySeconds.toFixed(3)), replaceSeconds: Number(result.replaceSeconds.toFixed(3)), eventsPerSecond: rate, cpuSeconds: Number(result.cpuSeconds.toFixed(3)), mainThreadCpuSeconds: result.mainThreadCpuSeconds === null ? null : Number(result.mainThreadCpuSeconds.toFixed(2)) });
+      for (const p of result.projections)
+        await out.record({ kind: 'rebuilt', projection: p.name, position: head, events: p.events, documents: p.documents, collections: p.collections });
+      await out.record({
+        kind: 'summary',
+        projections: result.projections.length,
+        position: head,
+        events: result.events,
+        seconds: Number(result.seconds.toFixed(3)),
+        replaySeconds: Number(result.replaySeconds.toFixed(3)),
+        replaceSeconds: Number(result.replaceSeconds.toFixed(3)),
+        eventsPerSecond: rate,
+        cpuSeconds: Number(result.cpuSeconds.toFixed(3)),
+        mainThreadCpuSeconds: result.mainThreadCpuSeconds === null ? null : Number(result.mainThreadCpuSeconds.toFixed(2)),
+      });
       return 0;
     }
     await out.line(
@@ -303,7 +331,9 @@ export async function rebuildCommand(ctx: Context, names: string[], options: Reb
         result.projections.map((p) => [p.name, p.events.toLocaleString('en-US'), p.documents.toLocaleString('en-US'), String(head)]),
       ),
     );
-    await out.line(`${out.c.green('rebuilt')} ${result.projections.length} read models from ${result.events.toLocaleString('en-US')} events in ${result.seconds.toFixed(2)} s (${rate.toLocaleString('en-US')} events/s)`);
+    await out.line(
+      `${out.c.green('rebuilt')} ${result.projections.length} read models from ${result.events.toLocaleString('en-US')} events in ${result.seconds.toFixed(2)} s (${rate.toLocaleString('en-US')} events/s)`,
+    );
     return 0;
   } finally {
     await crypto.close();

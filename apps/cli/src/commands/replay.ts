@@ -94,7 +94,10 @@ export async function replayCommand(ctx: Context, stream: string | undefined, op
   const { openSealedData } = await import('@svc/eventstore');
   const open = keyFor ? (e: RecordedEvent) => openSealedData(e, keyFor) : null;
   const wanted = (e: RecordedEvent) =>
-    e.position >= from && e.position <= upTo && (!prefix || e.streamId.startsWith(prefix)) && (!since || (typeof e.metadata?.recordedAt === 'string' && e.metadata.recordedAt >= since));
+    e.position >= from &&
+    e.position <= upTo &&
+    (!prefix || e.streamId.startsWith(prefix)) &&
+    (!since || (typeof e.metadata?.recordedAt === 'string' && e.metadata.recordedAt >= since));
 
   const printer = new ReplayPrinter(ctx, Boolean(options.decrypt));
   if (stream !== undefined) {
@@ -151,7 +154,11 @@ class ReplayPrinter {
         e.organizationId ? `${shortId(e.organizationId)}/${shortId(e.environmentId)}` : c.dim('service'),
       ]);
       if (withData) {
-        const body = e.decryptError ? c.red(`cannot open: ${e.decryptError}`) : e.data !== undefined ? JSON.stringify(e.data, null, 2) : c.dim('(encrypted at rest: --decrypt to open)');
+        const body = e.decryptError
+          ? c.red(`cannot open: ${e.decryptError}`)
+          : e.data !== undefined
+            ? JSON.stringify(e.data, null, 2)
+            : c.dim('(encrypted at rest: --decrypt to open)');
         rows.push([{ content: body, colSpan: head.length }]);
       }
     }
@@ -165,6 +172,8 @@ class ReplayPrinter {
     await this.flush();
     const c = out.c;
     const hidden = this.sealed ? `; ${this.sealed} payloads encrypted at rest, not shown (--decrypt with the master key opens them)` : '';
-    await out.line(`${c.bold(String(this.count))} events up to position ${upTo}${hidden}${this.decrypting ? c.yellow('; this decrypting read is recorded in the audit stream') : ''}`);
+    await out.line(
+      `${c.bold(String(this.count))} events up to position ${upTo}${hidden}${this.decrypting ? c.yellow('; this decrypting read is recorded in the audit stream') : ''}`,
+    );
   }
 }

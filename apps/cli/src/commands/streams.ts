@@ -37,7 +37,19 @@ export async function streamsCommand(ctx: Context, options: StreamsOptions): Pro
       if (prefix && !e.streamId.startsWith(prefix)) continue;
       let s = streams.get(e.streamId);
       if (!s) {
-        s = { streamId: e.streamId, category: categoryOf(e.streamId)?.name ?? null, events: 0, firstPosition: e.position, lastPosition: 0, lastRevision: -1, lastType: '', lastRecordedAt: null, organizationId: null, environmentId: null, chained: 0 };
+        s = {
+          streamId: e.streamId,
+          category: categoryOf(e.streamId)?.name ?? null,
+          events: 0,
+          firstPosition: e.position,
+          lastPosition: 0,
+          lastRevision: -1,
+          lastType: '',
+          lastRecordedAt: null,
+          organizationId: null,
+          environmentId: null,
+          chained: 0,
+        };
         streams.set(e.streamId, s);
       }
       s.events++;
@@ -78,6 +90,8 @@ export async function streamsCommand(ctx: Context, options: StreamsOptions): Pro
     );
   }
   const total = selected.reduce((n, s) => n + s.events, 0);
-  await out.line(`${c.bold(String(selected.length))} streams, ${total.toLocaleString('en-US')} events${prefix || options.org || options.env ? ` (of ${events.toLocaleString('en-US')} in the log)` : ''}; log head ${upTo} (${ctx.where})`);
+  await out.line(
+    `${c.bold(String(selected.length))} streams, ${total.toLocaleString('en-US')} events${prefix || options.org || options.env ? ` (of ${events.toLocaleString('en-US')} in the log)` : ''}; log head ${upTo} (${ctx.where})`,
+  );
   return 0;
 }

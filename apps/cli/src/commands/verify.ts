@@ -1,5 +1,12 @@
 import { readFileSync, writeFileSync } from 'node:fs';
-import type { ChainAnchor, ChainIssue, CheckpointIssue, CheckpointReport, CheckpointVerifier as CheckpointsVerifier, ChainVerifier as Verifier } from '@svc/eventstore';
+import type {
+  ChainAnchor,
+  ChainIssue,
+  CheckpointIssue,
+  CheckpointReport,
+  CheckpointVerifier as CheckpointsVerifier,
+  ChainVerifier as Verifier,
+} from '@svc/eventstore';
 import { Context, parsePosition, scanLog } from '../context';
 import { CliError, shortId } from '../output';
 
@@ -25,7 +32,8 @@ function readAnchors(path: string): Map<string, ChainAnchor> {
   } catch (err) {
     throw new CliError(`--anchor ${path}: ${(err as Error).message}`);
   }
-  if (parsed?.kind !== 'svc-chain-anchor' || !parsed.streams || typeof parsed.streams !== 'object') throw new CliError(`--anchor ${path}: not an anchor file written by svc verify --save-anchor`);
+  if (parsed?.kind !== 'svc-chain-anchor' || !parsed.streams || typeof parsed.streams !== 'object')
+    throw new CliError(`--anchor ${path}: not an anchor file written by svc verify --save-anchor`);
   const anchors = new Map<string, ChainAnchor>();
   for (const [streamId, a] of Object.entries(parsed.streams)) {
     if (!a || !Number.isSafeInteger(a.revision) || typeof a.hash !== 'string') throw new CliError(`--anchor ${path}: bad entry for ${streamId}`);
@@ -96,7 +104,8 @@ export async function verifyCommand(ctx: Context, stream: string | undefined, op
   if (out.json) {
     for (const i of issues) await out.record({ kind: 'issue', ...i });
     if (checkpointIssue) await out.record({ kind: 'checkpoint-issue', ...checkpointIssue });
-    for (const r of unchainedStreams) await out.record({ kind: 'unchained', streamId: r.streamId, unchained: r.unchained, anchored: r.anchored, chained: r.chained });
+    for (const r of unchainedStreams)
+      await out.record({ kind: 'unchained', streamId: r.streamId, unchained: r.unchained, anchored: r.anchored, chained: r.chained });
     await out.record({
       kind: 'summary',
       ok: !failed,
@@ -111,7 +120,13 @@ export async function verifyCommand(ctx: Context, stream: string | undefined, op
       firstBadEvent: first,
       chainedFrom: verifier.chainedFrom,
       checkpoints: checkpointReport
-        ? { checkpoints: checkpointReport.checkpoints, coveredTo: checkpointReport.coveredTo, coveredEvents: checkpointReport.coveredEvents, uncoveredEvents: checkpointReport.uncoveredEvents, firstBadCheckpoint: checkpointIssue }
+        ? {
+            checkpoints: checkpointReport.checkpoints,
+            coveredTo: checkpointReport.coveredTo,
+            coveredEvents: checkpointReport.coveredEvents,
+            uncoveredEvents: checkpointReport.uncoveredEvents,
+            firstBadCheckpoint: checkpointIssue,
+          }
         : null,
       anchorSaved: Boolean(options.saveAnchor && !failed),
       seconds: Number(seconds.toFixed(3)),
@@ -132,7 +147,11 @@ export async function verifyCommand(ctx: Context, stream: string | undefined, op
           ? `${anchored ? `${anchored.toLocaleString('en-US')} anchored by the migration` : ''}${anchored && unchained > anchored ? ', ' : ''}${unchained > anchored ? c.yellow(`${(unchained - anchored).toLocaleString('en-US')} not anchored, in ${unchainedStreams.length} streams`) : ''}`
           : '0',
         ...(checkpointReport
-          ? [checkpointReport.checkpoints ? `${checkpointReport.checkpoints.toLocaleString('en-US')}, up to position ${checkpointReport.coveredTo}` : c.yellow('none yet')]
+          ? [
+              checkpointReport.checkpoints
+                ? `${checkpointReport.checkpoints.toLocaleString('en-US')}, up to position ${checkpointReport.coveredTo}`
+                : c.yellow('none yet'),
+            ]
           : []),
         issues.length || checkpointIssue ? c.red(String(issues.length + (checkpointIssue ? 1 : 0))) : c.green('0'),
         `${perSecond.toLocaleString('en-US')} events/s (${seconds.toFixed(2)} s)`,
@@ -142,7 +161,9 @@ export async function verifyCommand(ctx: Context, stream: string | undefined, op
   await out.line(summary);
   if (checkpointIssue) {
     const i = checkpointIssue;
-    const where = i.firstEvent ? `; the first event there is ${i.firstEvent.streamId} revision ${i.firstEvent.revision} at position ${i.firstEvent.position}${i.firstEvent.eventId ? ` (event ${i.firstEvent.eventId})` : ''}` : '';
+    const where = i.firstEvent
+      ? `; the first event there is ${i.firstEvent.streamId} revision ${i.firstEvent.revision} at position ${i.firstEvent.position}${i.firstEvent.eventId ? ` (event ${i.firstEvent.eventId})` : ''}`
+      : '';
     await out.line(
       c.red(c.bold('TAMPERING EVIDENT: ')) +
         `checkpoint ${i.checkpoint}${i.checkpointPosition ? ` (position ${i.checkpointPosition})` : ''}, covering positions (${i.afterPosition}, ${i.toPosition}], does not match the log in positions (${i.fromPosition}, ${i.throughPosition}]: ${i.reason}${where}.`,
@@ -172,6 +193,8 @@ export async function verifyCommand(ctx: Context, stream: string | undefined, op
       ? `; ${checkpointReport.checkpoints} checkpoints match the log up to position ${checkpointReport.coveredTo}${checkpointReport.uncoveredEvents ? ` (the ${checkpointReport.uncoveredEvents} events after it are not in a checkpoint yet)` : ''}`
       : '; no checkpoint yet'
     : '';
-  await out.line(`${c.green(c.bold('OK'))}: ${verifier.events.toLocaleString('en-US')} events up to position ${upTo} match their hash chain${era}${before}${covered}${options.anchor ? '; every saved anchor is still in place' : ''}${options.saveAnchor ? `; anchor saved to ${options.saveAnchor}` : ''}.`);
+  await out.line(
+    `${c.green(c.bold('OK'))}: ${verifier.events.toLocaleString('en-US')} events up to position ${upTo} match their hash chain${era}${before}${covered}${options.anchor ? '; every saved anchor is still in place' : ''}${options.saveAnchor ? `; anchor saved to ${options.saveAnchor}` : ''}.`,
+  );
   return 0;
 }

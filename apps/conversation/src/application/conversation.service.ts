@@ -37,7 +37,8 @@ import {
 
 /** Namespace of the requestIds derived from widget replies' idempotency keys (uuid v5). */
 const WIDGET_REPLY_NAMESPACE = '5b0f3c2e-8f7d-4d55-9a57-2f1f8e0c6a41';
-export const widgetReplyRequestId = (patientId: string, idempotencyKey: string) => uuidv5(`widget-reply:${patientId}:${idempotencyKey.toLowerCase()}`, WIDGET_REPLY_NAMESPACE);
+export const widgetReplyRequestId = (patientId: string, idempotencyKey: string) =>
+  uuidv5(`widget-reply:${patientId}:${idempotencyKey.toLowerCase()}`, WIDGET_REPLY_NAMESPACE);
 
 const hashOf = bodyHash;
 
@@ -49,7 +50,8 @@ const hashOf = bodyHash;
 const CLOSING_WAIT_MS = 5_000;
 /** How long (real time) a case-status question to the case-ledger may take before the request answers 503. */
 const CASE_STATUS_TIMEOUT_MS = 5_000;
-const caseBeingResolved = () => new ApiError(503, 'UNAVAILABLE', 'The clinical case is being resolved; retry the message shortly with the same requestId', undefined, { 'retry-after': '1' });
+const caseBeingResolved = () =>
+  new ApiError(503, 'UNAVAILABLE', 'The clinical case is being resolved; retry the message shortly with the same requestId', undefined, { 'retry-after': '1' });
 
 export interface Tenant {
   organizationId: string;
@@ -129,23 +131,22 @@ export class ConversationService {
     const env = tenant.environmentId;
     return {
       conversationId,
-      messages: page.entries
-        .map(({ doc: d }) => ({
-          id: d.id,
-          conversationId: d.conversationId,
-          sequence: d.sequence,
-          sender: d.sender,
-          message: this.keyring.decrypt(env, d.encMessage),
-          externalMessageId: d.encExternalMessageId === null ? null : this.keyring.decrypt(env, d.encExternalMessageId),
-          attachments: JSON.parse(this.keyring.decrypt(env, d.encAttachments)) as Attachment[],
-          createdAt: d.createdAt,
-          delivery: d.delivery && {
-            status: d.delivery.status,
-            errorCode: d.delivery.encErrorCode ? this.keyring.decrypt(env, d.delivery.encErrorCode) : (d.delivery.errorCode ?? null),
-            externalMessageId: d.delivery.encExternalMessageId === undefined ? null : this.keyring.decrypt(env, d.delivery.encExternalMessageId),
-            reportedAt: d.delivery.reportedAt,
-          },
-        })),
+      messages: page.entries.map(({ doc: d }) => ({
+        id: d.id,
+        conversationId: d.conversationId,
+        sequence: d.sequence,
+        sender: d.sender,
+        message: this.keyring.decrypt(env, d.encMessage),
+        externalMessageId: d.encExternalMessageId === null ? null : this.keyring.decrypt(env, d.encExternalMessageId),
+        attachments: JSON.parse(this.keyring.decrypt(env, d.encAttachments)) as Attachment[],
+        createdAt: d.createdAt,
+        delivery: d.delivery && {
+          status: d.delivery.status,
+          errorCode: d.delivery.encErrorCode ? this.keyring.decrypt(env, d.delivery.encErrorCode) : (d.delivery.errorCode ?? null),
+          externalMessageId: d.delivery.encExternalMessageId === undefined ? null : this.keyring.decrypt(env, d.delivery.encExternalMessageId),
+          reportedAt: d.delivery.reportedAt,
+        },
+      })),
       hasMore: page.hasMore,
     };
   }
@@ -251,7 +252,11 @@ export class ConversationService {
     const command: ConversationCommand = status.resolved
       ? { type: 'CloseCaseThread', environmentId: tenant.environmentId, start: null }
       : { type: 'CancelCaseThreadClose', environmentId: tenant.environmentId, lease, onlyIfExpired: true };
-    const r = await this.conversations.handle(conversationStream(caseId), command, { actor: 'system', organizationId: tenant.organizationId, environmentId: tenant.environmentId });
+    const r = await this.conversations.handle(conversationStream(caseId), command, {
+      actor: 'system',
+      organizationId: tenant.organizationId,
+      environmentId: tenant.environmentId,
+    });
     this.noteHold(caseId, r.state);
     await this.applied(r.position);
   }
@@ -263,7 +268,14 @@ export class ConversationService {
       tenant,
       conversationId,
       actor,
-      { requestId: input.requestId, sender: 'patient', message: input.message, externalMessageId: input.externalMessageId ?? null, attachments: input.attachments ?? [], bodyHash: hashOf(input) },
+      {
+        requestId: input.requestId,
+        sender: 'patient',
+        message: input.message,
+        externalMessageId: input.externalMessageId ?? null,
+        attachments: input.attachments ?? [],
+        bodyHash: hashOf(input),
+      },
       null,
     );
   }
@@ -336,12 +348,25 @@ export class ConversationService {
     };
   }
 
-  async reportDelivery(tenant: Tenant, actor: string, conversationId: string, messageId: string, input: { externalMessageId: string; status: DeliveryStatus; errorCode?: string | null }) {
+  async reportDelivery(
+    tenant: Tenant,
+    actor: string,
+    conversationId: string,
+    messageId: string,
+    input: { externalMessageId: string; status: DeliveryStatus; errorCode?: string | null },
+  ) {
     await this.thread(tenant.environmentId, conversationId);
     if (!isUuid(messageId)) throw ApiError.notFound('Message');
     const r = await this.conversations.handle(
       conversationStream(conversationId),
-      { type: 'ReportDelivery', environmentId: tenant.environmentId, messageId, status: input.status, errorCode: input.errorCode ?? null, externalMessageId: input.externalMessageId },
+      {
+        type: 'ReportDelivery',
+        environmentId: tenant.environmentId,
+        messageId,
+        status: input.status,
+        errorCode: input.errorCode ?? null,
+        externalMessageId: input.externalMessageId,
+      },
       { actor, organizationId: tenant.organizationId, environmentId: tenant.environmentId },
     );
     await this.applied(r.position);
@@ -361,7 +386,14 @@ export class ConversationService {
     const start = { organizationId: cmd.organizationId, conversationId: cmd.conversationId, patientId: cmd.patientId };
     const command: ConversationCommand =
       cmd.control === 'start_case_thread'
-        ? { type: 'StartConversation', conversationId: cmd.conversationId, kind: 'case', organizationId: cmd.organizationId, environmentId: cmd.environmentId, patientId: cmd.patientId }
+        ? {
+            type: 'StartConversation',
+            conversationId: cmd.conversationId,
+            kind: 'case',
+            organizationId: cmd.organizationId,
+            environmentId: cmd.environmentId,
+            patientId: cmd.patientId,
+          }
         : cmd.control === 'begin_close_case_thread'
           ? { type: 'BeginCaseThreadClose', environmentId: cmd.environmentId, start }
           : cmd.control === 'cancel_close_case_thread'
@@ -394,9 +426,17 @@ export class ConversationService {
     const ctx = { actor: 'system', organizationId: orgId, environmentId: envId, causationId: m.metadata.eventId, correlationId: m.metadata.correlationId };
     try {
       if (m.type === IntegrationEventTypes.caseOpened) {
-        await this.conversations.handle(conversationStream(caseId), { type: 'StartConversation', conversationId: caseId, kind: 'case', organizationId: orgId, environmentId: envId, patientId: m.data.patientId ?? null }, ctx);
+        await this.conversations.handle(
+          conversationStream(caseId),
+          { type: 'StartConversation', conversationId: caseId, kind: 'case', organizationId: orgId, environmentId: envId, patientId: m.data.patientId ?? null },
+          ctx,
+        );
       } else if (m.type === IntegrationEventTypes.caseResolved) {
-        const r = await this.conversations.handle(conversationStream(caseId), { type: 'CloseCaseThread', environmentId: envId, start: { organizationId: orgId, conversationId: caseId, patientId: m.data.patientId ?? null } }, ctx);
+        const r = await this.conversations.handle(
+          conversationStream(caseId),
+          { type: 'CloseCaseThread', environmentId: envId, start: { organizationId: orgId, conversationId: caseId, patientId: m.data.patientId ?? null } },
+          ctx,
+        );
         if (r.state.environmentId === envId) this.noteHold(caseId, r.state);
       }
     } catch (err) {

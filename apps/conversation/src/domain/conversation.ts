@@ -20,7 +20,15 @@ export interface AppendResult {
 }
 
 export type ConversationEvent =
-  | { type: 'ConversationStarted'; conversationId: string; kind: ConversationKind; organizationId: string; environmentId: string; patientId: string | null; startedAt: string }
+  | {
+      type: 'ConversationStarted';
+      conversationId: string;
+      kind: ConversationKind;
+      organizationId: string;
+      environmentId: string;
+      patientId: string | null;
+      startedAt: string;
+    }
   | {
       type: 'ConversationMessageAppended';
       conversationId: string;
@@ -35,8 +43,25 @@ export type ConversationEvent =
       createdAt: string;
     }
   /** Exactly the spec's webhook data; relayed to the case events topic as is. */
-  | { type: 'clinical_case.patient_message_created'; caseId: string; messageId: string; patientId: string; sender: 'patient'; message: string; sentAt: string; replyPath: string }
-  | { type: 'MessageDeliveryReported'; conversationId: string; messageId: string; status: DeliveryStatus; errorCode: string | null; externalMessageId: string; reportedAt: string }
+  | {
+      type: 'clinical_case.patient_message_created';
+      caseId: string;
+      messageId: string;
+      patientId: string;
+      sender: 'patient';
+      message: string;
+      sentAt: string;
+      replyPath: string;
+    }
+  | {
+      type: 'MessageDeliveryReported';
+      conversationId: string;
+      messageId: string;
+      status: DeliveryStatus;
+      errorCode: string | null;
+      externalMessageId: string;
+      reportedAt: string;
+    }
   | { type: 'CaseThreadClosed'; conversationId: string; closedAt: string }
   /** The case is being resolved: patient messages wait until the close is final or called off (or `until` passes). */
   | { type: 'CaseThreadClosing'; conversationId: string; until: string; at: string }
@@ -107,7 +132,17 @@ export const CASE_THREAD_CLOSE_EXPIRED = 'CASE_THREAD_CLOSE_EXPIRED';
 const notFound = () => new DomainError(404, 'NOT_FOUND', 'Conversation not found');
 
 export const conversationDecider: Decider<ConversationCommand, ConversationEvent, ConversationState> = {
-  initialState: () => ({ conversationId: null, kind: null, environmentId: null, patientId: null, closed: false, closing: null, lastSequence: 0, requests: PersistentMap(), messages: PersistentMap() }),
+  initialState: () => ({
+    conversationId: null,
+    kind: null,
+    environmentId: null,
+    patientId: null,
+    closed: false,
+    closing: null,
+    lastSequence: 0,
+    requests: PersistentMap(),
+    messages: PersistentMap(),
+  }),
 
   evolve(state, event) {
     switch (event.type) {
@@ -117,7 +152,10 @@ export const conversationDecider: Decider<ConversationCommand, ConversationEvent
         return {
           ...state,
           lastSequence: event.sequence,
-          requests: state.requests.set(event.requestId, { bodyHash: event.bodyHash, result: { id: event.id, conversationId: event.conversationId, sequence: event.sequence, createdAt: event.createdAt } }),
+          requests: state.requests.set(event.requestId, {
+            bodyHash: event.bodyHash,
+            result: { id: event.id, conversationId: event.conversationId, sequence: event.sequence, createdAt: event.createdAt },
+          }),
           messages: state.messages.set(event.id, { sender: event.sender, delivery: null }),
         };
       case 'MessageDeliveryReported': {
@@ -145,7 +183,17 @@ export const conversationDecider: Decider<ConversationCommand, ConversationEvent
     switch (command.type) {
       case 'StartConversation': {
         if (state.conversationId) return [];
-        return [{ type: 'ConversationStarted', conversationId: command.conversationId, kind: command.kind, organizationId: command.organizationId, environmentId: command.environmentId, patientId: command.patientId, startedAt: at }];
+        return [
+          {
+            type: 'ConversationStarted',
+            conversationId: command.conversationId,
+            kind: command.kind,
+            organizationId: command.organizationId,
+            environmentId: command.environmentId,
+            patientId: command.patientId,
+            startedAt: at,
+          },
+        ];
       }
       case 'AppendMessage': {
         const events: ConversationEvent[] = [];
@@ -155,7 +203,15 @@ export const conversationDecider: Decider<ConversationCommand, ConversationEvent
           if (!command.start) throw notFound();
           kind = command.start.kind;
           patientId = command.start.patientId;
-          events.push({ type: 'ConversationStarted', conversationId: command.conversationId, kind, organizationId: command.start.organizationId, environmentId: command.environmentId, patientId, startedAt: at });
+          events.push({
+            type: 'ConversationStarted',
+            conversationId: command.conversationId,
+            kind,
+            organizationId: command.start.organizationId,
+            environmentId: command.environmentId,
+            patientId,
+            startedAt: at,
+          });
         } else if (state.environmentId !== command.environmentId) {
           throw notFound();
         }
@@ -166,7 +222,8 @@ export const conversationDecider: Decider<ConversationCommand, ConversationEvent
         }
         if (state.closed && command.sender === 'patient') throw new DomainError(409, 'CASE_RESOLVED', 'The clinical case of this conversation is resolved');
         if (state.closing && command.sender === 'patient') {
-          if (now.getTime() < Date.parse(state.closing.until)) throw new DomainError(409, CASE_THREAD_CLOSING, 'The clinical case of this conversation is being resolved', { until: state.closing.until });
+          if (now.getTime() < Date.parse(state.closing.until))
+            throw new DomainError(409, CASE_THREAD_CLOSING, 'The clinical case of this conversation is being resolved', { until: state.closing.until });
           throw new DomainError(409, CASE_THREAD_CLOSE_EXPIRED, 'A close of this thread was begun and never finished', { until: state.closing.until });
         }
         const sequence = state.lastSequence + 1;
@@ -202,14 +259,32 @@ export const conversationDecider: Decider<ConversationCommand, ConversationEvent
         const m = state.messages.get(command.messageId);
         if (!m || m.sender === 'patient') throw new DomainError(404, 'NOT_FOUND', 'No message sent by the service with this id in the conversation');
         if (m.delivery && RANK[m.delivery.status] >= RANK[command.status]) return [];
-        return [{ type: 'MessageDeliveryReported', conversationId: state.conversationId, messageId: command.messageId, status: command.status, errorCode: command.errorCode, externalMessageId: command.externalMessageId, reportedAt: at }];
+        return [
+          {
+            type: 'MessageDeliveryReported',
+            conversationId: state.conversationId,
+            messageId: command.messageId,
+            status: command.status,
+            errorCode: command.errorCode,
+            externalMessageId: command.externalMessageId,
+            reportedAt: at,
+          },
+        ];
       }
       case 'CloseCaseThread': {
         if (!state.conversationId) {
           const s = command.start;
           if (!s) return [];
           return [
-            { type: 'ConversationStarted', conversationId: s.conversationId, kind: 'case', organizationId: s.organizationId, environmentId: command.environmentId, patientId: s.patientId, startedAt: at },
+            {
+              type: 'ConversationStarted',
+              conversationId: s.conversationId,
+              kind: 'case',
+              organizationId: s.organizationId,
+              environmentId: command.environmentId,
+              patientId: s.patientId,
+              startedAt: at,
+            },
             { type: 'CaseThreadClosed', conversationId: s.conversationId, closedAt: at },
           ];
         }
@@ -221,7 +296,15 @@ export const conversationDecider: Decider<ConversationCommand, ConversationEvent
         if (!state.conversationId) {
           const s = command.start;
           return [
-            { type: 'ConversationStarted', conversationId: s.conversationId, kind: 'case', organizationId: s.organizationId, environmentId: command.environmentId, patientId: s.patientId, startedAt: at },
+            {
+              type: 'ConversationStarted',
+              conversationId: s.conversationId,
+              kind: 'case',
+              organizationId: s.organizationId,
+              environmentId: command.environmentId,
+              patientId: s.patientId,
+              startedAt: at,
+            },
             { type: 'CaseThreadClosing', conversationId: s.conversationId, until, at },
           ];
         }

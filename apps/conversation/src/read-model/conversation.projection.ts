@@ -50,7 +50,15 @@ export function conversationProjection(keyring: Keyring): Projection {
       const env = recorded.metadata.environmentId!;
       switch (event.type) {
         case 'ConversationStarted': {
-          const doc: ThreadDoc = { conversationId: event.conversationId, kind: event.kind, organizationId: event.organizationId, environmentId: event.environmentId, patientId: event.patientId, closed: false, startedAt: event.startedAt };
+          const doc: ThreadDoc = {
+            conversationId: event.conversationId,
+            kind: event.kind,
+            organizationId: event.organizationId,
+            environmentId: event.environmentId,
+            patientId: event.patientId,
+            closed: false,
+            startedAt: event.startedAt,
+          };
           tx.put(THREADS, event.conversationId, doc);
           return;
         }

@@ -30,14 +30,31 @@ export interface MemberView {
   addedAt: string;
 }
 
-const memberView = (org: OrganizationDoc, sub: string, m: OrganizationMember): MemberView => ({ sub, email: m.email, role: m.role, addedAt: m.addedAt ?? org.createdAt });
+const memberView = (org: OrganizationDoc, sub: string, m: OrganizationMember): MemberView => ({
+  sub,
+  email: m.email,
+  role: m.role,
+  addedAt: m.addedAt ?? org.createdAt,
+});
 
 /** Gateway use cases: every write goes through the decider handler, then waits for its read model. */
 @Injectable()
 export class GatewayService {
-  private readonly organizations: CommandHandler<Parameters<typeof organizationDecider.decide>[0], Parameters<typeof organizationDecider.evolve>[1], ReturnType<typeof organizationDecider.initialState>>;
-  private readonly apiKeys: CommandHandler<Parameters<typeof apiKeyDecider.decide>[0], Parameters<typeof apiKeyDecider.evolve>[1], ReturnType<typeof apiKeyDecider.initialState>>;
-  private readonly environments: CommandHandler<Parameters<typeof environmentDecider.decide>[0], Parameters<typeof environmentDecider.evolve>[1], ReturnType<typeof environmentDecider.initialState>>;
+  private readonly organizations: CommandHandler<
+    Parameters<typeof organizationDecider.decide>[0],
+    Parameters<typeof organizationDecider.evolve>[1],
+    ReturnType<typeof organizationDecider.initialState>
+  >;
+  private readonly apiKeys: CommandHandler<
+    Parameters<typeof apiKeyDecider.decide>[0],
+    Parameters<typeof apiKeyDecider.evolve>[1],
+    ReturnType<typeof apiKeyDecider.initialState>
+  >;
+  private readonly environments: CommandHandler<
+    Parameters<typeof environmentDecider.decide>[0],
+    Parameters<typeof environmentDecider.evolve>[1],
+    ReturnType<typeof environmentDecider.initialState>
+  >;
 
   constructor(
     @Inject(EVENT_STORE) store: EventStore,
@@ -66,7 +83,13 @@ export class GatewayService {
     for (const env of environments) {
       const r = await this.environments.handle(
         environmentStream(env.id),
-        { type: 'ProvisionEnvironment', environmentId: env.id, organizationId, kind: env.kind, secrets: { widget_signing: `whsec_${randomToken(32)}`, identity_token: `idsec_${randomToken(32)}` } },
+        {
+          type: 'ProvisionEnvironment',
+          environmentId: env.id,
+          organizationId,
+          kind: env.kind,
+          secrets: { widget_signing: `whsec_${randomToken(32)}`, identity_token: `idsec_${randomToken(32)}` },
+        },
         { actor: `staff:${actor.sub}`, organizationId, environmentId: env.id },
       );
       position = Math.max(position, r.position);
@@ -97,7 +120,11 @@ export class GatewayService {
 
   /** Adds the subject, or gives a member the role (decided by the organization); answers its record as it now is. */
   async addMember(organizationId: string, input: { sub: string; email: string; role: Exclude<Role, 'owner'> }, actor: StaffActor): Promise<MemberView> {
-    const r = await this.organizations.handle(organizationStream(organizationId), { type: 'AddMember', by: actor.sub, ...input }, { actor: `staff:${actor.sub}`, organizationId });
+    const r = await this.organizations.handle(
+      organizationStream(organizationId),
+      { type: 'AddMember', by: actor.sub, ...input },
+      { actor: `staff:${actor.sub}`, organizationId },
+    );
     await this.applied(r.position);
     const org = await this.organization(organizationId);
     const member = membership(org, input.sub);
@@ -106,7 +133,11 @@ export class GatewayService {
   }
 
   async removeMember(organizationId: string, sub: string, actor: StaffActor): Promise<void> {
-    const r = await this.organizations.handle(organizationStream(organizationId), { type: 'RemoveMember', by: actor.sub, sub }, { actor: `staff:${actor.sub}`, organizationId });
+    const r = await this.organizations.handle(
+      organizationStream(organizationId),
+      { type: 'RemoveMember', by: actor.sub, sub },
+      { actor: `staff:${actor.sub}`, organizationId },
+    );
     await this.applied(r.position);
   }
 
@@ -118,8 +149,16 @@ export class GatewayService {
   }
 
   /** Returns the first signing time and whether this call signed it. */
-  async signBaa(organizationId: string, input: { signerName: string; signerTitle: string }, actor: StaffActor): Promise<{ baaSignedAt: string; created: boolean }> {
-    const r = await this.organizations.handle(organizationStream(organizationId), { type: 'SignBaa', by: actor.sub, ...input }, { actor: `staff:${actor.sub}`, organizationId });
+  async signBaa(
+    organizationId: string,
+    input: { signerName: string; signerTitle: string },
+    actor: StaffActor,
+  ): Promise<{ baaSignedAt: string; created: boolean }> {
+    const r = await this.organizations.handle(
+      organizationStream(organizationId),
+      { type: 'SignBaa', by: actor.sub, ...input },
+      { actor: `staff:${actor.sub}`, organizationId },
+    );
     await this.applied(r.position);
     return { baaSignedAt: r.state.baaSignedAt!, created: r.newEvents.length > 0 };
   }
@@ -142,13 +181,21 @@ export class GatewayService {
   }
 
   async revokeApiKey(organizationId: string, environmentId: string, keyId: string, actor: StaffActor): Promise<void> {
-    const r = await this.apiKeys.handle(apiKeyStream(keyId), { type: 'RevokeApiKey', environmentId, by: actor.sub }, { actor: `staff:${actor.sub}`, organizationId, environmentId });
+    const r = await this.apiKeys.handle(
+      apiKeyStream(keyId),
+      { type: 'RevokeApiKey', environmentId, by: actor.sub },
+      { actor: `staff:${actor.sub}`, organizationId, environmentId },
+    );
     await this.applied(r.position);
   }
 
   async rotateSecret(organizationId: string, environmentId: string, kind: SecretKind, actor: StaffActor) {
     const secret = kind === 'widget_signing' ? `whsec_${randomToken(32)}` : `idsec_${randomToken(32)}`;
-    const r = await this.environments.handle(environmentStream(environmentId), { type: 'RotateSecret', kind, secret, by: actor.sub }, { actor: `staff:${actor.sub}`, organizationId, environmentId });
+    const r = await this.environments.handle(
+      environmentStream(environmentId),
+      { type: 'RotateSecret', kind, secret, by: actor.sub },
+      { actor: `staff:${actor.sub}`, organizationId, environmentId },
+    );
     await this.applied(r.position);
     return { kind, secret };
   }

@@ -42,7 +42,12 @@ export class IdentityTokenUses {
   async use(input: { organizationId: string; environmentId: string; tokenKey: string; tokenExpS: number; sessionId: string }): Promise<void> {
     await this.handler.handle(
       identityTokenStream(input.environmentId, input.tokenKey),
-      { type: 'UseIdentityToken', environmentId: input.environmentId, sessionId: input.sessionId, tokenExpiresAt: new Date(input.tokenExpS * 1000).toISOString() },
+      {
+        type: 'UseIdentityToken',
+        environmentId: input.environmentId,
+        sessionId: input.sessionId,
+        tokenExpiresAt: new Date(input.tokenExpS * 1000).toISOString(),
+      },
       { actor: `widget-session:${input.sessionId}`, organizationId: input.organizationId, environmentId: input.environmentId },
     );
   }

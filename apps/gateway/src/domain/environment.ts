@@ -6,7 +6,14 @@ export const SECRET_KINDS: SecretKind[] = ['widget_signing', 'identity_token'];
 
 /** Secrets sit in events of the environment's stream, which the event store encrypts at rest. */
 export type EnvironmentEvent =
-  | { type: 'EnvironmentProvisioned'; environmentId: string; organizationId: string; kind: EnvironmentKind; secrets: Record<SecretKind, string>; provisionedAt: string }
+  | {
+      type: 'EnvironmentProvisioned';
+      environmentId: string;
+      organizationId: string;
+      kind: EnvironmentKind;
+      secrets: Record<SecretKind, string>;
+      provisionedAt: string;
+    }
   | { type: 'SecretRotated'; environmentId: string; kind: SecretKind; secret: string; rotatedBy: string; rotatedAt: string };
 
 export type EnvironmentCommand =
@@ -35,10 +42,28 @@ export const environmentDecider: Decider<EnvironmentCommand, EnvironmentEvent, E
     switch (command.type) {
       case 'ProvisionEnvironment':
         if (state.environmentId) return [];
-        return [{ type: 'EnvironmentProvisioned', environmentId: command.environmentId, organizationId: command.organizationId, kind: command.kind, secrets: command.secrets, provisionedAt: now.toISOString() }];
+        return [
+          {
+            type: 'EnvironmentProvisioned',
+            environmentId: command.environmentId,
+            organizationId: command.organizationId,
+            kind: command.kind,
+            secrets: command.secrets,
+            provisionedAt: now.toISOString(),
+          },
+        ];
       case 'RotateSecret':
         if (!state.environmentId) throw new DomainError(404, 'NOT_FOUND', 'Environment not found');
-        return [{ type: 'SecretRotated', environmentId: state.environmentId, kind: command.kind, secret: command.secret, rotatedBy: command.by, rotatedAt: now.toISOString() }];
+        return [
+          {
+            type: 'SecretRotated',
+            environmentId: state.environmentId,
+            kind: command.kind,
+            secret: command.secret,
+            rotatedBy: command.by,
+            rotatedAt: now.toISOString(),
+          },
+        ];
       default: {
         const never: never = command;
         return never;

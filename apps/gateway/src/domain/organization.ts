@@ -19,7 +19,13 @@ export type OrganizationEvent =
   | { type: 'BaaSigned'; signerName: string; signerTitle: string; signedBy: string; baaSignedAt: string };
 
 export type OrganizationCommand =
-  | { type: 'CreateOrganization'; organizationId: string; name: string; owner: { sub: string; email: string }; environments: { id: string; kind: EnvironmentKind }[] }
+  | {
+      type: 'CreateOrganization';
+      organizationId: string;
+      name: string;
+      owner: { sub: string; email: string };
+      environments: { id: string; kind: EnvironmentKind }[];
+    }
   /** Adds the subject, or changes the role of a subject who is a member already. */
   | { type: 'AddMember'; by: string; sub: string; email: string; role: Exclude<Role, 'owner'> }
   | { type: 'RemoveMember'; by: string; sub: string }
@@ -32,7 +38,8 @@ export interface OrganizationState {
 }
 
 /** A member's role; `sub` is the identity provider's choice, so inherited names are no members. */
-const roleOf = (state: OrganizationState, sub: string): Role | undefined => (Object.prototype.hasOwnProperty.call(state.members, sub) ? state.members[sub] : undefined);
+const roleOf = (state: OrganizationState, sub: string): Role | undefined =>
+  Object.prototype.hasOwnProperty.call(state.members, sub) ? state.members[sub] : undefined;
 
 function requireManager(state: OrganizationState, by: string): void {
   const role = roleOf(state, by);
@@ -91,10 +98,13 @@ export const organizationDecider: Decider<OrganizationCommand, OrganizationEvent
         if (!state.exists) throw new DomainError(404, 'NOT_FOUND', 'Organization not found');
         requireManager(state, command.by);
         const current = roleOf(state, command.sub);
-        if (current === undefined) return [{ type: 'MemberAdded', sub: command.sub, email: command.email, role: command.role, addedBy: command.by, addedAt: now.toISOString() }];
+        if (current === undefined)
+          return [{ type: 'MemberAdded', sub: command.sub, email: command.email, role: command.role, addedBy: command.by, addedAt: now.toISOString() }];
         if (current === command.role) return [];
         if (current === 'owner') requireOwnerMayGo(state, command.by);
-        return [{ type: 'MemberRoleChanged', sub: command.sub, role: command.role, previousRole: current, changedBy: command.by, changedAt: now.toISOString() }];
+        return [
+          { type: 'MemberRoleChanged', sub: command.sub, role: command.role, previousRole: current, changedBy: command.by, changedAt: now.toISOString() },
+        ];
       }
       case 'RemoveMember': {
         if (!state.exists) throw new DomainError(404, 'NOT_FOUND', 'Organization not found');

@@ -1,5 +1,16 @@
 import { RecordedEvent } from '@svc/eventstore';
-import { ACCESS_PROJECTION, AccessCollections, ApiKeyDoc, ApiKeyRecord, EnvironmentDoc, MembershipDoc, OrganizationDoc, identityTokenVersion, membership, membershipKey } from '@svc/access';
+import {
+  ACCESS_PROJECTION,
+  AccessCollections,
+  ApiKeyDoc,
+  ApiKeyRecord,
+  EnvironmentDoc,
+  MembershipDoc,
+  OrganizationDoc,
+  identityTokenVersion,
+  membership,
+  membershipKey,
+} from '@svc/access';
 import { Projection, ProjectionTx } from '@svc/read-store';
 import { Keyring } from '@svc/security';
 import { ApiKeyEvent } from '../domain/api-key';
@@ -46,7 +57,10 @@ export function accessProjection(keyring: Keyring): Projection {
           // A member already (a role change as streams wrote it before MemberRoleChanged): joined when it first did.
           const before = membership(doc, event.sub);
           const addedAt = before?.addedAt ?? event.addedAt;
-          tx.put(AccessCollections.organizations, orgId, { ...doc, members: { ...doc.members, [event.sub]: { role: event.role, email: event.email, addedAt } } });
+          tx.put(AccessCollections.organizations, orgId, {
+            ...doc,
+            members: { ...doc.members, [event.sub]: { role: event.role, email: event.email, addedAt } },
+          });
           if (!before) indexMember(tx, orgId, event.sub, recorded.position);
           return;
         }
@@ -62,7 +76,10 @@ export function accessProjection(keyring: Keyring): Projection {
           const orgId = recorded.metadata.organizationId!;
           const doc = await tx.get<OrganizationDoc>(AccessCollections.organizations, orgId);
           if (!doc || !membership(doc, event.sub)) return;
-          tx.put(AccessCollections.organizations, orgId, { ...doc, members: Object.fromEntries(Object.entries(doc.members).filter(([sub]) => sub !== event.sub)) });
+          tx.put(AccessCollections.organizations, orgId, {
+            ...doc,
+            members: Object.fromEntries(Object.entries(doc.members).filter(([sub]) => sub !== event.sub)),
+          });
           tx.delete(AccessCollections.organizationsByMember, membershipKey(orgId, event.sub));
           return;
         }
@@ -89,7 +106,10 @@ export function accessProjection(keyring: Keyring): Projection {
         case 'SecretRotated': {
           const doc = await tx.get<EnvironmentDoc>(AccessCollections.environments, event.environmentId);
           if (!doc) return;
-          tx.put(AccessCollections.environments, event.environmentId, { ...doc, secrets: { ...doc.secrets, [event.kind]: keyring.encrypt(event.environmentId, event.secret) } });
+          tx.put(AccessCollections.environments, event.environmentId, {
+            ...doc,
+            secrets: { ...doc.secrets, [event.kind]: keyring.encrypt(event.environmentId, event.secret) },
+          });
           if (event.kind === 'identity_token') {
             // Counted on the organization, which the widget session guard reads: written in the
             // same commit as the new secret, so no read sees one without the other.
@@ -122,7 +142,12 @@ export function accessProjection(keyring: Keyring): Projection {
           if (!doc) return;
           const { keyHash, ...rest } = doc;
           tx.delete(AccessCollections.apiKeysByHash, keyHash);
-          tx.put(AccessCollections.apiKeys, event.keyId, { ...doc, revokedAt: event.revokedAt }, { partition: rest.environmentId, score: Date.parse(rest.createdAt) });
+          tx.put(
+            AccessCollections.apiKeys,
+            event.keyId,
+            { ...doc, revokedAt: event.revokedAt },
+            { partition: rest.environmentId, score: Date.parse(rest.createdAt) },
+          );
           return;
         }
         default:

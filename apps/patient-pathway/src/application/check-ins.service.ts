@@ -110,7 +110,8 @@ export class CheckInsService {
     const checkInId = randomUUID();
     // Only a check-in that would be sent reserves a credit: for a patient who is not active the
     // decider refuses it (409 OUT_OF_ORDER) and nothing may be charged.
-    if (state.status === 'active' && (await this.usagePaused(tenancy.organizationId, tenancy.environmentId, checkInId))) throw new DomainError(409, 'USAGE_PAUSED', 'Check-ins are paused: the month’s credits are used up');
+    if (state.status === 'active' && (await this.usagePaused(tenancy.organizationId, tenancy.environmentId, checkInId)))
+      throw new DomainError(409, 'USAGE_PAUSED', 'Check-ins are paused: the month’s credits are used up');
     const r = await this.pathway.patients.handle(stream, { type: 'SendCheckInNow', checkInId }, { actor, ...tenancy });
     await this.pathway.applied(r.position);
     // The dispatch timer (due now) is the durable sending path; the answer runs the same dispatch
@@ -164,7 +165,11 @@ export class CheckInsService {
     });
   }
 
-  private async mailCheckIn(state: PatientState, sent: Extract<PatientEvent, { type: 'CheckInSent' }>, ctx: { actor: string; organizationId: string; environmentId: string }): Promise<void> {
+  private async mailCheckIn(
+    state: PatientState,
+    sent: Extract<PatientEvent, { type: 'CheckInSent' }>,
+    ctx: { actor: string; organizationId: string; environmentId: string },
+  ): Promise<void> {
     const { state: protocolState } = await this.pathway.protocols.load(protocolStream(sent.protocolId));
     const protocol = protocolState.protocol;
     if (!protocol) throw new Error('protocol of a check-in is missing');
@@ -231,7 +236,11 @@ export class CheckInsService {
 
   async answer(checkInId: string, token: string, questionKey: string, value: unknown) {
     const state = await this.loadForPatient(checkInId, token, true);
-    const r = await this.checkIns.handle(checkInStream(checkInId), { type: 'RecordAnswer', questionKey, value }, { actor: `patient:${state.patientId}`, organizationId: state.organizationId, environmentId: state.environmentId });
+    const r = await this.checkIns.handle(
+      checkInStream(checkInId),
+      { type: 'RecordAnswer', questionKey, value },
+      { actor: `patient:${state.patientId}`, organizationId: state.organizationId, environmentId: state.environmentId },
+    );
     await this.pathway.applied(r.position);
     if (r.state.status === 'stopped') {
       const caseReference = await this.openCase(checkInId);
@@ -242,7 +251,11 @@ export class CheckInsService {
 
   async complete(checkInId: string, token: string, notes: string | undefined) {
     const state = await this.loadForPatient(checkInId, token, true);
-    const r = await this.checkIns.handle(checkInStream(checkInId), { type: 'CompleteCheckIn', notes }, { actor: `patient:${state.patientId}`, organizationId: state.organizationId, environmentId: state.environmentId });
+    const r = await this.checkIns.handle(
+      checkInStream(checkInId),
+      { type: 'CompleteCheckIn', notes },
+      { actor: `patient:${state.patientId}`, organizationId: state.organizationId, environmentId: state.environmentId },
+    );
     await this.pathway.applied(r.position);
     if (r.state.outcome !== 'case_opened') return { outcome: 'no_action' as const };
     const caseReference = await this.openCase(checkInId);
@@ -257,7 +270,10 @@ export class CheckInsService {
     try {
       return await this.openCaseOrThrow(checkInId);
     } catch (err) {
-      this.log.warn({ error: (err as { code?: string; name?: string })?.code ?? (err as Error)?.name ?? 'error' }, 'opening a check-in case failed; will retry');
+      this.log.warn(
+        { error: (err as { code?: string; name?: string })?.code ?? (err as Error)?.name ?? 'error' },
+        'opening a check-in case failed; will retry',
+      );
       return null;
     }
   }
@@ -281,7 +297,11 @@ export class CheckInsService {
       actor: `patient:${state.patientId}`,
     };
     const reply = await ask<OpenClinicalCaseReply>(this.bus, Patterns.openClinicalCase, command, { timeoutMs: CASE_TIMEOUT_MS });
-    const r = await this.checkIns.handle(checkInStream(checkInId), { type: 'LinkCase', caseId: reply.caseId, reference: reply.reference }, { actor: 'system', organizationId: state.organizationId, environmentId: state.environmentId });
+    const r = await this.checkIns.handle(
+      checkInStream(checkInId),
+      { type: 'LinkCase', caseId: reply.caseId, reference: reply.reference },
+      { actor: 'system', organizationId: state.organizationId, environmentId: state.environmentId },
+    );
     await this.pathway.applied(r.position);
     return reply.reference;
   }
@@ -296,7 +316,11 @@ export class CheckInsService {
       // A 4xx will not change by retrying: record it (the event removes the timer) and stop.
       this.log.warn({ status: refusal.status, error: refusal.code }, 'the case-ledger refused a check-in case; not retrying');
       const { state } = await this.checkIns.load(checkInStream(doc.id));
-      const r = await this.checkIns.handle(checkInStream(doc.id), { type: 'RecordCaseOpenFailure', ...refusal }, { actor: 'system', organizationId: state.organizationId, environmentId: state.environmentId });
+      const r = await this.checkIns.handle(
+        checkInStream(doc.id),
+        { type: 'RecordCaseOpenFailure', ...refusal },
+        { actor: 'system', organizationId: state.organizationId, environmentId: state.environmentId },
+      );
       await this.pathway.applied(r.position);
     }
   }

@@ -30,7 +30,11 @@ export interface Tenancy {
 export class PathwayService {
   readonly patients: CommandHandler<Parameters<typeof patientDecider.decide>[0], Parameters<typeof patientDecider.evolve>[1], PatientState>;
   readonly claims: CommandHandler<ClaimCommand, ClaimEvent, ClaimState>;
-  readonly protocols: CommandHandler<Parameters<typeof protocolDecider.decide>[0], Parameters<typeof protocolDecider.evolve>[1], ReturnType<typeof protocolDecider.initialState>>;
+  readonly protocols: CommandHandler<
+    Parameters<typeof protocolDecider.decide>[0],
+    Parameters<typeof protocolDecider.evolve>[1],
+    ReturnType<typeof protocolDecider.initialState>
+  >;
 
   constructor(
     @Inject(EVENT_STORE) private readonly store: EventStore,
@@ -87,7 +91,10 @@ export class PathwayService {
     //    dry run of the patient decider on the current state, so a 4xx leaves no claim behind.
     // A creation resolves its protocol (named, or the single active one); an update or cancel only
     // checks the one it names, if it names one.
-    const protocol = input.type === 'patient.created' || input.programKey !== undefined || input.protocolId !== undefined ? await this.resolveProtocol(tenancy.environmentId, input) : undefined;
+    const protocol =
+      input.type === 'patient.created' || input.programKey !== undefined || input.protocolId !== undefined
+        ? await this.resolveProtocol(tenancy.environmentId, input)
+        : undefined;
     const existingId = await this.patientIdFor(tenancy, input.externalPatientId, false);
     if (!existingId && input.type !== 'patient.created') throw new DomainError(409, 'OUT_OF_ORDER', 'The patient has no active pathway');
     const profile: Profile = { firstName: input.firstName, lastName: input.lastName, dateOfBirth: input.dateOfBirth, phone: input.phone, email: input.email };
@@ -132,7 +139,8 @@ export class PathwayService {
     else if (input.programKey) found = all.find((p) => p.programKey === input.programKey && p.active);
     else {
       const active = all.filter((p) => p.active);
-      if (active.length > 1) return { ok: false, status: 400, code: 'PROTOCOL_AMBIGUOUS', message: 'Several protocols are active: name one with programKey or protocolId' };
+      if (active.length > 1)
+        return { ok: false, status: 400, code: 'PROTOCOL_AMBIGUOUS', message: 'Several protocols are active: name one with programKey or protocolId' };
       found = active[0];
     }
     return found ? { ok: true, protocolId: found.id, defaultCadenceDays: found.defaultCadenceDays } : notFound;
@@ -141,7 +149,16 @@ export class PathwayService {
   // ---- protocols (staff) ----
 
   view(doc: ProtocolDoc | (ProtocolView & { organizationId?: string; environmentId?: string })): ProtocolView {
-    return { id: doc.id, programKey: doc.programKey, name: doc.name, defaultCadenceDays: doc.defaultCadenceDays, questions: doc.questions, redFlags: doc.redFlags, active: doc.active, createdAt: doc.createdAt };
+    return {
+      id: doc.id,
+      programKey: doc.programKey,
+      name: doc.name,
+      defaultCadenceDays: doc.defaultCadenceDays,
+      questions: doc.questions,
+      redFlags: doc.redFlags,
+      active: doc.active,
+      createdAt: doc.createdAt,
+    };
   }
 
   async createProtocol(tenancy: Tenancy, def: ProtocolDefinition, actor: string): Promise<ProtocolView> {
@@ -149,12 +166,17 @@ export class PathwayService {
     if (problems.length) throw ApiError.validation(problems);
     const ctx = { actor, ...tenancy };
     const protocolId = randomUUID();
-    const claimed = await this.claim(programKeyStream(tenancy.environmentId, def.programKey), { type: 'ProgramKeyClaimed', protocolId, programKey: def.programKey }, ctx);
+    const claimed = await this.claim(
+      programKeyStream(tenancy.environmentId, def.programKey),
+      { type: 'ProgramKeyClaimed', protocolId, programKey: def.programKey },
+      ctx,
+    );
     const id = claimed.holder.protocolId;
     if (!claimed.won) {
       // A claim whose protocol was never written (a crash in between) is taken over; otherwise the key is taken.
       // Concurrent takers race on the protocol stream itself (no_stream): CreateProtocol refuses the losers with DUPLICATE_KEY.
-      if ((await this.store.readStream(protocolStream(id))).length) throw new DomainError(409, 'DUPLICATE_KEY', `A protocol with programKey ${def.programKey} exists in this environment`);
+      if ((await this.store.readStream(protocolStream(id))).length)
+        throw new DomainError(409, 'DUPLICATE_KEY', `A protocol with programKey ${def.programKey} exists in this environment`);
     }
     const r = await this.protocols.handle(protocolStream(id), { type: 'CreateProtocol', protocolId: id, ...tenancy, ...def }, ctx);
     await this.applied(r.position);

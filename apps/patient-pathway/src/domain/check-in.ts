@@ -103,7 +103,8 @@ export function checkAnswer(q: Question, value: unknown): AnswerValue {
   switch (q.type) {
     case 'scale': {
       const { min, max } = scaleBounds(q);
-      if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) throw invalid('value', `must be an integer from ${min} to ${max}`);
+      if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max)
+        throw invalid('value', `must be an integer from ${min} to ${max}`);
       return value;
     }
     case 'yes_no':
@@ -111,7 +112,8 @@ export function checkAnswer(q: Question, value: unknown): AnswerValue {
       return value;
     case 'text':
       // Characters as class-validator counts them everywhere else: code points (an emoji is one).
-      if (typeof value !== 'string' || value.length < 1 || (value.length > 2000 && [...value].length > 2000)) throw invalid('value', 'must be a string of 1 to 2000 characters');
+      if (typeof value !== 'string' || value.length < 1 || (value.length > 2000 && [...value].length > 2000))
+        throw invalid('value', 'must be a string of 1 to 2000 characters');
       return value;
     default: {
       const never: never = q.type;
@@ -143,7 +145,8 @@ export function nextQuestion(state: Pick<CheckInState, 'questions' | 'answers'>)
  */
 export const CHECK_IN_RETRY_WINDOW_MS = 10 * 60_000;
 
-const withinRetryWindow = (state: CheckInState, now: Date): boolean => state.closedAt !== null && now.getTime() - Date.parse(state.closedAt) <= CHECK_IN_RETRY_WINDOW_MS;
+const withinRetryWindow = (state: CheckInState, now: Date): boolean =>
+  state.closedAt !== null && now.getTime() - Date.parse(state.closedAt) <= CHECK_IN_RETRY_WINDOW_MS;
 
 /**
  * True when an answer to a stopped check-in is the very answer that stopped it (a retry whose
@@ -216,7 +219,13 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
           closedAt: event.at,
           caseRequest:
             event.outcome === 'case_opened' && event.priority
-              ? { priority: event.priority, matchedRules: event.matchedRules, symptomScores: event.symptomScores, patientNotes: event.patientNotes, stoppedEarly: false }
+              ? {
+                  priority: event.priority,
+                  matchedRules: event.matchedRules,
+                  symptomScores: event.symptomScores,
+                  patientNotes: event.patientNotes,
+                  stoppedEarly: false,
+                }
               : null,
         };
       case 'CaseLinked':
@@ -247,15 +256,27 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
         if (state.sent) return [];
         if (state.sendClaim && now.getTime() < Date.parse(state.sendClaim.leaseUntil)) return [];
         const attempt = (state.sendClaim?.attempt ?? 0) + 1;
-        return [{ type: 'CheckInSendClaimed', emailId: command.emailId, attempt, claimedAt: at, leaseUntil: new Date(now.getTime() + SEND_LEASE_MS).toISOString() }];
+        return [
+          { type: 'CheckInSendClaimed', emailId: command.emailId, attempt, claimedAt: at, leaseUntil: new Date(now.getTime() + SEND_LEASE_MS).toISOString() },
+        ];
       }
       case 'MarkSent':
         if (state.status === 'none') throw new DomainError(404, 'NOT_FOUND', 'Check-in not found');
         if (state.sent) return [];
-        return [{ type: 'check_in.sent', organizationId: state.organizationId!, environmentId: state.environmentId!, checkInId: state.checkInId!, patientId: state.patientId!, sentAt: command.sentAt }];
+        return [
+          {
+            type: 'check_in.sent',
+            organizationId: state.organizationId!,
+            environmentId: state.environmentId!,
+            checkInId: state.checkInId!,
+            patientId: state.patientId!,
+            sentAt: command.sentAt,
+          },
+        ];
       case 'RecordAnswer': {
         if (state.status === 'none') throw new DomainError(404, 'NOT_FOUND', 'Check-in not found');
-        if (state.status === 'stopped' && withinRetryWindow(state, now) && command.questionKey === state.lastAnswerKey && isRetryOfStop(state, command.value)) return [];
+        if (state.status === 'stopped' && withinRetryWindow(state, now) && command.questionKey === state.lastAnswerKey && isRetryOfStop(state, command.value))
+          return [];
         if (state.status !== 'open') throw tokenRefused();
         const q = state.questions.find((x) => x.key === command.questionKey);
         if (!q) throw invalid('questionKey', 'no question with this key in the check-in');
@@ -264,7 +285,15 @@ export const checkInDecider: Decider<CheckInCommand, CheckInEvent, CheckInState>
         const after = { ...state, answers: { ...state.answers, [q.key]: value } };
         const matches = matchesOf(after);
         if (matches.some((m) => m.tier === 'emergency')) {
-          events.push({ type: 'CheckInStoppedEarly', at, priority: 'emergency', matchedRules: matches.map((m) => m.rule), symptomScores: after.answers, patientNotes: null, stoppedEarly: true });
+          events.push({
+            type: 'CheckInStoppedEarly',
+            at,
+            priority: 'emergency',
+            matchedRules: matches.map((m) => m.rule),
+            symptomScores: after.answers,
+            patientNotes: null,
+            stoppedEarly: true,
+          });
         }
         return events;
       }

@@ -108,7 +108,17 @@ function definedFields(p: Profile): Profile {
 }
 
 export const patientDecider: Decider<PatientCommand, PatientEvent, PatientState> = {
-  initialState: () => ({ patientId: null, organizationId: null, environmentId: null, status: 'none', profile: {}, protocolId: null, cadenceDays: 0, processed: {}, scheduled: null }),
+  initialState: () => ({
+    patientId: null,
+    organizationId: null,
+    environmentId: null,
+    status: 'none',
+    profile: {},
+    protocolId: null,
+    cadenceDays: 0,
+    processed: {},
+    scheduled: null,
+  }),
 
   evolve(state, event) {
     switch (event.type) {
@@ -209,7 +219,8 @@ export const patientDecider: Decider<PatientCommand, PatientEvent, PatientState>
         // A stale timer (cancelled, already fired, or replaced) decides nothing.
         if (state.status !== 'active' || state.scheduled?.checkInId !== command.checkInId) return [];
         const next = { checkInId: command.nextCheckInId, dueAt: after(now, state.cadenceDays) };
-        if (command.paused) return [{ type: 'CheckInSkipped', checkInId: command.checkInId, patientId: state.patientId!, reason: 'usage_paused', at: now.toISOString(), next }];
+        if (command.paused)
+          return [{ type: 'CheckInSkipped', checkInId: command.checkInId, patientId: state.patientId!, reason: 'usage_paused', at: now.toISOString(), next }];
         return [
           {
             type: 'CheckInSent',

@@ -87,7 +87,8 @@ export function protocolProblems(def: ProtocolDefinition): { path: string; messa
     if (!matchablePhrase(p.phrase)) out.push({ path: `redFlags.phrases[${i}].phrase`, message: 'must contain a letter or digit (it could never match)' });
   });
   (def.redFlags.semanticPhrases ?? []).forEach((p, i) => {
-    if (!matchableSemanticPhrase(p.phrase)) out.push({ path: `redFlags.semanticPhrases[${i}].phrase`, message: 'must contain a word that is not a stop word (it could never match)' });
+    if (!matchableSemanticPhrase(p.phrase))
+      out.push({ path: `redFlags.semanticPhrases[${i}].phrase`, message: 'must contain a word that is not a stop word (it could never match)' });
   });
   return out;
 }

@@ -67,26 +67,49 @@ export function pathwayProjection(): Projection {
         case 'ProtocolDeactivated': {
           const doc = await tx.get<ProtocolDoc>(PathwayCollections.protocols, event.protocolId);
           if (!doc) return;
-          tx.put(PathwayCollections.protocols, event.protocolId, { ...doc, active: event.type === 'ProtocolActivated' }, { partition: doc.environmentId, score: Date.parse(doc.createdAt) });
+          tx.put(
+            PathwayCollections.protocols,
+            event.protocolId,
+            { ...doc, active: event.type === 'ProtocolActivated' },
+            { partition: doc.environmentId, score: Date.parse(doc.createdAt) },
+          );
           return;
         }
         case 'PatientEnrolled':
-          scheduleTimer(tx, PathwayCollections.checkInTimers, TIMER_PARTITION, { id: event.next.checkInId, dueAt: event.next.dueAt, patientId: event.patientId });
+          scheduleTimer(tx, PathwayCollections.checkInTimers, TIMER_PARTITION, {
+            id: event.next.checkInId,
+            dueAt: event.next.dueAt,
+            patientId: event.patientId,
+          });
           return;
         case 'PatientUpdated':
-          if (event.rescheduled) scheduleTimer(tx, PathwayCollections.checkInTimers, TIMER_PARTITION, { id: event.rescheduled.checkInId, dueAt: event.rescheduled.dueAt, patientId: event.rescheduled.patientId });
+          if (event.rescheduled)
+            scheduleTimer(tx, PathwayCollections.checkInTimers, TIMER_PARTITION, {
+              id: event.rescheduled.checkInId,
+              dueAt: event.rescheduled.dueAt,
+              patientId: event.rescheduled.patientId,
+            });
           return;
         case 'PatientCancelled':
           if (event.cancelledCheckInId) cancelTimer(tx, PathwayCollections.checkInTimers, event.cancelledCheckInId);
           return;
         case 'CheckInSent':
           if (event.reason === 'scheduled') cancelTimer(tx, PathwayCollections.checkInTimers, event.checkInId);
-          if (event.next) scheduleTimer(tx, PathwayCollections.checkInTimers, TIMER_PARTITION, { id: event.next.checkInId, dueAt: event.next.dueAt, patientId: event.patientId });
+          if (event.next)
+            scheduleTimer(tx, PathwayCollections.checkInTimers, TIMER_PARTITION, {
+              id: event.next.checkInId,
+              dueAt: event.next.dueAt,
+              patientId: event.patientId,
+            });
           scheduleTimer(tx, PathwayCollections.dispatch, TIMER_PARTITION, { id: event.checkInId, dueAt: event.sentAt, patientId: event.patientId });
           return;
         case 'CheckInSkipped':
           cancelTimer(tx, PathwayCollections.checkInTimers, event.checkInId);
-          scheduleTimer(tx, PathwayCollections.checkInTimers, TIMER_PARTITION, { id: event.next.checkInId, dueAt: event.next.dueAt, patientId: event.patientId });
+          scheduleTimer(tx, PathwayCollections.checkInTimers, TIMER_PARTITION, {
+            id: event.next.checkInId,
+            dueAt: event.next.dueAt,
+            patientId: event.patientId,
+          });
           return;
         case 'check_in.sent':
           cancelTimer(tx, PathwayCollections.dispatch, event.checkInId);

@@ -66,7 +66,16 @@ export class AttemptRunner {
       entry.secretRef = ep.secret;
       const secret = this.keyring.decrypt(ep.environmentId, ep.secret);
       return this.sender.send(
-        { url: ep.url, payload: created.payload, secret, eventId: created.eventId, eventType: created.eventType, at: this.clock.now(), signedAt: this.wallClock.now(), production: this.config.production },
+        {
+          url: ep.url,
+          payload: created.payload,
+          secret,
+          eventId: created.eventId,
+          eventType: created.eventType,
+          at: this.clock.now(),
+          signedAt: this.wallClock.now(),
+          production: this.config.production,
+        },
         entry.controller.signal,
       );
     });
@@ -79,8 +88,21 @@ export class AttemptRunner {
     // Decided on the state after the lease (no second read of the payload-carrying stream); if
     // anything appended meanwhile (a manual retry), the revision check fails and the handler
     // re-reads: the attempt is then recorded as stale (logged; schedule and status kept unless 2xx).
-    const r = await this.deliveries.handle(stream, { type: 'RecordAttempt', leaseId, attempt, jitter: drawJitter() }, ctx, { state: lease.state, revision: lease.revision });
-    this.log.info({ deliveryId: lease.state.deliveryId, eventType: created.eventType, statusCode: attempt.statusCode, error: attempt.error, durationMs: attempt.durationMs, status: r.state.status }, 'webhook attempt');
+    const r = await this.deliveries.handle(stream, { type: 'RecordAttempt', leaseId, attempt, jitter: drawJitter() }, ctx, {
+      state: lease.state,
+      revision: lease.revision,
+    });
+    this.log.info(
+      {
+        deliveryId: lease.state.deliveryId,
+        eventType: created.eventType,
+        statusCode: attempt.statusCode,
+        error: attempt.error,
+        durationMs: attempt.durationMs,
+        status: r.state.status,
+      },
+      'webhook attempt',
+    );
     // Not waiting for the projection: until it moves the timer doc, a re-fire finds the stream
     // not due at this time any more and does nothing.
   }

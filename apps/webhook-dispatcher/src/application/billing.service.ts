@@ -43,7 +43,14 @@ export class BillingService {
    * (one read and fold of the month's stream, one append, no revision conflicts between them):
    * the relays deliver events concurrently, and every credit of an organization goes to one stream.
    */
-  useCredit(organizationId: string, environmentId: string | null, source: CreditSource, sourceId: string, recordedAt: string | undefined, withinPlan = false): Promise<void> {
+  useCredit(
+    organizationId: string,
+    environmentId: string | null,
+    source: CreditSource,
+    sourceId: string,
+    recordedAt: string | undefined,
+    withinPlan = false,
+  ): Promise<void> {
     // The month of the fact (the source event's service-clock time), not of its processing: a
     // redelivery or a late delivery after the month rolled over lands in the same month's stream,
     // where the source id dedupes it. The processing time stands in only for a message without one.
@@ -81,7 +88,16 @@ export class BillingService {
 
   private readonly creditQueues = new Map<
     string,
-    { organizationId: string; environmentId: string | null; source: CreditSource; sourceId: string; periodStart: string; withinPlan: boolean; resolve(): void; reject(err: unknown): void }[]
+    {
+      organizationId: string;
+      environmentId: string | null;
+      source: CreditSource;
+      sourceId: string;
+      periodStart: string;
+      withinPlan: boolean;
+      resolve(): void;
+      reject(err: unknown): void;
+    }[]
   >();
 
   /**
@@ -106,7 +122,16 @@ export class BillingService {
         const results = await this.usage.handleAll(
           stream,
           items.map((i) => ({
-            command: { type: 'UseCredit' as const, organizationId, environmentId: i.environmentId, source: i.source, sourceId: i.sourceId, periodStart: i.periodStart, monthlyCredits: state.monthlyCredits, withinPlan: i.withinPlan },
+            command: {
+              type: 'UseCredit' as const,
+              organizationId,
+              environmentId: i.environmentId,
+              source: i.source,
+              sourceId: i.sourceId,
+              periodStart: i.periodStart,
+              monthlyCredits: state.monthlyCredits,
+              withinPlan: i.withinPlan,
+            },
             ctx: { actor: SYSTEM, organizationId },
           })),
           known,
@@ -125,7 +150,11 @@ export class BillingService {
   }
 
   async changePlan(organizationId: string, monthlyCredits: number, by: string) {
-    const r = await this.accounts.handle(accountStream(organizationId), { type: 'ChangePlan', organizationId, monthlyCredits, by }, { actor: `staff:${by}`, organizationId });
+    const r = await this.accounts.handle(
+      accountStream(organizationId),
+      { type: 'ChangePlan', organizationId, monthlyCredits, by },
+      { actor: `staff:${by}`, organizationId },
+    );
     // The thresholds the period's usage has reached under the new plan (a smaller plan can pause
     // the organization at once): reported before the answer, once each per period. Run on every
     // PUT, also one that changes nothing, so a retry of a request cut off between the two writes
@@ -144,7 +173,15 @@ export class BillingService {
       accountStream(organizationId),
       // occurredAt in RFC 3339 form for the decider (`+02`, `t`/`z` are valid ISO 8601 that Date.parse
       // cannot read); the body hash stays over what was sent, so earlier retries still match.
-      { type: 'RecordBillingEvent', organizationId, eventId: input.eventId, billingType: input.type, invoiceId: canonical.invoiceId, occurredAt: canonical.occurredAt === null ? null : toRfc3339(canonical.occurredAt), bodyHash: sha256Hex(JSON.stringify(canonical)) },
+      {
+        type: 'RecordBillingEvent',
+        organizationId,
+        eventId: input.eventId,
+        billingType: input.type,
+        invoiceId: canonical.invoiceId,
+        occurredAt: canonical.occurredAt === null ? null : toRfc3339(canonical.occurredAt),
+        bodyHash: sha256Hex(JSON.stringify(canonical)),
+      },
       { actor: `staff:${by}`, organizationId },
     );
     await this.applied(r.position);

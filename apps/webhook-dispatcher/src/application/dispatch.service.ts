@@ -105,7 +105,19 @@ export class DispatchService {
         try {
           r = await this.deliveries.handle(
             stream,
-            { type: 'CreateDelivery', deliveryId, endpointId: ep.id, organizationId: orgId, environmentId, eventId, eventType: m.type, caseId, payload, held, ...(leaseId ? { leaseId } : {}) },
+            {
+              type: 'CreateDelivery',
+              deliveryId,
+              endpointId: ep.id,
+              organizationId: orgId,
+              environmentId,
+              eventId,
+              eventType: m.type,
+              caseId,
+              payload,
+              held,
+              ...(leaseId ? { leaseId } : {}),
+            },
             { actor: SYSTEM, organizationId: orgId, environmentId, causationId: eventId, correlationId: m.metadata.correlationId },
           );
         } catch (err) {
@@ -186,13 +198,17 @@ export class DispatchService {
                 leaseId = undefined;
               }
             }
-            r = await this.deliveries.handle(stream, { type: 'ReleaseDelivery', ...(leaseId ? { leaseId } : {}) }, ctx, { state: loaded.state, revision: loaded.revision });
+            r = await this.deliveries.handle(stream, { type: 'ReleaseDelivery', ...(leaseId ? { leaseId } : {}) }, ctx, {
+              state: loaded.state,
+              revision: loaded.revision,
+            });
           } catch (err) {
             if (leaseId) this.slots.giveBack();
             throw err;
           }
           batchPosition = Math.max(batchPosition, r.newEvents.length > 0 ? r.position : (loaded.events.at(-1)?.position ?? 0));
-          if (leaseId && created && r.newEvents.some((e) => e.type === 'WebhookAttemptStarted')) this.sendDirect(stream, leaseId, { state: r.state, revision: r.revision }, created, created.endpointId);
+          if (leaseId && created && r.newEvents.some((e) => e.type === 'WebhookAttemptStarted'))
+            this.sendDirect(stream, leaseId, { state: r.state, revision: r.revision }, created, created.endpointId);
           else {
             if (leaseId) this.slots.giveBack();
             position = Math.max(position, r.position);

@@ -18,7 +18,14 @@ export interface StaffActor {
 }
 
 export const endpointView = (d: EndpointDoc) => ({ id: d.id, url: d.url, events: d.events, description: d.description, createdAt: d.createdAt });
-export const deliveryView = (d: DeliveryDoc) => ({ id: d.id, eventId: d.eventId, eventType: d.eventType, status: d.status, attempts: d.attempts, nextAttemptAt: d.nextAttemptAt });
+export const deliveryView = (d: DeliveryDoc) => ({
+  id: d.id,
+  eventId: d.eventId,
+  eventType: d.eventType,
+  status: d.status,
+  attempts: d.attempts,
+  nextAttemptAt: d.nextAttemptAt,
+});
 
 /**
  * The staff API of webhook endpoints: creation, listing, secret rotation and deletion (each
@@ -57,7 +64,17 @@ export class EndpointsService {
     const events = [...new Set(input.events)];
     const r = await this.endpoints.handle(
       endpointStream(endpointId),
-      { type: 'CreateEndpoint', endpointId, organizationId, environmentId, url: input.url, events, description: input.description ?? null, secret, by: actor.sub },
+      {
+        type: 'CreateEndpoint',
+        endpointId,
+        organizationId,
+        environmentId,
+        url: input.url,
+        events,
+        description: input.description ?? null,
+        secret,
+        by: actor.sub,
+      },
       { actor: `staff:${actor.sub}`, organizationId, environmentId },
     );
     await this.applied(r.position);
@@ -83,7 +100,11 @@ export class EndpointsService {
    */
   async deleteEndpoint(organizationId: string, environmentId: string, endpointId: string, actor: StaffActor): Promise<void> {
     await this.endpoint(environmentId, endpointId);
-    const r = await this.endpoints.handle(endpointStream(endpointId), { type: 'DeleteEndpoint', environmentId, by: actor.sub }, { actor: `staff:${actor.sub}`, organizationId, environmentId });
+    const r = await this.endpoints.handle(
+      endpointStream(endpointId),
+      { type: 'DeleteEndpoint', environmentId, by: actor.sub },
+      { actor: `staff:${actor.sub}`, organizationId, environmentId },
+    );
     await this.applied(r.position);
     await this.attempts.settle(endpointId, 'deleted');
   }
@@ -96,7 +117,11 @@ export class EndpointsService {
   async rotateSecret(organizationId: string, environmentId: string, endpointId: string, actor: StaffActor) {
     await this.endpoint(environmentId, endpointId);
     const secret = `whsec_${randomToken(32)}`;
-    const r = await this.endpoints.handle(endpointStream(endpointId), { type: 'RotateSecret', environmentId, secret, by: actor.sub }, { actor: `staff:${actor.sub}`, organizationId, environmentId });
+    const r = await this.endpoints.handle(
+      endpointStream(endpointId),
+      { type: 'RotateSecret', environmentId, secret, by: actor.sub },
+      { actor: `staff:${actor.sub}`, organizationId, environmentId },
+    );
     await this.applied(r.position);
     await this.attempts.settle(endpointId, 'rotated');
     return { secret };
@@ -120,14 +145,21 @@ export class EndpointsService {
       ? await this.readStore.page<DeliveryDoc>(Collections.deliveriesByStatus, deliveryStatusPartition(endpointId, page.status), { limit: page.limit, after })
       : await this.readStore.page<DeliveryDoc>(Collections.deliveries, endpointId, { limit: page.limit, after });
     const last = read.entries.at(-1);
-    return { deliveries: read.entries.map((e) => deliveryView(e.doc)), nextCursor: read.hasMore && last ? this.cursors.seal(scope, { score: last.score, key: last.key }) : null };
+    return {
+      deliveries: read.entries.map((e) => deliveryView(e.doc)),
+      nextCursor: read.hasMore && last ? this.cursors.seal(scope, { score: last.score, key: last.key }) : null,
+    };
   }
 
   async retryDelivery(organizationId: string, environmentId: string, endpointId: string, deliveryId: string, actor: StaffActor) {
     await this.endpoint(environmentId, endpointId);
     const doc = await this.readStore.get<DeliveryDoc>(Collections.deliveries, deliveryId);
     if (!doc || doc.endpointId !== endpointId) throw ApiError.notFound('Delivery');
-    const r = await this.deliveries.handle(deliveryStream(deliveryId), { type: 'RequestRetry', by: actor.sub }, { actor: `staff:${actor.sub}`, organizationId, environmentId });
+    const r = await this.deliveries.handle(
+      deliveryStream(deliveryId),
+      { type: 'RequestRetry', by: actor.sub },
+      { actor: `staff:${actor.sub}`, organizationId, environmentId },
+    );
     await this.applied(r.position);
     this.worker.kick();
     return { id: deliveryId, status: r.state.status, nextAttemptAt: r.state.nextAttemptAt };

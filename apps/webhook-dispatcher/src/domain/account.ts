@@ -19,13 +19,30 @@ export interface SubscriptionUpdatedData {
 export type AccountEvent =
   | { type: 'AccountOpened'; organizationId: string; monthlyCredits: number; status: 'active'; openedAt: string }
   | { type: 'PlanChanged'; organizationId: string; monthlyCredits: number; previousMonthlyCredits: number; changedBy: string; changedAt: string }
-  | { type: 'BillingEventReceived'; organizationId: string; eventId: string; billingType: BillingEventType; invoiceId: string | null; occurredAt: string | null; bodyHash: string; receivedAt: string }
+  | {
+      type: 'BillingEventReceived';
+      organizationId: string;
+      eventId: string;
+      billingType: BillingEventType;
+      invoiceId: string | null;
+      occurredAt: string | null;
+      bodyHash: string;
+      receivedAt: string;
+    }
   | ({ type: typeof SUBSCRIPTION_UPDATED } & SubscriptionUpdatedData);
 
 export type AccountCommand =
   | { type: 'OpenAccount'; organizationId: string }
   | { type: 'ChangePlan'; organizationId: string; monthlyCredits: number; by: string }
-  | { type: 'RecordBillingEvent'; organizationId: string; eventId: string; billingType: BillingEventType; invoiceId: string | null; occurredAt: string | null; bodyHash: string };
+  | {
+      type: 'RecordBillingEvent';
+      organizationId: string;
+      eventId: string;
+      billingType: BillingEventType;
+      invoiceId: string | null;
+      occurredAt: string | null;
+      bodyHash: string;
+    };
 
 export interface AccountState {
   opened: boolean;
@@ -80,7 +97,15 @@ function subscriptionChange(status: SubscriptionStatus, type: BillingEventType):
 }
 
 export const accountDecider: Decider<AccountCommand, AccountEvent, AccountState> = {
-  initialState: () => ({ opened: false, monthlyCredits: DEFAULT_MONTHLY_CREDITS, status: 'active', billingEvents: new Map(), lastBillingEventId: null, lastBillingEventAt: null, statusSetAt: null }),
+  initialState: () => ({
+    opened: false,
+    monthlyCredits: DEFAULT_MONTHLY_CREDITS,
+    status: 'active',
+    billingEvents: new Map(),
+    lastBillingEventId: null,
+    lastBillingEventAt: null,
+    statusSetAt: null,
+  }),
   evolve(state, event) {
     switch (event.type) {
       case 'AccountOpened':
@@ -108,13 +133,24 @@ export const accountDecider: Decider<AccountCommand, AccountEvent, AccountState>
   },
   decide(command, state, now) {
     const nowIso = now.toISOString();
-    const open = (orgId: string): AccountEvent[] => (state.opened ? [] : [{ type: 'AccountOpened', organizationId: orgId, monthlyCredits: DEFAULT_MONTHLY_CREDITS, status: 'active', openedAt: nowIso }]);
+    const open = (orgId: string): AccountEvent[] =>
+      state.opened ? [] : [{ type: 'AccountOpened', organizationId: orgId, monthlyCredits: DEFAULT_MONTHLY_CREDITS, status: 'active', openedAt: nowIso }];
     switch (command.type) {
       case 'OpenAccount':
         return open(command.organizationId);
       case 'ChangePlan':
         if (command.monthlyCredits === state.monthlyCredits && state.opened) return [];
-        return [...open(command.organizationId), { type: 'PlanChanged', organizationId: command.organizationId, monthlyCredits: command.monthlyCredits, previousMonthlyCredits: state.monthlyCredits, changedBy: command.by, changedAt: nowIso }];
+        return [
+          ...open(command.organizationId),
+          {
+            type: 'PlanChanged',
+            organizationId: command.organizationId,
+            monthlyCredits: command.monthlyCredits,
+            previousMonthlyCredits: state.monthlyCredits,
+            changedBy: command.by,
+            changedAt: nowIso,
+          },
+        ];
       case 'RecordBillingEvent': {
         const seen = state.billingEvents.get(command.eventId);
         if (seen !== undefined) {
@@ -123,11 +159,21 @@ export const accountDecider: Decider<AccountCommand, AccountEvent, AccountState>
         }
         const events: AccountEvent[] = [
           ...open(command.organizationId),
-          { type: 'BillingEventReceived', organizationId: command.organizationId, eventId: command.eventId, billingType: command.billingType, invoiceId: command.invoiceId, occurredAt: command.occurredAt, bodyHash: command.bodyHash, receivedAt: nowIso },
+          {
+            type: 'BillingEventReceived',
+            organizationId: command.organizationId,
+            eventId: command.eventId,
+            billingType: command.billingType,
+            invoiceId: command.invoiceId,
+            occurredAt: command.occurredAt,
+            bodyHash: command.bodyHash,
+            receivedAt: nowIso,
+          },
         ];
         // A notice older than the one that set the current status changes nothing (recorded, and
         // answered with the current status); a cancellation always applies.
-        const stale = command.billingType !== 'subscription_canceled' && state.statusSetAt !== null && happenedAt(command.occurredAt, nowIso) < state.statusSetAt;
+        const stale =
+          command.billingType !== 'subscription_canceled' && state.statusSetAt !== null && happenedAt(command.occurredAt, nowIso) < state.statusSetAt;
         const change = stale ? null : subscriptionChange(state.status, command.billingType);
         if (change) events.push({ type: SUBSCRIPTION_UPDATED, ...change });
         return events;

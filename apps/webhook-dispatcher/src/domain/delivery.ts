@@ -62,7 +62,15 @@ export type DeliveryEvent =
     }
   | { type: 'WebhookRetryRequested'; deliveryId: string; nextAttemptAt: string; requestedBy: string; requestedAt: string }
   | { type: 'WebhookDeliveryAbandoned'; deliveryId: string; reason: 'endpoint_deleted'; abandonedAt: string }
-  | { type: typeof WEBHOOK_DELIVERED; organizationId: string; environmentId: string; eventId: string; eventType: string; caseId: string | null; deliveredAt: string };
+  | {
+      type: typeof WEBHOOK_DELIVERED;
+      organizationId: string;
+      environmentId: string;
+      eventId: string;
+      eventType: string;
+      caseId: string | null;
+      deliveredAt: string;
+    };
 
 export type DeliveryCommand =
   | {
@@ -135,11 +143,33 @@ export function outcomeOf(statusCode: number | null): 'delivered' | 'gone' | 're
 }
 
 export const deliveryDecider: Decider<DeliveryCommand, DeliveryEvent, DeliveryState> = {
-  initialState: () => ({ deliveryId: null, organizationId: null, environmentId: null, eventId: null, eventType: null, caseId: null, status: 'pending', attempts: 0, nextAttemptAt: null, delivered: false, leases: [] }),
+  initialState: () => ({
+    deliveryId: null,
+    organizationId: null,
+    environmentId: null,
+    eventId: null,
+    eventType: null,
+    caseId: null,
+    status: 'pending',
+    attempts: 0,
+    nextAttemptAt: null,
+    delivered: false,
+    leases: [],
+  }),
   evolve(state, event) {
     switch (event.type) {
       case 'WebhookDeliveryCreated':
-        return { ...state, deliveryId: event.deliveryId, organizationId: event.organizationId, environmentId: event.environmentId, eventId: event.eventId, eventType: event.eventType, caseId: event.caseId, status: event.status, nextAttemptAt: event.nextAttemptAt };
+        return {
+          ...state,
+          deliveryId: event.deliveryId,
+          organizationId: event.organizationId,
+          environmentId: event.environmentId,
+          eventId: event.eventId,
+          eventType: event.eventType,
+          caseId: event.caseId,
+          status: event.status,
+          nextAttemptAt: event.nextAttemptAt,
+        };
       case 'WebhookDeliveryReleased':
         return { ...state, status: 'pending', nextAttemptAt: event.nextAttemptAt };
       case 'WebhookAttemptStarted':
@@ -171,20 +201,55 @@ export const deliveryDecider: Decider<DeliveryCommand, DeliveryEvent, DeliverySt
       case 'CreateDelivery': {
         if (state.deliveryId) return []; // first writer wins: the same event for the same endpoint is one delivery
         const { type: _t, held, leaseId, ...rest } = command;
-        const created: DeliveryEvent = { type: 'WebhookDeliveryCreated', ...rest, status: held ? 'held' : 'pending', nextAttemptAt: held ? null : nowIso, createdAt: nowIso };
+        const created: DeliveryEvent = {
+          type: 'WebhookDeliveryCreated',
+          ...rest,
+          status: held ? 'held' : 'pending',
+          nextAttemptAt: held ? null : nowIso,
+          createdAt: nowIso,
+        };
         if (held || leaseId === undefined) return [created];
-        return [created, { type: 'WebhookAttemptStarted', deliveryId: command.deliveryId, leaseId, dueAt: nowIso, startedAt: nowIso, leaseUntil: after(nowIso, ATTEMPT_LEASE_MS) }];
+        return [
+          created,
+          {
+            type: 'WebhookAttemptStarted',
+            deliveryId: command.deliveryId,
+            leaseId,
+            dueAt: nowIso,
+            startedAt: nowIso,
+            leaseUntil: after(nowIso, ATTEMPT_LEASE_MS),
+          },
+        ];
       }
       case 'ReleaseDelivery': {
         if (!state.deliveryId || state.status !== 'held') return [];
         const released: DeliveryEvent = { type: 'WebhookDeliveryReleased', deliveryId: state.deliveryId, nextAttemptAt: nowIso, releasedAt: nowIso };
         if (command.leaseId === undefined) return [released];
-        return [released, { type: 'WebhookAttemptStarted', deliveryId: state.deliveryId, leaseId: command.leaseId, dueAt: nowIso, startedAt: nowIso, leaseUntil: after(nowIso, ATTEMPT_LEASE_MS) }];
+        return [
+          released,
+          {
+            type: 'WebhookAttemptStarted',
+            deliveryId: state.deliveryId,
+            leaseId: command.leaseId,
+            dueAt: nowIso,
+            startedAt: nowIso,
+            leaseUntil: after(nowIso, ATTEMPT_LEASE_MS),
+          },
+        ];
       }
       case 'StartAttempt': {
         if (!state.deliveryId || state.status !== 'pending' || state.nextAttemptAt !== command.dueAt) return []; // not due (any more)
         if (state.leases.some((l) => l.dueAt === command.dueAt && Date.parse(l.leaseUntil) > now.getTime())) return []; // another sender has it
-        return [{ type: 'WebhookAttemptStarted', deliveryId: state.deliveryId, leaseId: command.leaseId, dueAt: command.dueAt, startedAt: nowIso, leaseUntil: after(nowIso, ATTEMPT_LEASE_MS) }];
+        return [
+          {
+            type: 'WebhookAttemptStarted',
+            deliveryId: state.deliveryId,
+            leaseId: command.leaseId,
+            dueAt: command.dueAt,
+            startedAt: nowIso,
+            leaseUntil: after(nowIso, ATTEMPT_LEASE_MS),
+          },
+        ];
       }
       case 'RecordAttempt': {
         const lease = state.leases.find((l) => l.leaseId === command.leaseId);
@@ -196,10 +261,26 @@ export const deliveryDecider: Decider<DeliveryCommand, DeliveryEvent, DeliverySt
           // status, except that a 2xx means the receiver has the event: delivered.
           const delivered = outcome === 'delivered';
           const events: DeliveryEvent[] = [
-            { type: 'WebhookAttemptRecorded', deliveryId: state.deliveryId, leaseId: command.leaseId, attempt: command.attempt, status: delivered ? 'delivered' : state.status, nextAttemptAt: delivered ? null : state.nextAttemptAt, stale: true },
+            {
+              type: 'WebhookAttemptRecorded',
+              deliveryId: state.deliveryId,
+              leaseId: command.leaseId,
+              attempt: command.attempt,
+              status: delivered ? 'delivered' : state.status,
+              nextAttemptAt: delivered ? null : state.nextAttemptAt,
+              stale: true,
+            },
           ];
           if (delivered && !state.delivered && state.eventType === 'clinical_case.opened') {
-            events.push({ type: WEBHOOK_DELIVERED, organizationId: state.organizationId!, environmentId: state.environmentId!, eventId: state.eventId!, eventType: state.eventType, caseId: state.caseId, deliveredAt: command.attempt.at });
+            events.push({
+              type: WEBHOOK_DELIVERED,
+              organizationId: state.organizationId!,
+              environmentId: state.environmentId!,
+              eventId: state.eventId!,
+              eventType: state.eventType,
+              caseId: state.caseId,
+              deliveredAt: command.attempt.at,
+            });
           }
           return events;
         }
@@ -214,9 +295,19 @@ export const deliveryDecider: Decider<DeliveryCommand, DeliveryEvent, DeliverySt
           // The schedule of docs/decisions.md, "Endpoints, deliveries and retries" only: a receiver's Retry-After does not move it (429 retries on it like 5xx).
           nextAttemptAt = after(command.attempt.at, Math.round(RETRY_DELAYS_MS[n - 1] * (1 + jitter)));
         }
-        const events: DeliveryEvent[] = [{ type: 'WebhookAttemptRecorded', deliveryId: state.deliveryId, leaseId: command.leaseId, attempt: command.attempt, status, nextAttemptAt }];
+        const events: DeliveryEvent[] = [
+          { type: 'WebhookAttemptRecorded', deliveryId: state.deliveryId, leaseId: command.leaseId, attempt: command.attempt, status, nextAttemptAt },
+        ];
         if (status === 'delivered' && !state.delivered && state.eventType === 'clinical_case.opened') {
-          events.push({ type: WEBHOOK_DELIVERED, organizationId: state.organizationId!, environmentId: state.environmentId!, eventId: state.eventId!, eventType: state.eventType, caseId: state.caseId, deliveredAt: command.attempt.at });
+          events.push({
+            type: WEBHOOK_DELIVERED,
+            organizationId: state.organizationId!,
+            environmentId: state.environmentId!,
+            eventId: state.eventId!,
+            eventType: state.eventType,
+            caseId: state.caseId,
+            deliveredAt: command.attempt.at,
+          });
         }
         return events;
       }

@@ -18,7 +18,17 @@ export type EndpointEvent =
   | { type: 'WebhookEndpointDeleted'; endpointId: string; deletedBy: string; deletedAt: string };
 
 export type EndpointCommand =
-  | { type: 'CreateEndpoint'; endpointId: string; organizationId: string; environmentId: string; url: string; events: string[]; description: string | null; secret: string; by: string }
+  | {
+      type: 'CreateEndpoint';
+      endpointId: string;
+      organizationId: string;
+      environmentId: string;
+      url: string;
+      events: string[];
+      description: string | null;
+      secret: string;
+      by: string;
+    }
   | { type: 'RotateSecret'; environmentId: string; secret: string; by: string }
   | { type: 'DeleteEndpoint'; environmentId: string; by: string };
 
@@ -55,7 +65,9 @@ export const endpointDecider: Decider<EndpointCommand, EndpointEvent, EndpointSt
       }
       case 'RotateSecret':
         if (!state.endpointId || state.deleted || state.environmentId !== command.environmentId) throw notFound();
-        return [{ type: 'WebhookEndpointSecretRotated', endpointId: state.endpointId, secret: command.secret, rotatedBy: command.by, rotatedAt: now.toISOString() }];
+        return [
+          { type: 'WebhookEndpointSecretRotated', endpointId: state.endpointId, secret: command.secret, rotatedBy: command.by, rotatedAt: now.toISOString() },
+        ];
       case 'DeleteEndpoint':
         if (!state.endpointId || state.deleted || state.environmentId !== command.environmentId) throw notFound();
         return [{ type: 'WebhookEndpointDeleted', endpointId: state.endpointId, deletedBy: command.by, deletedAt: now.toISOString() }];

@@ -21,7 +21,16 @@ export interface UsageThresholdData {
 
 /** Credits of one organization in one monthly period (stream per organization and period). */
 export type UsageEvent =
-  | { type: 'CreditUsed'; organizationId: string; environmentId: string | null; source: CreditSource; sourceId: string; periodStart: string; creditsUsed: number; usedAt: string }
+  | {
+      type: 'CreditUsed';
+      organizationId: string;
+      environmentId: string | null;
+      source: CreditSource;
+      sourceId: string;
+      periodStart: string;
+      creditsUsed: number;
+      usedAt: string;
+    }
   | ({ type: typeof USAGE_THRESHOLD_REACHED; organizationId: string } & UsageThresholdData);
 
 export type UsageCommand =
@@ -113,7 +122,16 @@ export const usageDecider: Decider<UsageCommand, UsageEvent, UsageState> = {
         if (command.withinPlan && state.creditsUsed >= command.monthlyCredits) throw new DomainError(409, 'USAGE_PAUSED', 'The month’s credits are used up');
         const creditsUsed = state.creditsUsed + 1;
         return [
-          { type: 'CreditUsed', organizationId: command.organizationId, environmentId: command.environmentId, source: command.source, sourceId: command.sourceId, periodStart: command.periodStart, creditsUsed, usedAt: now.toISOString() },
+          {
+            type: 'CreditUsed',
+            organizationId: command.organizationId,
+            environmentId: command.environmentId,
+            source: command.source,
+            sourceId: command.sourceId,
+            periodStart: command.periodStart,
+            creditsUsed,
+            usedAt: now.toISOString(),
+          },
           ...thresholdsReached(state, command.organizationId, command.periodStart, creditsUsed, command.monthlyCredits),
         ];
       }

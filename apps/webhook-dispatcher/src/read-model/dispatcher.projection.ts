@@ -120,7 +120,12 @@ export function dispatcherProjection(keyring: Keyring): Projection {
         case 'WebhookEndpointSecretRotated': {
           const doc = await tx.get<EndpointDoc>(Collections.endpoints, event.endpointId);
           if (!doc) return;
-          tx.put(Collections.endpoints, doc.id, { ...doc, secret: keyring.encrypt(doc.environmentId, event.secret) }, { partition: doc.environmentId, score: Date.parse(doc.createdAt) });
+          tx.put(
+            Collections.endpoints,
+            doc.id,
+            { ...doc, secret: keyring.encrypt(doc.environmentId, event.secret) },
+            { partition: doc.environmentId, score: Date.parse(doc.createdAt) },
+          );
           return;
         }
         case 'WebhookEndpointDeleted': {
@@ -131,18 +136,22 @@ export function dispatcherProjection(keyring: Keyring): Projection {
           return;
         }
         case 'WebhookDeliveryCreated':
-          putDelivery(tx, {
-            id: event.deliveryId,
-            endpointId: event.endpointId,
-            organizationId: event.organizationId,
-            environmentId: event.environmentId,
-            eventId: event.eventId,
-            eventType: event.eventType,
-            status: event.status,
-            attempts: [],
-            nextAttemptAt: event.nextAttemptAt,
-            createdAt: event.createdAt,
-          }, null);
+          putDelivery(
+            tx,
+            {
+              id: event.deliveryId,
+              endpointId: event.endpointId,
+              organizationId: event.organizationId,
+              environmentId: event.environmentId,
+              eventId: event.eventId,
+              eventType: event.eventType,
+              status: event.status,
+              attempts: [],
+              nextAttemptAt: event.nextAttemptAt,
+              createdAt: event.createdAt,
+            },
+            null,
+          );
           return;
         case 'WebhookDeliveryReleased':
         case 'WebhookRetryRequested': {
@@ -152,7 +161,8 @@ export function dispatcherProjection(keyring: Keyring): Projection {
         }
         case 'WebhookAttemptRecorded': {
           const doc = await tx.get<DeliveryDoc>(Collections.deliveries, event.deliveryId);
-          if (doc) putDelivery(tx, { ...doc, status: event.status, attempts: [...doc.attempts, event.attempt], nextAttemptAt: event.nextAttemptAt }, doc.status);
+          if (doc)
+            putDelivery(tx, { ...doc, status: event.status, attempts: [...doc.attempts, event.attempt], nextAttemptAt: event.nextAttemptAt }, doc.status);
           return;
         }
         case 'WebhookDeliveryAbandoned': {
@@ -164,15 +174,26 @@ export function dispatcherProjection(keyring: Keyring): Projection {
           // A sender's lease: nothing to show until the attempt is recorded, but the timer waits
           // until the lease expires (same dueAt, so a sender that died is replaced then), instead
           // of firing into a lease that is held.
-          tx.put(Collections.timers, event.deliveryId, { id: event.deliveryId, dueAt: event.dueAt, deliveryId: event.deliveryId } satisfies DeliveryTimer, { partition: TIMER_PARTITION, score: Date.parse(event.leaseUntil) });
+          tx.put(Collections.timers, event.deliveryId, { id: event.deliveryId, dueAt: event.dueAt, deliveryId: event.deliveryId } satisfies DeliveryTimer, {
+            partition: TIMER_PARTITION,
+            score: Date.parse(event.leaseUntil),
+          });
           return;
         case WEBHOOK_DELIVERED:
           return;
         case 'AccountOpened':
-          tx.put(Collections.accounts, event.organizationId, { organizationId: event.organizationId, monthlyCredits: event.monthlyCredits, status: event.status } satisfies AccountDoc);
+          tx.put(Collections.accounts, event.organizationId, {
+            organizationId: event.organizationId,
+            monthlyCredits: event.monthlyCredits,
+            status: event.status,
+          } satisfies AccountDoc);
           return;
         case 'PlanChanged': {
-          const doc = (await tx.get<AccountDoc>(Collections.accounts, event.organizationId)) ?? { organizationId: event.organizationId, monthlyCredits: DEFAULT_MONTHLY_CREDITS, status: 'active' };
+          const doc = (await tx.get<AccountDoc>(Collections.accounts, event.organizationId)) ?? {
+            organizationId: event.organizationId,
+            monthlyCredits: DEFAULT_MONTHLY_CREDITS,
+            status: 'active',
+          };
           tx.put(Collections.accounts, event.organizationId, { ...doc, monthlyCredits: event.monthlyCredits });
           return;
         }
@@ -180,7 +201,11 @@ export function dispatcherProjection(keyring: Keyring): Projection {
           return;
         case SUBSCRIPTION_UPDATED: {
           if (!orgId) return;
-          const doc = (await tx.get<AccountDoc>(Collections.accounts, orgId)) ?? { organizationId: orgId, monthlyCredits: DEFAULT_MONTHLY_CREDITS, status: 'active' };
+          const doc = (await tx.get<AccountDoc>(Collections.accounts, orgId)) ?? {
+            organizationId: orgId,
+            monthlyCredits: DEFAULT_MONTHLY_CREDITS,
+            status: 'active',
+          };
           tx.put(Collections.accounts, orgId, { ...doc, status: event.status });
           return;
         }
@@ -188,7 +213,11 @@ export function dispatcherProjection(keyring: Keyring): Projection {
           const doc = await tx.get<UsageDoc>(Collections.usage, event.organizationId);
           // Only forward in time: an older period's late credit does not move the current count.
           if (doc && doc.periodStart > event.periodStart) return;
-          tx.put(Collections.usage, event.organizationId, { organizationId: event.organizationId, periodStart: event.periodStart, creditsUsed: event.creditsUsed } satisfies UsageDoc);
+          tx.put(Collections.usage, event.organizationId, {
+            organizationId: event.organizationId,
+            periodStart: event.periodStart,
+            creditsUsed: event.creditsUsed,
+          } satisfies UsageDoc);
           return;
         }
         case USAGE_THRESHOLD_REACHED:

@@ -3,7 +3,15 @@ import type { ClientProxy } from '@nestjs/microservices';
 import { CLOCK, Clock } from '@svc/clock';
 import { CommandHandler, EVENT_STORE, EventStore } from '@svc/eventstore';
 import { getLogger } from '@svc/http';
-import { AppendConversationMessageCommand, AppendConversationMessageReply, BUS_CLIENT, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns, ask } from '@svc/messaging';
+import {
+  AppendConversationMessageCommand,
+  AppendConversationMessageReply,
+  BUS_CLIENT,
+  OpenClinicalCaseCommand,
+  OpenClinicalCaseReply,
+  Patterns,
+  ask,
+} from '@svc/messaging';
 import { CaseRequest, DeliveryState, HandOffRequest, deliveryDecider, deliveryStream } from '../domain/delivery';
 
 export type DeliveryResult = { status: 'delivered'; reference: string | null } | { status: 'pending' } | { status: 'failed' };
@@ -11,7 +19,8 @@ export type DeliveryResult = { status: 'delivered'; reference: string | null } |
 /** A 4xx answer is a refusal that no retry changes. */
 function permanent(err: unknown): { status: number; code: string } | null {
   const e = err as { status?: unknown; code?: unknown } | null;
-  if (e && typeof e === 'object' && typeof e.status === 'number' && e.status >= 400 && e.status < 500) return { status: e.status, code: typeof e.code === 'string' ? e.code : 'REFUSED' };
+  if (e && typeof e === 'object' && typeof e.status === 'number' && e.status >= 400 && e.status < 500)
+    return { status: e.status, code: typeof e.code === 'string' ? e.code : 'REFUSED' };
   return null;
 }
 
@@ -34,12 +43,20 @@ export class DeliveriesService {
   }
 
   async requestCase(request: CaseRequest, actor: string): Promise<number> {
-    const r = await this.deliveries.handle(deliveryStream(request.requestId), { type: 'RequestCase', request }, { actor, organizationId: request.organizationId, environmentId: request.environmentId });
+    const r = await this.deliveries.handle(
+      deliveryStream(request.requestId),
+      { type: 'RequestCase', request },
+      { actor, organizationId: request.organizationId, environmentId: request.environmentId },
+    );
     return r.position;
   }
 
   async requestHandOff(request: HandOffRequest, actor: string): Promise<number> {
-    const r = await this.deliveries.handle(deliveryStream(request.requestId), { type: 'RequestHandOff', request }, { actor, organizationId: request.organizationId, environmentId: request.environmentId });
+    const r = await this.deliveries.handle(
+      deliveryStream(request.requestId),
+      { type: 'RequestHandOff', request },
+      { actor, organizationId: request.organizationId, environmentId: request.environmentId },
+    );
     return r.position;
   }
 

@@ -5,16 +5,26 @@ import { CLOCK, Clock, WALL_CLOCK, WallClock } from '@svc/clock';
 import { CommandHandler, DomainError, EVENT_STORE, EventStore } from '@svc/eventstore';
 import { TenantDirectory } from '@svc/access';
 import { ApiError, CurrentWidgetLink, WidgetSessionContext, currentPatientLink, getLogger } from '@svc/http';
-import {
-  BUS_CLIENT,
-  creditRefused,
-} from '@svc/messaging';
+import { BUS_CLIENT, creditRefused } from '@svc/messaging';
 import { CONFIG, ServiceConfig } from '@svc/platform';
 import { READ_STORE, ReadStore } from '@svc/read-store';
 import { bodyHash } from '@svc/security';
 import { EMERGENCY_ALERTED, EMERGENCY_GUIDANCE, GENERIC_REPLY, emergencyKinds, healthQuestion, triggerMatches } from '../domain/agent';
 import { Definition } from '../domain/definition';
-import { Advance, CallRequest, CallResult, Patient, Reply, RunContext, RunState, advance, giveCallResult, giveInput, startRun, switchedOff } from '../domain/engine';
+import {
+  Advance,
+  CallRequest,
+  CallResult,
+  Patient,
+  Reply,
+  RunContext,
+  RunState,
+  advance,
+  giveCallResult,
+  giveInput,
+  startRun,
+  switchedOff,
+} from '../domain/engine';
 import { runDecider, runStream } from '../domain/run';
 import { widgetTurnDecider, widgetTurnStream } from '../domain/widget-turn';
 import { WorkflowState, workflowStream } from '../domain/workflow';
@@ -36,10 +46,14 @@ interface CallTrace {
   response: { status: number | null; body?: unknown; error?: string };
 }
 
-const HEALTH_REPLY = 'Thank you. I have passed your question to your care team; a clinician will get back to you. If it gets worse or feels urgent, call your local emergency number.';
-const HEALTH_DIRECT_REPLY = "I couldn't pass your question to your care team from here; please contact your care team directly. If it feels urgent, call your local emergency number.";
-const HEALTH_ANON_REPLY = 'For questions about your health, please sign in so I can pass them to your care team, or contact your care team directly. If it feels urgent, call your local emergency number.';
-export const BUSY_REPLY = "I'm still working on your previous message; please wait a moment for my answer. / Todavía estoy atendiendo su mensaje anterior; espere un momento.";
+const HEALTH_REPLY =
+  'Thank you. I have passed your question to your care team; a clinician will get back to you. If it gets worse or feels urgent, call your local emergency number.';
+const HEALTH_DIRECT_REPLY =
+  "I couldn't pass your question to your care team from here; please contact your care team directly. If it feels urgent, call your local emergency number.";
+const HEALTH_ANON_REPLY =
+  'For questions about your health, please sign in so I can pass them to your care team, or contact your care team directly. If it feels urgent, call your local emergency number.';
+export const BUSY_REPLY =
+  "I'm still working on your previous message; please wait a moment for my answer. / Todavía estoy atendiendo su mensaje anterior; espere un momento.";
 /**
  * How long a claimed widget turn keeps a retry from answering it again (service clock): longer
  * than any turn can take (a run's calls are at most 5 s each), so only a sender that died leaves
@@ -52,7 +66,8 @@ const PAUSED_REPLY = "I can't look that up right now. Would you like me to conne
 /** How long an emergency message waits for the patient directory to confirm the session's link (then the token's link is used). */
 const EMERGENCY_LINK_TIMEOUT_MS = 1500;
 /** A run stopped before a Destination call because its workflow was switched off (or archived) meanwhile. */
-export const SWITCHED_OFF_REPLY = "I can't continue with that here right now. Would you like me to connect you with our team? / No puedo continuar con eso ahora. ¿Quiere que le comunique con nuestro equipo?";
+export const SWITCHED_OFF_REPLY =
+  "I can't continue with that here right now. Would you like me to connect you with our team? / No puedo continuar con eso ahora. ¿Quiere que le comunique con nuestro equipo?";
 
 /** Runs workflows: the pure machine plus the I/O (calls, runs' streams, hand-offs, credits). */
 @Injectable()
@@ -86,17 +101,35 @@ export class RunnerService {
     const dest = await this.workflows.destinationForCall(envId, req.destinationStableKey);
     const secret = await this.tenants.secret(envId, 'widget_signing');
     if (!dest || !secret) {
-      traces?.push({ request: { method: req.method, url: req.path, headers: {}, body: req.body ? JSON.parse(req.body) : undefined }, response: { status: null, error: 'destination_missing' } });
+      traces?.push({
+        request: { method: req.method, url: req.path, headers: {}, body: req.body ? JSON.parse(req.body) : undefined },
+        response: { status: null, error: 'destination_missing' },
+      });
       return { kind: 'failed', reason: 'destination_missing' };
     }
     // Signed with the real time of the call (receivers compare it with their own clocks), never the service clock.
     const nowS = Math.floor(this.wallClock.now().getTime() / 1000);
-    const out = await this.destinations.call({ baseUrl: dest.baseUrl, path: req.path, method: req.method, body: req.body, headers: dest.headers, secret, nowS, timeoutMs: dest.timeoutMs, production: this.config.production });
+    const out = await this.destinations.call({
+      baseUrl: dest.baseUrl,
+      path: req.path,
+      method: req.method,
+      body: req.body,
+      headers: dest.headers,
+      secret,
+      nowS,
+      timeoutMs: dest.timeoutMs,
+      production: this.config.production,
+    });
     this.log.info({ destination: dest.id, method: req.method, outcome: out.kind === 'response' ? out.status : out.reason }, 'destination call');
     if (traces) {
       const redacted = Object.fromEntries(Object.keys(dest.headers).map((k) => [k, '[redacted]']));
       traces.push({
-        request: { method: req.method, url: `${new URL(dest.baseUrl).origin}${out.pathAndQuery}`, headers: { ...redacted, 'x-svc-timestamp': String(nowS), 'x-svc-signature': '[redacted]' }, body: req.body ? JSON.parse(req.body) : undefined },
+        request: {
+          method: req.method,
+          url: `${new URL(dest.baseUrl).origin}${out.pathAndQuery}`,
+          headers: { ...redacted, 'x-svc-timestamp': String(nowS), 'x-svc-signature': '[redacted]' },
+          body: req.body ? JSON.parse(req.body) : undefined,
+        },
         response: out.kind === 'response' ? { status: out.status, body: out.body } : { status: null, error: out.reason },
       });
     }
@@ -129,7 +162,13 @@ export class RunnerService {
    * registered, so a switch-off's 200 waits for it or it is not made).
    */
   private driveLive(workflowId: string, envId: string, def: Definition, ctx: RunContext, first: Advance): Promise<Advance> {
-    return this.drive(def, ctx, first, (request) => this.gate.call(workflowId, () => this.workflows.isLive(workflowId), () => this.call(envId, request)));
+    return this.drive(def, ctx, first, (request) =>
+      this.gate.call(
+        workflowId,
+        () => this.workflows.isLive(workflowId),
+        () => this.call(envId, request),
+      ),
+    );
   }
 
   // ---------- test runs ----------
@@ -162,7 +201,11 @@ export class RunnerService {
     const say = (replies: Reply[]) => {
       for (const r of replies) {
         if (r.type === 'text') transcript.push({ from: 'agent', text: r.text });
-        else if (r.type === 'orders') transcript.push({ from: 'agent', text: r.orders.map((o) => `Order ${o.id}: ${o.statusLabel ?? o.status}${o.trackingUrl ? ` (track: ${o.trackingUrl})` : ''}`).join('\n') });
+        else if (r.type === 'orders')
+          transcript.push({
+            from: 'agent',
+            text: r.orders.map((o) => `Order ${o.id}: ${o.statusLabel ?? o.status}${o.trackingUrl ? ` (track: ${o.trackingUrl})` : ''}`).join('\n'),
+          });
         else transcript.push({ from: 'agent', text: `[upload: ${r.variable}]` });
       }
     };
@@ -190,14 +233,20 @@ export class RunnerService {
     );
     const started = await this.runs.handle(
       runStream(runId),
-      { type: 'Start', header: { organizationId: scope.organizationId, environmentId: scope.environmentId, runId, workflowId: state.id!, versionId, conversationId: null }, test: true, state: s },
+      {
+        type: 'Start',
+        header: { organizationId: scope.organizationId, environmentId: scope.environmentId, runId, workflowId: state.id!, versionId, conversationId: null },
+        test: true,
+        state: s,
+      },
       { actor: `staff:${actor.sub}`, organizationId: scope.organizationId, environmentId: scope.environmentId },
     );
     await this.workflows.applied(Math.max(started.position, recorded.position));
     let callIndex = 0;
     const steps = s.steps.map((t) => {
       const base = { stepId: t.stepId, type: t.type, outcome: t.outcome };
-      if (t.type === 'call_api' && ['call_ok', 'not_found', 'call_failed', 'contract_broken'].includes(t.outcome) && traces[callIndex]) return { ...base, ...traces[callIndex++] };
+      if (t.type === 'call_api' && ['call_ok', 'not_found', 'call_failed', 'contract_broken'].includes(t.outcome) && traces[callIndex])
+        return { ...base, ...traces[callIndex++] };
       return base;
     });
     return { runId, passed, transcript, steps };
@@ -211,16 +260,40 @@ export class RunnerService {
   }
 
   /** Records a case for an identified (enrolled) patient, then tries to deliver it at once. */
-  private async requestCase(session: WidgetSessionContext, requestId: string, priority: CaseRequest['priority'], notes: string, matchedRules: string[], reason: CaseRequest['reason']): Promise<DeliveryResult | null> {
+  private async requestCase(
+    session: WidgetSessionContext,
+    requestId: string,
+    priority: CaseRequest['priority'],
+    notes: string,
+    matchedRules: string[],
+    reason: CaseRequest['reason'],
+  ): Promise<DeliveryResult | null> {
     if (!session.patientId) return null;
-    await this.deliveries.requestCase({ requestId, organizationId: session.organizationId, environmentId: session.environmentId, patientId: session.patientId, priority, notes, matchedRules, reason }, this.actor(session));
+    await this.deliveries.requestCase(
+      {
+        requestId,
+        organizationId: session.organizationId,
+        environmentId: session.environmentId,
+        patientId: session.patientId,
+        priority,
+        notes,
+        matchedRules,
+        reason,
+      },
+      this.actor(session),
+    );
     return this.deliveries.tryDeliver(requestId);
   }
 
   /** Records a run's hand-off (a case for `clinical` with an enrolled patient, else a work item); returns its request id. */
   private async requestHandOff(session: WidgetSessionContext, runId: string, s: RunState, message: string): Promise<string> {
     const h = s.handOff!;
-    const lines = [`Patient answers:`, ...h.answers.map((a) => `- ${a}`), ...(h.summary ? ['', `Summary: ${h.summary}`] : []), ...(h.teamAsk ? ['', `Team ask: ${h.teamAsk}`] : [])];
+    const lines = [
+      `Patient answers:`,
+      ...h.answers.map((a) => `- ${a}`),
+      ...(h.summary ? ['', `Summary: ${h.summary}`] : []),
+      ...(h.teamAsk ? ['', `Team ask: ${h.teamAsk}`] : []),
+    ];
     if (h.category === 'clinical' && session.patientId) {
       const requestId = derivedUuid(`handoff:${runId}`);
       await this.deliveries.requestCase(
@@ -241,7 +314,15 @@ export class RunnerService {
     }
     const requestId = derivedUuid(`handoff-summary:${runId}`);
     await this.deliveries.requestHandOff(
-      { requestId, organizationId: session.organizationId, environmentId: session.environmentId, conversationId: derivedUuid(`work-item:${runId}`), patientId: session.patientId, category: h.category, message: [`Hand-off (${h.category})`, ...lines].join('\n') },
+      {
+        requestId,
+        organizationId: session.organizationId,
+        environmentId: session.environmentId,
+        conversationId: derivedUuid(`work-item:${runId}`),
+        patientId: session.patientId,
+        category: h.category,
+        message: [`Hand-off (${h.category})`, ...lines].join('\n'),
+      },
       this.actor(session),
     );
     return requestId;
@@ -250,7 +331,15 @@ export class RunnerService {
   /** Records the run's hand-off, if it handed off, before the run's turn is written (B3). */
   private async recordHandOff(session: WidgetSessionContext, runId: string, r: Advance): Promise<string | null> {
     if (r.state.outcome !== 'handed_off' || !r.state.handOff) return null;
-    return this.requestHandOff(session, runId, r.state, r.replies.filter((x) => x.type === 'text').map((x) => (x as { text: string }).text).join('\n'));
+    return this.requestHandOff(
+      session,
+      runId,
+      r.state,
+      r.replies
+        .filter((x) => x.type === 'text')
+        .map((x) => (x as { text: string }).text)
+        .join('\n'),
+    );
   }
 
   /**
@@ -287,7 +376,10 @@ export class RunnerService {
       } catch (err) {
         if (!(err instanceof DomainError && err.code === 'TURN_IN_PROGRESS')) throw err;
         // Still being answered: say so in a way the widget can act on (retry with the same key).
-        if (Date.now() >= until) throw new ApiError(409, 'TURN_IN_PROGRESS', 'This message is still being answered; retry with the same Idempotency-Key', undefined, { 'retry-after': '2' });
+        if (Date.now() >= until)
+          throw new ApiError(409, 'TURN_IN_PROGRESS', 'This message is still being answered; retry with the same Idempotency-Key', undefined, {
+            'retry-after': '2',
+          });
         await new Promise((r) => setTimeout(r, 50));
         continue;
       }
@@ -330,7 +422,14 @@ export class RunnerService {
         current = session;
       }
       const requestId = derivedUuid(`emergency:${session.sessionId}:${this.clock.now().toISOString()}:${message}`);
-      const d = await this.requestCase(current, requestId, 'emergency', message, kinds.map((k) => `emergency_terms:${k}`), 'emergency');
+      const d = await this.requestCase(
+        current,
+        requestId,
+        'emergency',
+        message,
+        kinds.map((k) => `emergency_terms:${k}`),
+        'emergency',
+      );
       // Only a case requested for an identified patient (and not refused) lets us say the team was alerted.
       const alerted = !!d && d.status !== 'failed';
       const caseReference = d?.status === 'delivered' ? d.reference : null;
@@ -348,7 +447,14 @@ export class RunnerService {
     const health = healthQuestion(message);
     if (health.matched) {
       const { session: current, revoked } = await link();
-      const d = await this.requestCase(current, derivedUuid(`health:${session.sessionId}:${this.clock.now().toISOString()}:${message}`), health.priority, message, [], 'health_question');
+      const d = await this.requestCase(
+        current,
+        derivedUuid(`health:${session.sessionId}:${this.clock.now().toISOString()}:${message}`),
+        health.priority,
+        message,
+        [],
+        'health_question',
+      );
       const passed = !!d && d.status !== 'failed';
       const caseReference = d?.status === 'delivered' ? d.reference : null;
       // "Please sign in" only for an anonymous visitor; a signed-in patient is never asked to (M2),
@@ -394,7 +500,8 @@ export class RunnerService {
         try {
           claimed = await this.runs.handle(runStream(pending.runId), { type: 'StartTurn', turn }, meta);
         } catch (err) {
-          if (err instanceof DomainError && err.code === 'TURN_IN_PROGRESS') return { conversationId, replies: [{ type: 'text', text: BUSY_REPLY }] as Reply[], handedOff: false };
+          if (err instanceof DomainError && err.code === 'TURN_IN_PROGRESS')
+            return { conversationId, replies: [{ type: 'text', text: BUSY_REPLY }] as Reply[], handedOff: false };
           throw err;
         }
         if (!wf.active || wf.archivedAt || !(await this.workflows.isLive(pending.workflowId))) {
@@ -420,14 +527,20 @@ export class RunnerService {
     if (!match) return { conversationId, replies: [{ type: 'text', text: GENERIC_REPLY }] as Reply[], handedOff: false };
     const { session, patient } = await current();
     const runId = randomUUID();
-    if (await this.usagePaused(session.organizationId, envId, runId)) return { conversationId, replies: [{ type: 'text', text: PAUSED_REPLY }] as Reply[], handedOff: false };
+    if (await this.usagePaused(session.organizationId, envId, runId))
+      return { conversationId, replies: [{ type: 'text', text: PAUSED_REPLY }] as Reply[], handedOff: false };
     const ctx: RunContext = { runId, patient };
     const def = match.v.definition;
     const r = await this.driveLive(match.w.id!, envId, def, ctx, advance(def, startRun(def), ctx));
     const handOff = await this.recordHandOff(session, runId, r);
     const w = await this.runs.handle(
       runStream(runId),
-      { type: 'Start', header: { organizationId: session.organizationId, environmentId: envId, runId, workflowId: match.w.id!, versionId: match.v.id, conversationId }, test: false, state: r.state },
+      {
+        type: 'Start',
+        header: { organizationId: session.organizationId, environmentId: envId, runId, workflowId: match.w.id!, versionId: match.v.id, conversationId },
+        test: false,
+        state: r.state,
+      },
       { actor: this.actor(session), organizationId: session.organizationId, environmentId: envId },
     );
     await this.workflows.applied(w.position);

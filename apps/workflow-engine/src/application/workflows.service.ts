@@ -8,7 +8,18 @@ import { ProjectionRunner, READ_STORE, ReadStore } from '@svc/read-store';
 import { KEYRING, Keyring } from '@svc/security';
 import { Definition, validateDefinition } from '../domain/definition';
 import { destinationDecider, destinationKeyStream, destinationStream } from '../domain/destination';
-import { Blocker, HolderCheck, VersionRecord, WorkflowCommand, WorkflowState, readiness, workflowDecider, workflowKeyDecider, workflowKeyStream, workflowStream } from '../domain/workflow';
+import {
+  Blocker,
+  HolderCheck,
+  VersionRecord,
+  WorkflowCommand,
+  WorkflowState,
+  readiness,
+  workflowDecider,
+  workflowKeyDecider,
+  workflowKeyStream,
+  workflowStream,
+} from '../domain/workflow';
 import { DestinationDoc, RunDoc, WORKFLOW_PROJECTION, WorkflowCollections } from '../read-model/workflow.projection';
 import { SwitchOffGate } from './switch-off-gate';
 
@@ -41,7 +52,17 @@ export function workflowView(s: WorkflowState) {
 }
 
 export function versionView(v: VersionRecord) {
-  return { id: v.id, workflowId: v.workflowId, number: v.number, state: v.state, revision: v.revision, definition: v.definition, lastTest: v.lastTest, createdAt: v.createdAt, activatedAt: v.activatedAt };
+  return {
+    id: v.id,
+    workflowId: v.workflowId,
+    number: v.number,
+    state: v.state,
+    revision: v.revision,
+    definition: v.definition,
+    lastTest: v.lastTest,
+    createdAt: v.createdAt,
+    activatedAt: v.activatedAt,
+  };
 }
 
 /** Workflow lifecycle and destinations: every write through a decider, then read-your-writes. */
@@ -116,7 +137,13 @@ export class WorkflowsService {
   }
 
   /** Claims a stableKey, telling the decider what the current holder's own stream shows (S2). */
-  private async claimKey(scope: Scope, actor: Actor, keyStream: string, id: string, holderFound: (holder: string) => Promise<'missing' | 'deleted' | null>): Promise<void> {
+  private async claimKey(
+    scope: Scope,
+    actor: Actor,
+    keyStream: string,
+    id: string,
+    holderFound: (holder: string) => Promise<'missing' | 'deleted' | null>,
+  ): Promise<void> {
     const { state } = await this.keys.load(keyStream);
     let holderCheck: HolderCheck | null = null;
     if (state.holder && state.holder !== id) {
@@ -186,7 +213,8 @@ export class WorkflowsService {
    * command changed nothing (already off): an earlier switch-off's calls may still be under way.
    */
   private async switchedOff(workflowId: string): Promise<void> {
-    if (!(await this.gate.drain(workflowId))) this.log.warn({ workflowId, calls: this.gate.count(workflowId) }, 'workflow switch-off: calls still under way after the drain limit');
+    if (!(await this.gate.drain(workflowId)))
+      this.log.warn({ workflowId, calls: this.gate.count(workflowId) }, 'workflow switch-off: calls still under way after the drain limit');
   }
 
   /**
@@ -267,13 +295,25 @@ export class WorkflowsService {
     await this.state(envId, workflowId);
     const read = await this.readStore.page<RunDoc>(WorkflowCollections.runs, workflowId, { order: 'desc', limit: page.limit, after });
     const last = read.entries.at(-1);
-    const runs = read.entries.map(({ doc: d }) => ({ runId: d.runId, versionId: d.versionId, test: d.test, startedAt: d.startedAt, endedAt: d.endedAt, outcome: d.outcome, steps: d.steps.map((s) => ({ stepId: s.stepId, type: s.type, outcome: s.outcome })) }));
+    const runs = read.entries.map(({ doc: d }) => ({
+      runId: d.runId,
+      versionId: d.versionId,
+      test: d.test,
+      startedAt: d.startedAt,
+      endedAt: d.endedAt,
+      outcome: d.outcome,
+      steps: d.steps.map((s) => ({ stepId: s.stepId, type: s.type, outcome: s.outcome })),
+    }));
     return { runs, nextCursor: read.hasMore && last ? this.cursors.seal(scope, { score: last.score, key: last.key }) : null };
   }
 
   // ---------- destinations ----------
 
-  async createDestination(scope: Scope, body: { stableKey: string; name: string; baseUrl: string; headers?: Record<string, string>; timeoutMs?: number }, actor: Actor) {
+  async createDestination(
+    scope: Scope,
+    body: { stableKey: string; name: string; baseUrl: string; headers?: Record<string, string>; timeoutMs?: number },
+    actor: Actor,
+  ) {
     const destinationId = randomUUID();
     await this.claimKey(scope, actor, destinationKeyStream(scope.environmentId, body.stableKey), destinationId, async (holder) => {
       const { state } = await this.destinations.load(destinationStream(holder));
@@ -307,7 +347,11 @@ export class WorkflowsService {
   async deleteDestination(scope: Scope, id: string, actor: Actor) {
     const doc = await this.readStore.get<DestinationDoc>(WorkflowCollections.destinations, id);
     if (!doc || doc.environmentId !== scope.environmentId) throw ApiError.notFound('Destination');
-    const r = await this.destinations.handle(destinationStream(id), { type: 'Delete', environmentId: scope.environmentId, by: actor.sub }, this.ctx(scope, actor));
+    const r = await this.destinations.handle(
+      destinationStream(id),
+      { type: 'Delete', environmentId: scope.environmentId, by: actor.sub },
+      this.ctx(scope, actor),
+    );
     await this.keys.handle(destinationKeyStream(scope.environmentId, doc.stableKey), { type: 'Release', workflowId: id }, this.ctx(scope, actor));
     await this.applied(r.position);
   }

@@ -12,11 +12,67 @@ export const EMERGENCY_ALERTED = 'We have alerted your care team. / Hemos avisad
 
 /** Health-question heuristics: symptoms, medication, dose, side effects, pain, ... */
 const HEALTH_TERMS = [
-  'symptom', 'medication', 'medicine', 'dose', 'dosage', 'side effect', 'pain', 'hurts', 'fever', 'rash', 'nausea', 'vomit', 'dizzy', 'headache', 'prescription', 'pill', 'injection', 'swelling', 'infection', 'bleeding', 'cough', 'diarrhea', 'allergic',
-  'sintoma', 'medicamento', 'medicina', 'dosis', 'efecto secundario', 'efectos secundarios', 'dolor', 'duele', 'fiebre', 'sarpullido', 'nauseas', 'vomito', 'mareo', 'receta', 'pastilla', 'inyeccion', 'hinchazon', 'infeccion', 'sangrado', 'tos', 'diarrea', 'alergia',
+  'symptom',
+  'medication',
+  'medicine',
+  'dose',
+  'dosage',
+  'side effect',
+  'pain',
+  'hurts',
+  'fever',
+  'rash',
+  'nausea',
+  'vomit',
+  'dizzy',
+  'headache',
+  'prescription',
+  'pill',
+  'injection',
+  'swelling',
+  'infection',
+  'bleeding',
+  'cough',
+  'diarrhea',
+  'allergic',
+  'sintoma',
+  'medicamento',
+  'medicina',
+  'dosis',
+  'efecto secundario',
+  'efectos secundarios',
+  'dolor',
+  'duele',
+  'fiebre',
+  'sarpullido',
+  'nauseas',
+  'vomito',
+  'mareo',
+  'receta',
+  'pastilla',
+  'inyeccion',
+  'hinchazon',
+  'infeccion',
+  'sangrado',
+  'tos',
+  'diarrea',
+  'alergia',
 ];
 /** Words that make a health question urgent rather than routine. */
-const URGENT_TERMS = ['severe', 'worse', 'worsening', 'getting worse', 'high fever', 'a lot of pain', 'grave', 'peor', 'empeora', 'fiebre alta', 'mucho dolor', 'intenso'];
+const URGENT_TERMS = [
+  'severe',
+  'worse',
+  'worsening',
+  'getting worse',
+  'high fever',
+  'a lot of pain',
+  'grave',
+  'peor',
+  'empeora',
+  'fiebre alta',
+  'mucho dolor',
+  'intenso',
+];
 
 /** Urgency words of a health question: a multi-word term also inside longer words ("high fevers"). */
 const mentions = (text: string, phrase: string) => {
@@ -50,4 +106,5 @@ export function triggerMatches(def: Definition, message: string): boolean {
   return hit && !(def.excludePhrases ?? []).some((p) => containsPhrase(t, p));
 }
 
-export const GENERIC_REPLY = "I'm not sure I can help with that here. Would you like me to connect you with our team? / ¿Quiere que le comunique con nuestro equipo?";
+export const GENERIC_REPLY =
+  "I'm not sure I can help with that here. Would you like me to connect you with our team? / ¿Quiere que le comunique con nuestro equipo?";

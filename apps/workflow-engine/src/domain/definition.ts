@@ -216,7 +216,12 @@ export function validateDefinition(def: unknown, prefix = 'definition'): Detail[
         text(check, raw.label, `${p}.label`, 1, 40, false);
         break;
       case 'call_api': {
-        onlyKeys(check, raw, [...common, 'destinationStableKey', 'method', 'path', 'body', 'readOnly', 'select', 'save', 'ownership', 'contract', 'notFoundReply', 'errorReply'], p);
+        onlyKeys(
+          check,
+          raw,
+          [...common, 'destinationStableKey', 'method', 'path', 'body', 'readOnly', 'select', 'save', 'ownership', 'contract', 'notFoundReply', 'errorReply'],
+          p,
+        );
         check(isStr(raw.destinationStableKey) && STABLE_KEY.test(raw.destinationStableKey), `${p}.destinationStableKey`, 'must match ^[a-z][a-z0-9_]{1,79}$');
         check(METHODS.includes(raw.method as string), `${p}.method`, `must be one of ${METHODS.join(', ')}`);
         check(isStr(raw.path) && charsBetween(raw.path, 0, 500), `${p}.path`, 'must be a string of up to 500 characters');
@@ -262,7 +267,12 @@ export function validateDefinition(def: unknown, prefix = 'definition'): Detail[
           check(raw.select === undefined, `${p}.contract`, 'contract cannot be combined with select');
           // The order_lookup.requested payload is a JSON body, and a GET carries none (spec: body is for non-GET calls).
           check(raw.method !== 'GET', `${p}.method`, 'an orders_v1 call sends the order_lookup.requested body: it cannot be a GET');
-          if (raw.body !== undefined) check(canonicalJson(raw.body) === canonicalJson(ORDERS_V1_BODY), `${p}.body`, 'with contract orders_v1 the body must be the order_lookup.requested payload (or left out)');
+          if (raw.body !== undefined)
+            check(
+              canonicalJson(raw.body) === canonicalJson(ORDERS_V1_BODY),
+              `${p}.body`,
+              'with contract orders_v1 the body must be the order_lookup.requested payload (or left out)',
+            );
         }
         text(check, raw.notFoundReply, `${p}.notFoundReply`, 1, 500);
         text(check, raw.errorReply, `${p}.errorReply`, 1, 500);
@@ -290,7 +300,12 @@ export function validateDefinition(def: unknown, prefix = 'definition'): Detail[
         text(check, raw.message, `${p}.message`, 1, 500);
         text(check, raw.summary, `${p}.summary`, 1, 500, false);
         text(check, raw.teamAsk, `${p}.teamAsk`, 1, 300, false);
-        if (raw.category !== undefined) check([...CATEGORIES, 'clinical'].includes(raw.category as string), `${p}.category`, 'must be one of support, billing, scheduling, fulfillment, clinical');
+        if (raw.category !== undefined)
+          check(
+            [...CATEGORIES, 'clinical'].includes(raw.category as string),
+            `${p}.category`,
+            'must be one of support, billing, scheduling, fulfillment, clinical',
+          );
         break;
       default:
         check(false, `${p}.type`, 'must be one of ask, call_api, condition, confirm, reply, hand_off');
@@ -306,7 +321,11 @@ export function validateDefinition(def: unknown, prefix = 'definition'): Detail[
 function graphRules(def: Definition, prefix: string): Detail[] {
   const details: Detail[] = [];
   const index = new Map(def.steps.map((s, i) => [s.id, i]));
-  const succ = def.steps.map((_, i) => successors(def, i).filter((t) => t !== END).map((t) => index.get(t)!));
+  const succ = def.steps.map((_, i) =>
+    successors(def, i)
+      .filter((t) => t !== END)
+      .map((t) => index.get(t)!),
+  );
   // Cycles among non-ask steps (an ask waits for the patient, so it breaks a loop).
   const color = new Array(def.steps.length).fill(0);
   const reported = new Set<number>();
@@ -351,12 +370,18 @@ function graphRules(def: Definition, prefix: string): Detail[] {
     if (s.type !== 'call_api') return;
     const p = `${prefix}.steps[${i}]`;
     if (changesAccount(s)) {
-      if (!own[i]) details.push({ path: p, message: `step \`${s.id}\` changes an account (non-GET, not readOnly) and must come after a call that checks ownership` });
+      if (!own[i])
+        details.push({ path: p, message: `step \`${s.id}\` changes an account (non-GET, not readOnly) and must come after a call that checks ownership` });
       if (!conf[i]) details.push({ path: p, message: `step \`${s.id}\` changes an account (non-GET, not readOnly) and must come after a confirm step` });
     }
     const typed = typedVariablesUsed(def, s);
-    if (typed.length && s.contract === 'orders_v1') details.push({ path: `${p}.path`, message: `step \`${s.id}\` is an order lookup and uses what the patient typed (${typed.join(', ')}); an order lookup never contains what the patient typed` });
-    else if (typed.length && !s.ownership) details.push({ path: `${p}.ownership`, message: `step \`${s.id}\` uses what the patient typed (${typed.join(', ')}) and must check ownership` });
+    if (typed.length && s.contract === 'orders_v1')
+      details.push({
+        path: `${p}.path`,
+        message: `step \`${s.id}\` is an order lookup and uses what the patient typed (${typed.join(', ')}); an order lookup never contains what the patient typed`,
+      });
+    else if (typed.length && !s.ownership)
+      details.push({ path: `${p}.ownership`, message: `step \`${s.id}\` uses what the patient typed (${typed.join(', ')}) and must check ownership` });
   });
   return details;
 }

@@ -25,7 +25,18 @@ export type DestinationEvent =
   | { type: 'DestinationDeleted'; destinationId: string; stableKey: string; audit: { by: string; action: 'delete'; at: string } };
 
 export type DestinationCommand =
-  | { type: 'Create'; destinationId: string; organizationId: string; environmentId: string; stableKey: string; name: string; baseUrl: string; headers: Record<string, string>; timeoutMs: number; by: string }
+  | {
+      type: 'Create';
+      destinationId: string;
+      organizationId: string;
+      environmentId: string;
+      stableKey: string;
+      name: string;
+      baseUrl: string;
+      headers: Record<string, string>;
+      timeoutMs: number;
+      by: string;
+    }
   | { type: 'Delete'; environmentId: string; by: string };
 
 export const destinationStream = (id: string) => `workflow-engine-destination-${id}`;
@@ -54,7 +65,14 @@ export const destinationDecider: Decider<DestinationCommand, DestinationEvent, D
       }
       case 'Delete':
         if (!state.id || state.deleted || state.environmentId !== command.environmentId) throw new DomainError(404, 'NOT_FOUND', 'Destination not found');
-        return [{ type: 'DestinationDeleted', destinationId: state.id, stableKey: state.stableKey, audit: { by: command.by, action: 'delete', at: now.toISOString() } }];
+        return [
+          {
+            type: 'DestinationDeleted',
+            destinationId: state.id,
+            stableKey: state.stableKey,
+            audit: { by: command.by, action: 'delete', at: now.toISOString() },
+          },
+        ];
       default: {
         const never: never = command;
         return never;

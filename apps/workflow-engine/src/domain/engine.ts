@@ -2,7 +2,18 @@
  * The pure step machine of a workflow run. No I/O: a `call_api` step stops the machine with the
  * request to make; the application runner does the call and feeds the result back.
  */
-import { AskStep, CallApiStep, Definition, END, HandOffCategory, Step, changesAccount, checksOwnership, patientFieldsUsed, typedVariablesUsed } from './definition';
+import {
+  AskStep,
+  CallApiStep,
+  Definition,
+  END,
+  HandOffCategory,
+  Step,
+  changesAccount,
+  checksOwnership,
+  patientFieldsUsed,
+  typedVariablesUsed,
+} from './definition';
 import { OrderCard, ordersToShow, parseOrdersResponse } from './orders';
 
 export interface Patient {
@@ -78,7 +89,9 @@ export interface CallRequest {
   body: string | undefined;
 }
 
-export type CallResult = { kind: 'response'; status: number; body: unknown } | { kind: 'failed'; reason: 'timeout' | 'network' | 'refused_address' | 'destination_missing' | 'invalid_response' | 'invalid_request' };
+export type CallResult =
+  | { kind: 'response'; status: number; body: unknown }
+  | { kind: 'failed'; reason: 'timeout' | 'network' | 'refused_address' | 'destination_missing' | 'invalid_response' | 'invalid_request' };
 
 export type Next = { kind: 'await' } | { kind: 'call'; request: CallRequest } | { kind: 'ended' };
 
@@ -92,7 +105,19 @@ export const SIGN_IN_REPLY = 'Please sign in so I can look that up for you. If y
 const MAX_STEPS_PER_TURN = 100;
 
 export function startRun(def: Definition): RunState {
-  return { pc: def.steps[0].id, vars: {}, status: 'running', outcome: null, stepError: false, confirmed: false, ownershipChecked: false, asked: [], steps: [], executed: 0, handOff: null };
+  return {
+    pc: def.steps[0].id,
+    vars: {},
+    status: 'running',
+    outcome: null,
+    stepError: false,
+    confirmed: false,
+    ownershipChecked: false,
+    asked: [],
+    steps: [],
+    executed: 0,
+    handOff: null,
+  };
 }
 
 // ---------- templating and paths ----------
@@ -132,7 +157,8 @@ export function getPath(value: unknown, path: string): unknown {
   for (const part of path.split('.')) {
     if (cur === null || cur === undefined) return undefined;
     if (Array.isArray(cur) && /^\d+$/.test(part)) cur = cur[Number(part)];
-    else if (typeof cur === 'object' && !Array.isArray(cur)) cur = Object.prototype.hasOwnProperty.call(cur, part) ? (cur as Record<string, unknown>)[part] : undefined;
+    else if (typeof cur === 'object' && !Array.isArray(cur))
+      cur = Object.prototype.hasOwnProperty.call(cur, part) ? (cur as Record<string, unknown>)[part] : undefined;
     else return undefined;
   }
   return cur;
@@ -197,7 +223,10 @@ const INVALID: Record<AskStep['format'], string> = {
 
 function labelOf(step: AskStep): string {
   if (step.label) return step.label;
-  const words = step.variable.replace(/_/g, ' ').replace(/([a-z0-9])([A-Z])/g, '$1 $2').toLowerCase();
+  const words = step.variable
+    .replace(/_/g, ' ')
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .toLowerCase();
   return words.charAt(0).toUpperCase() + words.slice(1);
 }
 
@@ -220,7 +249,10 @@ export function switchedOff(state: RunState): RunState {
   return end(state, 'switched_off');
 }
 
-const trace = (state: RunState, step: Step, outcome: StepOutcome): RunState => ({ ...state, steps: [...state.steps, { stepId: step.id, type: step.type, outcome }] });
+const trace = (state: RunState, step: Step, outcome: StepOutcome): RunState => ({
+  ...state,
+  steps: [...state.steps, { stepId: step.id, type: step.type, outcome }],
+});
 
 /** Runs steps until the machine needs the patient, a call, or ends. */
 export function advance(def: Definition, input: RunState, ctx: RunContext): Advance {
@@ -300,7 +332,8 @@ export function advance(def: Definition, input: RunState, ctx: RunContext): Adva
         // The definition rules, again at run time.
         const typed = typedVariablesUsed(def, step).length > 0;
         // An order lookup never contains what the patient typed, ownership or not (spec order_lookup.requested).
-        const violates = (changesAccount(step) && !(state.confirmed && state.ownershipChecked)) || (typed && (!step.ownership || step.contract === 'orders_v1'));
+        const violates =
+          (changesAccount(step) && !(state.confirmed && state.ownershipChecked)) || (typed && (!step.ownership || step.contract === 'orders_v1'));
         if (violates) {
           replies.push({ type: 'text', text: render(step.errorReply, state.vars, ctx) });
           state = end({ ...trace(state, step, 'rule_violation'), stepError: true }, 'error');
@@ -354,7 +387,9 @@ export function giveInput(def: Definition, input: RunState, ctx: RunContext, tex
   if (step.type === 'confirm') {
     // "Yes." and "Sí." are yes: the full stop normalize keeps (for order numbers and emails) is
     // only punctuation here.
-    const t = normalize(text).replace(/^[._#-]+|[._#-]+$/g, '').trim();
+    const t = normalize(text)
+      .replace(/^[._#-]+|[._#-]+$/g, '')
+      .trim();
     if (YES.includes(t)) return advance(def, { ...trace(input, step, 'confirmed'), confirmed: true, pc: fallthrough(def, i) }, ctx);
     if (NO.includes(t)) {
       const state = end(trace(input, step, 'declined'), 'declined');

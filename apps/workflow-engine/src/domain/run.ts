@@ -61,7 +61,13 @@ export const runDecider: Decider<RunCommand, RunEvent, RunAggregate> = {
       case 'TurnStarted':
         return { ...s, openTurn: { turn: e.turn, at: e.at } };
       case 'RunAdvanced':
-        return { ...s, state: e.state, endedAt: e.state.status === 'ended' ? (s.endedAt ?? e.at) : null, turn: e.turn ?? (s.state ? s.turn + 1 : 0), openTurn: null };
+        return {
+          ...s,
+          state: e.state,
+          endedAt: e.state.status === 'ended' ? (s.endedAt ?? e.at) : null,
+          turn: e.turn ?? (s.state ? s.turn + 1 : 0),
+          openTurn: null,
+        };
       default: {
         const never: never = e;
         return never;

@@ -19,7 +19,18 @@ export function orderStatusTemplate(destinationStableKey = 'order_system'): Work
       schema: 2,
       category: 'fulfillment',
       description: 'Order status and tracking for signed-in patients',
-      triggerPhrases: ['where is my order', "where's my order", 'order status', 'track my order', 'tracking number', 'my package', 'donde esta mi pedido', 'estado de mi pedido', 'rastrear mi pedido', 'mi paquete'],
+      triggerPhrases: [
+        'where is my order',
+        "where's my order",
+        'order status',
+        'track my order',
+        'tracking number',
+        'my package',
+        'donde esta mi pedido',
+        'estado de mi pedido',
+        'rastrear mi pedido',
+        'mi paquete',
+      ],
       excludePhrases: ['cancel my order', 'cancelar mi pedido'],
       steps: [
         {

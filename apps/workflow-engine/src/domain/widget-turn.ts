@@ -62,7 +62,15 @@ export const widgetTurnDecider: Decider<WidgetTurnCommand, WidgetTurnEvent, Widg
           if (state.claim.bodyHash !== command.bodyHash) throw reused();
           throw new DomainError(409, 'TURN_IN_PROGRESS', 'This message is still being answered');
         }
-        return [{ type: 'WidgetTurnClaimed', claimId: command.claimId, bodyHash: command.bodyHash, claimedAt: now.toISOString(), leaseUntil: new Date(now.getTime() + command.leaseMs).toISOString() }];
+        return [
+          {
+            type: 'WidgetTurnClaimed',
+            claimId: command.claimId,
+            bodyHash: command.bodyHash,
+            claimedAt: now.toISOString(),
+            leaseUntil: new Date(now.getTime() + command.leaseMs).toISOString(),
+          },
+        ];
       }
       case 'Release':
         return state.claim?.claimId === command.claimId && !state.answer ? [{ type: 'WidgetTurnReleased', releasedAt: now.toISOString() }] : [];

@@ -42,7 +42,17 @@ export interface WorkflowState {
 }
 
 export type WorkflowEvent =
-  | { type: 'WorkflowCreated'; workflowId: string; organizationId: string; environmentId: string; stableKey: string; name: string; versionId: string; definition: Definition; audit: Audit }
+  | {
+      type: 'WorkflowCreated';
+      workflowId: string;
+      organizationId: string;
+      environmentId: string;
+      stableKey: string;
+      name: string;
+      versionId: string;
+      definition: Definition;
+      audit: Audit;
+    }
   | { type: 'WorkflowRenamed'; name: string; audit: Audit }
   | { type: 'WorkflowDeleted'; stableKey: string; audit: Audit }
   | { type: 'WorkflowArchived'; retiredVersionId: string | null; audit: Audit }
@@ -55,7 +65,17 @@ export type WorkflowEvent =
   | { type: 'WorkflowDeactivated'; retiredVersionId: string | null; audit: Audit };
 
 export type WorkflowCommand =
-  | { type: 'Create'; workflowId: string; organizationId: string; environmentId: string; stableKey: string; name: string; versionId: string; definition: Definition; by: string }
+  | {
+      type: 'Create';
+      workflowId: string;
+      organizationId: string;
+      environmentId: string;
+      stableKey: string;
+      name: string;
+      versionId: string;
+      definition: Definition;
+      by: string;
+    }
   | { type: 'Rename'; name: string; by: string }
   | { type: 'Delete'; by: string }
   | { type: 'Archive'; by: string }
@@ -139,7 +159,19 @@ export const workflowDecider: Decider<WorkflowCommand, WorkflowEvent, WorkflowSt
           name: event.name,
           createdAt: at,
           updatedAt: at,
-          versions: [{ id: event.versionId, workflowId: event.workflowId, number: 1, state: 'draft', revision: 1, definition: event.definition, lastTest: null, createdAt: at, activatedAt: null }],
+          versions: [
+            {
+              id: event.versionId,
+              workflowId: event.workflowId,
+              number: 1,
+              state: 'draft',
+              revision: 1,
+              definition: event.definition,
+              lastTest: null,
+              createdAt: at,
+              activatedAt: null,
+            },
+          ],
         };
       case 'WorkflowRenamed':
         return { ...state, name: event.name, updatedAt: at };
@@ -153,16 +185,37 @@ export const workflowDecider: Decider<WorkflowCommand, WorkflowEvent, WorkflowSt
         return {
           ...state,
           updatedAt: at,
-          versions: [...state.versions, { id: event.versionId, workflowId: state.id!, number: event.number, state: 'draft', revision: 1, definition: event.definition, lastTest: null, createdAt: at, activatedAt: null }],
+          versions: [
+            ...state.versions,
+            {
+              id: event.versionId,
+              workflowId: state.id!,
+              number: event.number,
+              state: 'draft',
+              revision: 1,
+              definition: event.definition,
+              lastTest: null,
+              createdAt: at,
+              activatedAt: null,
+            },
+          ],
         };
       case 'DraftSaved':
-        return { ...state, updatedAt: at, versions: mapVersion(state, event.versionId, (v) => ({ ...v, revision: event.revision, definition: event.definition })) };
+        return {
+          ...state,
+          updatedAt: at,
+          versions: mapVersion(state, event.versionId, (v) => ({ ...v, revision: event.revision, definition: event.definition })),
+        };
       case 'DraftDiscarded':
         return { ...state, updatedAt: at, versions: mapVersion(state, event.versionId, (v) => ({ ...v, state: 'discarded' })) };
       case 'VersionTested':
         return { ...state, versions: mapVersion(state, event.versionId, (v) => ({ ...v, lastTest: { passed: event.passed, at, revision: event.revision } })) };
       case 'VersionActivated': {
-        const versions = mapVersion({ ...state, versions: retire(state, event.retiredVersionId) }, event.versionId, (v) => ({ ...v, state: 'live', activatedAt: at }));
+        const versions = mapVersion({ ...state, versions: retire(state, event.retiredVersionId) }, event.versionId, (v) => ({
+          ...v,
+          state: 'live',
+          activatedAt: at,
+        }));
         return { ...state, active: true, everLive: true, liveVersionId: event.versionId, versions, updatedAt: at };
       }
       case 'WorkflowDeactivated':
@@ -202,7 +255,10 @@ export const workflowDecider: Decider<WorkflowCommand, WorkflowEvent, WorkflowSt
         existing(state);
         notArchived(state);
         if (draftOf(state)) return [];
-        const base = state.versions.find((v) => v.id === state.liveVersionId) ?? [...state.versions].reverse().find((v) => v.state !== 'discarded') ?? state.versions[state.versions.length - 1];
+        const base =
+          state.versions.find((v) => v.id === state.liveVersionId) ??
+          [...state.versions].reverse().find((v) => v.state !== 'discarded') ??
+          state.versions[state.versions.length - 1];
         const number = Math.max(...state.versions.map((v) => v.number)) + 1;
         return [{ type: 'DraftCreated', versionId: command.versionId, number, definition: base.definition, audit: audit('create_draft') }];
       }
@@ -233,9 +289,16 @@ export const workflowDecider: Decider<WorkflowCommand, WorkflowEvent, WorkflowSt
         existing(state);
         const v = version(state, command.versionId);
         notArchived(state);
-        if (v.state === 'draft' && command.expectedRevision !== v.revision) throw new DomainError(409, 'STALE_REVISION', `The draft is at revision ${v.revision}`);
+        if (v.state === 'draft' && command.expectedRevision !== v.revision)
+          throw new DomainError(409, 'STALE_REVISION', `The draft is at revision ${v.revision}`);
         const blockers = readiness(state, v.id, now, command.destinationsMissing);
-        if (blockers.length) throw new DomainError(400, 'VALIDATION_FAILED', 'The version is not ready to switch on', blockers.map((b) => ({ path: `versions.${v.id}`, message: b.message, code: b.code })));
+        if (blockers.length)
+          throw new DomainError(
+            400,
+            'VALIDATION_FAILED',
+            'The version is not ready to switch on',
+            blockers.map((b) => ({ path: `versions.${v.id}`, message: b.message, code: b.code })),
+          );
         return [{ type: 'VersionActivated', versionId: v.id, retiredVersionId: state.liveVersionId, audit: audit('activate') }];
       }
       case 'Deactivate':
@@ -290,7 +353,8 @@ export const workflowKeyDecider: Decider<KeyCommand, KeyEvent, { holder: string 
         if (state.holder === command.workflowId) return [];
         if (state.holder) {
           const check = command.holderCheck;
-          const stale = !!check && check.holder === state.holder && (check.found === 'deleted' || now.getTime() - Date.parse(state.claimedAt ?? '') >= KEY_CLAIM_GRACE_MS);
+          const stale =
+            !!check && check.holder === state.holder && (check.found === 'deleted' || now.getTime() - Date.parse(state.claimedAt ?? '') >= KEY_CLAIM_GRACE_MS);
           if (!stale) throw new DomainError(409, 'DUPLICATE_KEY', 'A resource with this stableKey exists in the environment');
           return [{ type: 'KeyClaimed', workflowId: command.workflowId, at: now.toISOString(), takenOverFrom: state.holder }];
         }

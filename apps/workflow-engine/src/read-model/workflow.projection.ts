@@ -70,7 +70,8 @@ export function workflowProjection(keyring: Keyring): Projection {
       if (recorded.streamId.startsWith(DELIVERY_STREAM_PREFIX)) {
         const requestId = recorded.streamId.slice(DELIVERY_STREAM_PREFIX.length);
         const event = { type: recorded.type, ...(recorded.data as object) } as DeliveryEvent;
-        if (event.type === 'CaseRequested' || event.type === 'HandOffRequested') scheduleTimer(tx, WorkflowCollections.deliveries, DELIVERY_PARTITION, { id: requestId, dueAt: Date.parse(event.at) + DELIVERY_RETRY_MS });
+        if (event.type === 'CaseRequested' || event.type === 'HandOffRequested')
+          scheduleTimer(tx, WorkflowCollections.deliveries, DELIVERY_PARTITION, { id: requestId, dueAt: Date.parse(event.at) + DELIVERY_RETRY_MS });
         else cancelTimer(tx, WorkflowCollections.deliveries, requestId);
         return;
       }
@@ -85,7 +86,8 @@ export function workflowProjection(keyring: Keyring): Projection {
           return;
         }
         tx.put(WorkflowCollections.workflows, id, next, { partition: envId, score: Date.parse(next.createdAt) || 0 });
-        if (event.type === 'WorkflowCreated' || event.type === 'DraftCreated') tx.put(WorkflowCollections.versions, event.versionId, { workflowId: id, environmentId: envId });
+        if (event.type === 'WorkflowCreated' || event.type === 'DraftCreated')
+          tx.put(WorkflowCollections.versions, event.versionId, { workflowId: id, environmentId: envId });
         return;
       }
       if (recorded.streamId.startsWith('workflow-engine-destination-')) {
@@ -113,9 +115,26 @@ export function workflowProjection(keyring: Keyring): Projection {
         const event = { type: recorded.type, ...(recorded.data as object) } as RunEvent;
         const prev = await tx.get<RunDoc>(WorkflowCollections.runs, runId);
         if (event.type === 'workflow_run.started' || event.type === 'TestRunStarted') {
-          const doc: RunDoc = { runId, workflowId: event.workflowId, versionId: event.versionId, test: event.type === 'TestRunStarted', conversationId: event.conversationId, position: recorded.position, startedAt: event.startedAt, endedAt: null, outcome: 'running', steps: [] };
+          const doc: RunDoc = {
+            runId,
+            workflowId: event.workflowId,
+            versionId: event.versionId,
+            test: event.type === 'TestRunStarted',
+            conversationId: event.conversationId,
+            position: recorded.position,
+            startedAt: event.startedAt,
+            endedAt: null,
+            outcome: 'running',
+            steps: [],
+          };
           tx.put(WorkflowCollections.runs, runId, doc, { partition: event.workflowId, score: recorded.position });
-          if (event.conversationId) tx.put(WorkflowCollections.pending, event.conversationId, { runId, workflowId: event.workflowId, versionId: event.versionId, environmentId: envId });
+          if (event.conversationId)
+            tx.put(WorkflowCollections.pending, event.conversationId, {
+              runId,
+              workflowId: event.workflowId,
+              versionId: event.versionId,
+              environmentId: envId,
+            });
           return;
         }
         if (!prev || event.type === 'TurnStarted') return;

@@ -59,7 +59,7 @@ export async function rawBodyOf(req: RequestLike, options: { emptyWhenNone?: boo
   throw new Error(
     'the raw request body is not available: the signature covers the exact bytes, so read them before any JSON parser ' +
       '(Express: express.raw({ type: "application/json" }) on this route; NestJS: NestFactory.create(AppModule, { rawBody: true }); ' +
-      'Fastify: register the fastifyWebhook/fastifyDestinationCall plugin in the route\'s scope)',
+      "Fastify: register the fastifyWebhook/fastifyDestinationCall plugin in the route's scope)",
   );
 }
 

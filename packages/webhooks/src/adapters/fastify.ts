@@ -3,7 +3,11 @@ import { AdapterOptions, RequestLike, rejectionBody, verifyDestinationRequest, v
 
 /** The parts of a Fastify instance the plugin uses. */
 export interface FastifyInstanceLike {
-  addContentTypeParser(contentType: string, options: { parseAs: 'buffer' }, parser: (req: unknown, body: Uint8Array, done: (err: Error | null, body?: unknown) => void) => void): unknown;
+  addContentTypeParser(
+    contentType: string,
+    options: { parseAs: 'buffer' },
+    parser: (req: unknown, body: Uint8Array, done: (err: Error | null, body?: unknown) => void) => void,
+  ): unknown;
   addHook(name: 'preHandler', hook: (request: RequestLike, reply: FastifyReplyLike) => Promise<unknown>): unknown;
 }
 

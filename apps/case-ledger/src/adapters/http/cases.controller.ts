@@ -1,6 +1,22 @@
 import { Body, Controller, Get, HttpCode, Param, Post, Query, UseGuards } from '@nestjs/common';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ApiError, ApiKeyGuard, ApiTenant, ErrorDetail, STAFF_PAGE_LIMIT, Staff, StaffContext, StaffGuard, Tenant, WidgetSession, WidgetSessionContext, WidgetSessionGuard, createValidationPipe, pageLimit, registerLeanRoute } from '@svc/http';
+import {
+  ApiError,
+  ApiKeyGuard,
+  ApiTenant,
+  ErrorDetail,
+  STAFF_PAGE_LIMIT,
+  Staff,
+  StaffContext,
+  StaffGuard,
+  Tenant,
+  WidgetSession,
+  WidgetSessionContext,
+  WidgetSessionGuard,
+  createValidationPipe,
+  pageLimit,
+  registerLeanRoute,
+} from '@svc/http';
 import { CaseLedgerService } from '../../application/case-ledger.service';
 import { CaseUpdateDto, ProviderMessageDto, StaffCaseDto } from './dto';
 
@@ -12,7 +28,18 @@ import { CaseUpdateDto, ProviderMessageDto, StaffCaseDto } from './dto';
 const nullableString = { type: ['string', 'null'] };
 export const PROGRESS_RESPONSE_SCHEMA = {
   type: 'object',
-  required: ['caseId', 'status', 'sequence', 'nextSequence', 'confirmationOverdue', 'confirmationDueAt', 'transportDelivered', 'scheduledFor', 'externalReference', 'updatedAt'],
+  required: [
+    'caseId',
+    'status',
+    'sequence',
+    'nextSequence',
+    'confirmationOverdue',
+    'confirmationDueAt',
+    'transportDelivered',
+    'scheduledFor',
+    'externalReference',
+    'updatedAt',
+  ],
   properties: {
     caseId: { type: 'string' },
     status: { type: 'string' },
@@ -30,10 +57,13 @@ export const PROGRESS_RESPONSE_SCHEMA = {
 /** Cross-field rules of a case update (spec "Case update"), after its DTO: 400 VALIDATION_FAILED naming the missing members. */
 function checkUpdate(body: CaseUpdateDto): void {
   const details: ErrorDetail[] = [];
-  if (body.status === 'scheduled' && (body.scheduledFor === undefined || body.scheduledFor === null)) details.push({ path: 'scheduledFor', message: 'scheduledFor is required with status scheduled' });
+  if (body.status === 'scheduled' && (body.scheduledFor === undefined || body.scheduledFor === null))
+    details.push({ path: 'scheduledFor', message: 'scheduledFor is required with status scheduled' });
   if (body.status === 'resolved') {
-    if (body.resolutionOutcome === undefined || body.resolutionOutcome === null) details.push({ path: 'resolutionOutcome', message: 'resolutionOutcome is required with status resolved' });
-    if (body.resolutionNote === undefined || body.resolutionNote === null) details.push({ path: 'resolutionNote', message: 'resolutionNote (10-2000 characters) is required with status resolved' });
+    if (body.resolutionOutcome === undefined || body.resolutionOutcome === null)
+      details.push({ path: 'resolutionOutcome', message: 'resolutionOutcome is required with status resolved' });
+    if (body.resolutionNote === undefined || body.resolutionNote === null)
+      details.push({ path: 'resolutionNote', message: 'resolutionNote (10-2000 characters) is required with status resolved' });
   }
   if (details.length) throw ApiError.validation(details);
 }

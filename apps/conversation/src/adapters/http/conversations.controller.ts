@@ -1,6 +1,17 @@
 import { Body, Controller, Get, Headers, HttpCode, Param, Post, Query, Res, UseGuards } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
-import { ApiError, ApiKeyGuard, ApiTenant, MESSAGE_PAGE_LIMIT, Tenant, idempotencyKeyHeader, pageLimit, WidgetSession, WidgetSessionContext, WidgetSessionGuard } from '@svc/http';
+import {
+  ApiError,
+  ApiKeyGuard,
+  ApiTenant,
+  MESSAGE_PAGE_LIMIT,
+  Tenant,
+  idempotencyKeyHeader,
+  pageLimit,
+  WidgetSession,
+  WidgetSessionContext,
+  WidgetSessionGuard,
+} from '@svc/http';
 import { ConversationService } from '../../application/conversation.service';
 import { DeliveryReportDto, InboundMessageDto, WidgetReplyDto } from './dto';
 
@@ -21,12 +32,22 @@ export class ConversationsController {
   constructor(private readonly conversations: ConversationService) {}
 
   @Get(':conversationId/messages')
-  list(@Param('conversationId') conversationId: string, @Query('afterSequence') afterSequence: unknown, @Query('limit') limit: unknown, @Tenant() tenant: ApiTenant) {
+  list(
+    @Param('conversationId') conversationId: string,
+    @Query('afterSequence') afterSequence: unknown,
+    @Query('limit') limit: unknown,
+    @Tenant() tenant: ApiTenant,
+  ) {
     return this.conversations.messages(tenant, conversationId, afterSequenceOf(afterSequence), pageLimit(limit, MESSAGE_PAGE_LIMIT));
   }
 
   @Post(':conversationId/messages')
-  async inbound(@Param('conversationId') conversationId: string, @Body() body: InboundMessageDto, @Tenant() tenant: ApiTenant, @Res({ passthrough: true }) reply: FastifyReply) {
+  async inbound(
+    @Param('conversationId') conversationId: string,
+    @Body() body: InboundMessageDto,
+    @Tenant() tenant: ApiTenant,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ) {
     const r = await this.conversations.inbound(tenant, `api-key:${tenant.keyId}`, conversationId, body);
     reply.status(201);
     return { id: r.id, conversationId: r.conversationId, sequence: r.sequence, duplicate: r.duplicate, createdAt: r.createdAt };
@@ -34,7 +55,12 @@ export class ConversationsController {
 
   @Post(':conversationId/messages/:messageId/delivery')
   @HttpCode(201)
-  delivery(@Param('conversationId') conversationId: string, @Param('messageId') messageId: string, @Body() body: DeliveryReportDto, @Tenant() tenant: ApiTenant) {
+  delivery(
+    @Param('conversationId') conversationId: string,
+    @Param('messageId') messageId: string,
+    @Body() body: DeliveryReportDto,
+    @Tenant() tenant: ApiTenant,
+  ) {
     return this.conversations.reportDelivery(tenant, `api-key:${tenant.keyId}`, conversationId, messageId, body);
   }
 }
@@ -51,13 +77,23 @@ export class WidgetCaseMessagesController {
    * summaries, and whether the thread is closed to replies (the case was resolved).
    */
   @Get(':caseId/messages')
-  thread(@Param('caseId') caseId: string, @Query('afterSequence') afterSequence: unknown, @Query('limit') limit: unknown, @WidgetSession() session: WidgetSessionContext) {
+  thread(
+    @Param('caseId') caseId: string,
+    @Query('afterSequence') afterSequence: unknown,
+    @Query('limit') limit: unknown,
+    @WidgetSession() session: WidgetSessionContext,
+  ) {
     return this.conversations.widgetThread(session, caseId, afterSequenceOf(afterSequence), pageLimit(limit, MESSAGE_PAGE_LIMIT));
   }
 
   @Post(':caseId/messages')
   @HttpCode(201)
-  reply(@Param('caseId') caseId: string, @Body() body: WidgetReplyDto, @Headers('idempotency-key') idempotencyKey: string | undefined, @WidgetSession() session: WidgetSessionContext) {
+  reply(
+    @Param('caseId') caseId: string,
+    @Body() body: WidgetReplyDto,
+    @Headers('idempotency-key') idempotencyKey: string | undefined,
+    @WidgetSession() session: WidgetSessionContext,
+  ) {
     return this.conversations.widgetReply(session, caseId, body.message, idempotencyKeyHeader(idempotencyKey));
   }
 }

@@ -14,7 +14,13 @@ export class InboundMessageDto {
   @LowercaseUuid() @IsUUID() requestId!: string;
   @IsString() @Length(1, 10000) message!: string;
   @IfPresent() @IsString() @MaxLength(200) externalMessageId?: string;
-  @IfPresent() @IsArray() @ArrayMaxSize(MAX_ATTACHMENTS) @IsObject({ each: true }) @ValidateNested({ each: true }) @Type(() => AttachmentDto) attachments?: AttachmentDto[];
+  @IfPresent()
+  @IsArray()
+  @ArrayMaxSize(MAX_ATTACHMENTS)
+  @IsObject({ each: true })
+  @ValidateNested({ each: true })
+  @Type(() => AttachmentDto)
+  attachments?: AttachmentDto[];
 }
 
 /** Delivery state report (spec). */

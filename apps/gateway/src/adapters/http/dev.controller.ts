@@ -18,7 +18,10 @@ export class DevController {
   @Post('staff-tokens')
   async staffToken(@Body() body: StaffTokenDto) {
     if (!this.idp) throw ApiError.notFound('Route');
-    const idToken = await this.idp.mint({ sub: body.sub, email: body.email, permissions: body.permissions ?? ['integrations.manage'], mfa: body.mfa ?? true }, this.clock.now());
+    const idToken = await this.idp.mint(
+      { sub: body.sub, email: body.email, permissions: body.permissions ?? ['integrations.manage'], mfa: body.mfa ?? true },
+      this.clock.now(),
+    );
     return { idToken };
   }
 

@@ -85,7 +85,8 @@ export class WidgetSessionsController {
     const sessionId = randomUUID();
     // Recorded last, once nothing else can refuse or fail the request (a 503 above leaves the token
     // unused for the caller's retry). Two uses at once: one append wins, the other is 401.
-    if (identity) await this.identityTokens.use({ organizationId: org.id, environmentId: env.id, tokenKey: identity.tokenKey, tokenExpS: identity.exp, sessionId });
+    if (identity)
+      await this.identityTokens.use({ organizationId: org.id, environmentId: env.id, tokenKey: identity.tokenKey, tokenExpS: identity.exp, sessionId });
     const { sessionToken, expiresAt } = await this.sessions.issue(
       {
         sessionId,

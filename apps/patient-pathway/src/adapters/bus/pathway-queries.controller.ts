@@ -18,7 +18,8 @@ export class PathwayQueriesController {
 
   @MessagePattern(Patterns.patientContact)
   async patientContact(@Payload() q: PatientContactQuery): Promise<PatientContactReply> {
-    if (typeof q?.environmentId !== 'string' || typeof q?.patientId !== 'string' || !UUID.test(q.patientId)) return { known: false, email: null, externalPatientId: null };
+    if (typeof q?.environmentId !== 'string' || typeof q?.patientId !== 'string' || !UUID.test(q.patientId))
+      return { known: false, email: null, externalPatientId: null };
     const { known, email } = await this.pathway.patientContact(q.environmentId, q.patientId);
     return { known, email, externalPatientId: null };
   }

@@ -94,7 +94,13 @@ export class PhraseRuleDto {
 export class RedFlagsDto {
   @IfPresent() @IsArray() @ArrayMaxSize(100) @IsObject({ each: true }) @ValidateNested({ each: true }) @Type(() => ScoreRuleDto) scores?: ScoreRuleDto[];
   @IfPresent() @IsArray() @ArrayMaxSize(100) @IsObject({ each: true }) @ValidateNested({ each: true }) @Type(() => PhraseRuleDto) phrases?: PhraseRuleDto[];
-  @IfPresent() @IsArray() @ArrayMaxSize(100) @IsObject({ each: true }) @ValidateNested({ each: true }) @Type(() => PhraseRuleDto) semanticPhrases?: PhraseRuleDto[];
+  @IfPresent()
+  @IsArray()
+  @ArrayMaxSize(100)
+  @IsObject({ each: true })
+  @ValidateNested({ each: true })
+  @Type(() => PhraseRuleDto)
+  semanticPhrases?: PhraseRuleDto[];
   @IfPresent() @IsBoolean() emergencyTerms?: boolean;
 }
 

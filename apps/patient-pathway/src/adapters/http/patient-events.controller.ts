@@ -12,6 +12,10 @@ export class PatientEventsController {
   @Post(['patient-events', 'webhooks/patient-events'])
   @HttpCode(202)
   accept(@Body() body: PatientEventDto, @Tenant() tenant: ApiTenant) {
-    return this.pathway.acceptLifecycleEvent({ ...body }, { organizationId: tenant.organizationId, environmentId: tenant.environmentId }, `api-key:${tenant.keyId}`);
+    return this.pathway.acceptLifecycleEvent(
+      { ...body },
+      { organizationId: tenant.organizationId, environmentId: tenant.environmentId },
+      `api-key:${tenant.keyId}`,
+    );
   }
 }

@@ -1,6 +1,16 @@
 import { Controller, Inject } from '@nestjs/common';
 import { EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
-import { IntegrationEventTypes, IntegrationMessage, Patterns, ProcessedEvents, ReserveCreditCommand, ReserveCreditReply, Topics, UsageStatusQuery, UsageStatusReply } from '@svc/messaging';
+import {
+  IntegrationEventTypes,
+  IntegrationMessage,
+  Patterns,
+  ProcessedEvents,
+  ReserveCreditCommand,
+  ReserveCreditReply,
+  Topics,
+  UsageStatusQuery,
+  UsageStatusReply,
+} from '@svc/messaging';
 import { READ_STORE, ReadStore } from '@svc/read-store';
 import { BillingService } from '../../application/billing.service';
 import { DispatchService } from '../../application/dispatch.service';
@@ -33,7 +43,10 @@ export class DispatcherEventsController {
     if (!m?.metadata?.eventId || !m.type?.startsWith('clinical_case.')) return;
     const orgId = m.metadata.organizationId;
     const caseId = (m.data as { caseId?: string })?.caseId;
-    const credit = m.type === IntegrationEventTypes.caseOpened && orgId && caseId ? this.billing.useCredit(orgId, m.metadata.environmentId, 'clinical_case', caseId, m.metadata.recordedAt) : Promise.resolve();
+    const credit =
+      m.type === IntegrationEventTypes.caseOpened && orgId && caseId
+        ? this.billing.useCredit(orgId, m.metadata.environmentId, 'clinical_case', caseId, m.metadata.recordedAt)
+        : Promise.resolve();
     await Promise.all([credit, this.webhooks.dispatch(m)]);
   }
 
@@ -57,7 +70,9 @@ export class DispatcherEventsController {
     const d = m.data as { organizationId?: string; environmentId?: string; checkInId?: string };
     const orgId = d.organizationId ?? m.metadata.organizationId;
     if (!orgId || !d.checkInId) return;
-    await this.processed.once(CONSUMER, m.metadata.eventId, () => this.billing.useCredit(orgId, d.environmentId ?? m.metadata.environmentId, 'check_in', d.checkInId!, m.metadata.recordedAt));
+    await this.processed.once(CONSUMER, m.metadata.eventId, () =>
+      this.billing.useCredit(orgId, d.environmentId ?? m.metadata.environmentId, 'check_in', d.checkInId!, m.metadata.recordedAt),
+    );
   }
 
   @EventPattern(Topics.workflowEvents)
@@ -66,7 +81,9 @@ export class DispatcherEventsController {
     const d = m.data as { organizationId?: string; environmentId?: string; runId?: string };
     const orgId = d.organizationId ?? m.metadata.organizationId;
     if (!orgId || !d.runId) return;
-    await this.processed.once(CONSUMER, m.metadata.eventId, () => this.billing.useCredit(orgId, d.environmentId ?? m.metadata.environmentId, 'workflow_run', d.runId!, m.metadata.recordedAt));
+    await this.processed.once(CONSUMER, m.metadata.eventId, () =>
+      this.billing.useCredit(orgId, d.environmentId ?? m.metadata.environmentId, 'workflow_run', d.runId!, m.metadata.recordedAt),
+    );
   }
 
   /** Our own account events (relayed from our streams) become webhooks like the case events. */

@@ -38,7 +38,13 @@ export class WebhookEndpointsController {
 
   @Get(':endpointId/deliveries')
   /** One page of the delivery log, newest first: `limit` 1-200 (50), `cursor` the previous page's `nextCursor`, `status` (docs/webhooks.md). */
-  deliveries(@Param('envId') envId: string, @Param('endpointId') endpointId: string, @Query('limit') limit: unknown, @Query('cursor') cursor: unknown, @Query('status') status: unknown) {
+  deliveries(
+    @Param('envId') envId: string,
+    @Param('endpointId') endpointId: string,
+    @Query('limit') limit: unknown,
+    @Query('cursor') cursor: unknown,
+    @Query('status') status: unknown,
+  ) {
     if (status !== undefined && !(typeof status === 'string' && (DELIVERY_STATUSES as readonly string[]).includes(status))) {
       throw ApiError.validation([{ path: 'status', message: `status must be one of ${DELIVERY_STATUSES.join(', ')}` }]);
     }
@@ -47,7 +53,13 @@ export class WebhookEndpointsController {
 
   @Post(':endpointId/deliveries/:deliveryId/retry')
   @HttpCode(202)
-  retry(@Param('orgId') orgId: string, @Param('envId') envId: string, @Param('endpointId') endpointId: string, @Param('deliveryId') deliveryId: string, @Staff() staff: StaffContext) {
+  retry(
+    @Param('orgId') orgId: string,
+    @Param('envId') envId: string,
+    @Param('endpointId') endpointId: string,
+    @Param('deliveryId') deliveryId: string,
+    @Staff() staff: StaffContext,
+  ) {
     return this.webhooks.retryDelivery(orgId, envId, endpointId, deliveryId, actor(staff));
   }
 }

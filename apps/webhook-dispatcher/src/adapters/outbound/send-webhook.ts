@@ -21,7 +21,13 @@ const MAX_DRAINED_BODY = 64 * 1024;
  * connect time (a pooled socket stays connected to the address that was checked); the others
  * (standalone, development) resolve normally.
  */
-const agentOptions = { keepAlive: true, maxSockets: MAX_SOCKETS_PER_ORIGIN, maxFreeSockets: MAX_SOCKETS_PER_ORIGIN, timeout: IDLE_SOCKET_MS, scheduling: 'lifo' as const };
+const agentOptions = {
+  keepAlive: true,
+  maxSockets: MAX_SOCKETS_PER_ORIGIN,
+  maxFreeSockets: MAX_SOCKETS_PER_ORIGIN,
+  timeout: IDLE_SOCKET_MS,
+  scheduling: 'lifo' as const,
+};
 const agents = {
   production: { http: new HttpAgent({ ...agentOptions, lookup: productionLookup }), https: new HttpsAgent({ ...agentOptions, lookup: productionLookup }) },
   open: { http: new HttpAgent(agentOptions), https: new HttpsAgent(agentOptions) },
@@ -51,7 +57,15 @@ class NotSentError extends Error {
  * closed it while it sat idle, is retried once on a fresh unpooled socket (same address guard,
  * same deadline). `resolve` (tests only) replaces the resolver on an unpooled socket.
  */
-function post(url: URL, headers: Record<string, string>, body: Buffer, production: boolean, resolve: Resolver | undefined, timeoutMs: number, signal?: AbortSignal): Promise<IncomingMessage> {
+function post(
+  url: URL,
+  headers: Record<string, string>,
+  body: Buffer,
+  production: boolean,
+  resolve: Resolver | undefined,
+  timeoutMs: number,
+  signal?: AbortSignal,
+): Promise<IncomingMessage> {
   return new Promise((done, fail) => {
     const https = url.protocol === 'https:';
     const requester = https ? httpsRequest : httpRequest;

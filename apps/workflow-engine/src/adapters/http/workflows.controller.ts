@@ -140,7 +140,16 @@ export class DestinationsController {
   async create(@Body() body: CreateDestinationDto, @Staff() staff: StaffContext) {
     const headers = body.headers ?? {};
     const bad = Object.entries(headers).filter(([k, v]) => !validHeader(k, v));
-    if (bad.length || Object.keys(headers).length > 20) throw ApiError.validation(bad.map(([k]) => ({ path: `headers.${k}`, message: 'must be an HTTP token header name (not x-svc-*) with a string value of up to 4000 characters, no CR, LF or other control characters, Latin-1 only' })).concat(Object.keys(headers).length > 20 ? [{ path: 'headers', message: 'at most 20 headers' }] : []));
+    if (bad.length || Object.keys(headers).length > 20)
+      throw ApiError.validation(
+        bad
+          .map(([k]) => ({
+            path: `headers.${k}`,
+            message:
+              'must be an HTTP token header name (not x-svc-*) with a string value of up to 4000 characters, no CR, LF or other control characters, Latin-1 only',
+          }))
+          .concat(Object.keys(headers).length > 20 ? [{ path: 'headers', message: 'at most 20 headers' }] : []),
+      );
     // The rules of webhook endpoint URLs (one policy, @svc/security): http(s) without user info
     // (the URL is shown back in lists and test transcripts: credentials go in `headers`); in
     // production https only, to a public address (checked again on every call, at connect time).

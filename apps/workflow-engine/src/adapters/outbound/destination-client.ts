@@ -22,7 +22,13 @@ export function targetUrl(baseUrl: string, path: string): URL {
   const [p, q] = path.split(/\?(.*)/s, 2);
   const stepPath = p ? (p.startsWith('/') ? p : `/${p}`) : '';
   // As the URL parser reads an http(s) path: tab, CR and LF dropped, `\` a separator like `/`.
-  if (stepPath.replace(/[\t\n\r]/g, '').split(/[\\/]/).some((segment) => DOT_SEGMENT.test(segment))) throw new Error('dot segment in the path');
+  if (
+    stepPath
+      .replace(/[\t\n\r]/g, '')
+      .split(/[\\/]/)
+      .some((segment) => DOT_SEGMENT.test(segment))
+  )
+    throw new Error('dot segment in the path');
   const url = new URL(base.origin);
   url.pathname = `${basePath}${stepPath}` || '/';
   url.search = [base.search.replace(/^\?/, ''), q ?? ''].filter(Boolean).join('&');
@@ -108,10 +114,13 @@ function attempt(c: SignedCall): Promise<CallOutcome> {
       });
       res.on('error', () => done({ kind: 'failed', reason: 'network', pathAndQuery }));
     });
-    const timer = setTimeout(() => {
-      req.destroy();
-      done({ kind: 'failed', reason: 'timeout', pathAndQuery });
-    }, Math.max(1, Math.min(c.timeoutMs, 5000)));
+    const timer = setTimeout(
+      () => {
+        req.destroy();
+        done({ kind: 'failed', reason: 'timeout', pathAndQuery });
+      },
+      Math.max(1, Math.min(c.timeoutMs, 5000)),
+    );
     req.on('error', (err: NodeJS.ErrnoException) => done({ kind: 'failed', reason: err.code === 'ESVCBLOCKED' ? 'refused_address' : 'network', pathAndQuery }));
     req.end(c.body !== undefined ? rawBody : undefined);
   });
