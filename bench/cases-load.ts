@@ -1,3 +1,4 @@
+// Over 400 lines: one bench with its baselines, load and report.
 /**
  * Clinical-case load: GET progress and POST updates against the standalone app started in this
  * process (SQLite, in-process bus, real HTTP on a free port), beside a bare Fastify JSON route

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// Over 400 lines: one command that fetches, configures, starts and stops the Kafka broker or cluster.
 /**
  * The Apache Kafka broker for tests and development, run from its Maven Central jars with the
  * JDK (no Docker):

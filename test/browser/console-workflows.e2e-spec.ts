@@ -1,3 +1,4 @@
+// Over 400 lines: the workflow builder in Chromium, one flow from draft to published run.
 import type { Page } from 'playwright-core';
 import { TestApp, enrollPatient } from '@svc/testing';
 import { identityToken } from '../e2e/case-helpers';

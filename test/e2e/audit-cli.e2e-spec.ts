@@ -1,3 +1,4 @@
+// Over 400 lines: the audit CLI against one data set on SQLite and PostgreSQL.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -1,3 +1,4 @@
+// Over 400 lines: the clinical-case contract end to end on one service and its shared tenants.
 import { randomUUID } from 'node:crypto';
 import { IntegrationEventTypes, Patterns, Topics } from '@svc/messaging';
 import { TestApp } from '@svc/testing';

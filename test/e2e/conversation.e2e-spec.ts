@@ -1,3 +1,4 @@
+// Over 400 lines: the conversation contract end to end on one service.
 import { randomUUID } from 'node:crypto';
 import { Patterns, Topics } from '@svc/messaging';
 import { inProcess, onTopology, TestApp } from '@svc/testing';

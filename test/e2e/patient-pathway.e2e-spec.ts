@@ -1,3 +1,4 @@
+// Over 400 lines: the patient pathway end to end (enrol, check-ins, links, cancellation, restart) on one service.
 import { Keyring } from '@svc/security';
 import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';

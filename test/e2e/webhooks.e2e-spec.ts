@@ -1,3 +1,4 @@
+// Over 400 lines: the webhook contract end to end (endpoints, deliveries, retries, BAA hold, rotation) on one service.
 import { randomUUID } from 'node:crypto';
 import { inProcess, onTopology, TestApp } from '@svc/testing';
 import { IntegrationMessage, InProcessBroker, OpenClinicalCaseCommand, OpenClinicalCaseReply, Patterns, Topics } from '@svc/messaging';

@@ -1,3 +1,4 @@
+// Over 400 lines: the widget workflow agent end to end on one service.
 import { randomUUID } from 'node:crypto';
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { IncomingMessage, Server, createServer } from 'node:http';

@@ -1,3 +1,4 @@
+// Over 400 lines: the workflow contract end to end (definitions, versions, destinations, runs) on one service.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { IncomingMessage, Server, ServerResponse, createServer } from 'node:http';
 import { eventSchemas } from '../../apps/webhook-dispatcher/test/receiver';

@@ -1,3 +1,4 @@
+// Over 400 lines: the check-in page's screens share one state.
 /**
  * The check-in page behind the email link (docs/decisions.md, "Pages for people"): one question at a time, answers saved
  * as given through the widget routes of the check-in (docs/decisions.md, "Patient pathway"), emergency guidance at once,

@@ -1,3 +1,4 @@
+// Over 400 lines: the patient widget's screens share one state machine.
 /**
  * The widget's interface: a launcher and a chat panel. The chat talks with the environment's
  * patient agent (its live workflows, such as the order-status one); a signed-in patient also sees

@@ -1,3 +1,4 @@
+// Over 400 lines: given/when/then cases of every patient-pathway decider.
 import { deciderSpec } from '../../../libs/eventstore/src/testing';
 import { CHECK_IN_RETRY_WINDOW_MS, CheckInEvent, checkInDecider } from '../src/domain/check-in';
 import { PatientCommand, PatientEvent, patientDecider } from '../src/domain/patient';

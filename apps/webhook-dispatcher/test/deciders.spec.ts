@@ -1,3 +1,4 @@
+// Over 400 lines: given/when/then cases of every webhook-dispatcher decider.
 import { deciderSpec } from '../../../libs/eventstore/src/testing';
 import { accountDecider, AccountEvent } from '../src/domain/account';
 import { ATTEMPT_LEASE_MS, deliveryDecider, DeliveryEvent, MAX_ATTEMPTS, RETRY_DELAYS_MS } from '../src/domain/delivery';

@@ -1,3 +1,4 @@
+// Over 400 lines: given/when/then cases of every workflow-engine decider.
 import { deciderSpec } from '../../../libs/eventstore/src/testing';
 import { emergencyKinds, healthQuestion, triggerMatches } from '../src/domain/agent';
 import { Definition, validateDefinition } from '../src/domain/definition';

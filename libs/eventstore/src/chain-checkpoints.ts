@@ -1,3 +1,4 @@
+// Over 400 lines: the global-log checkpoints: writing, chaining and verifying them on each store kind.
 import { Hash, createHash, randomUUID } from 'node:crypto';
 import { chainContent, storedHash } from './hash-chain';
 import { EventStore, RecordedEvent, WrongExpectedRevisionError } from './types';

@@ -1,3 +1,4 @@
+// Over 400 lines: the hash chain: computed at append, verified on read, for every store kind.
 import { sha256Hex } from '@svc/security';
 import type { MigrationAnchor } from './chain-migration';
 import { AppendResult, EventStore, ExpectedRevision, NewEvent, RecordedEvent, SubscribeOptions, Subscription, WrongExpectedRevisionError } from './types';

@@ -1,3 +1,4 @@
+// Over 400 lines: the PostgreSQL event store: group commit, watermark, notifications and reads belong together.
 import { randomUUID } from 'node:crypto';
 import { Client, Pool, escapeIdentifier } from 'pg';
 import { DEFAULT_EVENT_SCHEMA, channelName, checkSchemaName, migrateEventSchema } from './postgres-schema';

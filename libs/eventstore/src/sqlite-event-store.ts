@@ -1,3 +1,4 @@
+// Over 400 lines: the SQLite event store: writer thread, reads and subscriptions belong together.
 import Database from 'better-sqlite3';
 import { randomUUID } from 'node:crypto';
 import { BatchAppend, BatchResult, BatchWriter, createBatchWriter } from './batch-writer';

@@ -1,3 +1,4 @@
+// Over 400 lines: the global-log checkpoints' cases on each store kind.
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

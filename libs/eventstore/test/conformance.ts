@@ -1,3 +1,4 @@
+// Over 400 lines: the one conformance suite every event store passes.
 import { randomUUID } from 'node:crypto';
 import { EventMetadata, EventStore, NewEvent, RecordedEvent, Subscription, WrongExpectedRevisionError } from '@svc/eventstore';
 

@@ -1,3 +1,4 @@
+// Over 400 lines: the hash chain's cases, tampering included, on each store kind.
 import { createHash, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

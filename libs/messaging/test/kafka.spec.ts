@@ -1,3 +1,4 @@
+// Over 400 lines: the Kafka adapter's suite on one real broker (relay, request/reply, offsets, dead letters), sharing its set-up.
 /**
  * The bus on a real Kafka broker (kafkajs, which Nest's Kafka transport is built on).
  *

@@ -1,3 +1,4 @@
+// Over 400 lines: the gateway proxy's forwarding rules, one case each.
 import 'reflect-metadata';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { IncomingMessage, Server, ServerResponse, createServer } from 'node:http';

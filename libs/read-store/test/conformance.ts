@@ -1,3 +1,4 @@
+// Over 400 lines: the one conformance suite every read store passes.
 import { ReadStore } from '../src/types';
 
 /**

@@ -1,3 +1,4 @@
+// Over 400 lines: the projection runner's behaviour (checkpoints, retries, losses, waits) on one store set-up.
 import { EventStore, NewEvent, RecordedEvent, SqliteEventStore } from '@svc/eventstore';
 import Redis from 'ioredis';
 import { randomUUID } from 'node:crypto';

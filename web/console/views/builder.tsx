@@ -1,3 +1,4 @@
+// Over 400 lines: the workflow builder is one screen whose steps, fields and preview share one state.
 /**
  * The workflow builder: a draft's definition as an ordered list of steps, each with its type's form,
  * beside the same definition as JSON (edit either; the other follows). Every change is checked at

@@ -1,3 +1,4 @@
+// Over 400 lines: the protocol editor (questions, red flags, cadence) is one form with one state.
 /** Check-in protocols (create with questions, red flags and cadence; list; activate, deactivate) and "send a check-in now" for a patient. */
 import { useEffect, useState } from 'preact/hooks';
 import type { Api, Problem } from '../api';

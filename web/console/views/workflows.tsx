@@ -1,3 +1,4 @@
+// Over 400 lines: the workflow pages (list, versions, runs, switch-off) share their loaders and one state.
 /**
  * Conversation workflows: the list with their states; one workflow's page with the draft's builder,
  * a test with a scripted conversation (the transcript turn by turn, each Destination request and

@@ -1,3 +1,4 @@
+// Over 400 lines: the case-ledger's one command-handler path: every case command, its checks and its read-your-writes wait.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { v5 as uuidv5 } from 'uuid';

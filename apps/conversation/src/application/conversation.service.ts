@@ -1,3 +1,4 @@
+// Over 400 lines: the conversation app's one command-handler path.
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable } from '@nestjs/common';

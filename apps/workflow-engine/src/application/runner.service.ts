@@ -1,3 +1,4 @@
+// Over 400 lines: the workflow engine's one command-handler path for runs, turns and deliveries.
 import { createHash, randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import type { ClientProxy } from '@nestjs/microservices';

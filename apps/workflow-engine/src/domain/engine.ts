@@ -1,3 +1,4 @@
+// Over 400 lines: the workflow engine's pure step evaluation, one decider.
 /**
  * The pure step machine of a workflow run. No I/O: a `call_api` step stops the machine with the
  * request to make; the application runner does the call and feeds the result back.
