@@ -67,6 +67,16 @@ function errorResponse(err: unknown): { status: number; body: ErrorBody; headers
       headers: { 'retry-after': '1' },
     };
   }
+  // A store the request needs is not reachable (the Redis client gave up on the request after its
+  // retries, or a connection was refused or reset): nothing was answered from it, so the same
+  // request again is safe once it is back.
+  if (e?.name === 'MaxRetriesPerRequestError' || e?.code === 'ECONNREFUSED' || e?.code === 'ECONNRESET') {
+    return {
+      status: 503,
+      body: { code: 'UNAVAILABLE', message: 'A store this request needs is not reachable; retry shortly' },
+      headers: { 'retry-after': '1' },
+    };
+  }
   // The stream kept moving under the command past the handler's bounded retries (writers in other
   // processes): nothing of this command was written; the same request again is safe.
   if (err instanceof WrongExpectedRevisionError) {

@@ -1,6 +1,7 @@
 import { WrongExpectedRevisionError } from '@svc/eventstore';
 import { toErrorResponse } from '@svc/http';
 import { BusUnavailableError } from '@svc/messaging';
+import Redis from 'ioredis';
 
 describe('toErrorResponse', () => {
   it("a stream that kept moving past the command handler's retries is 503 UNAVAILABLE with retry-after, never 500", () => {
@@ -22,6 +23,22 @@ describe('toErrorResponse', () => {
       headers: { 'retry-after': '1' },
     });
     expect(JSON.stringify(r.body)).not.toContain('case-ledger');
+  });
+
+  it('a Redis request the client gave up on (its server down) is 503 UNAVAILABLE with retry-after, never 500', async () => {
+    // A real client against a port nothing listens on: the error the read paths see while Redis is down.
+    const redis = new Redis('redis://127.0.0.1:1', { maxRetriesPerRequest: 1, retryStrategy: () => 20 });
+    redis.on('error', () => undefined);
+    const err = await redis.get('k').then(
+      () => null,
+      (e: unknown) => e,
+    );
+    redis.disconnect();
+    expect(toErrorResponse(err)).toEqual({
+      status: 503,
+      body: { code: 'UNAVAILABLE', message: 'A store this request needs is not reachable; retry shortly' },
+      headers: { 'retry-after': '1' },
+    });
   });
 
   it('an error it does not know is still 500 INTERNAL_ERROR without its message', () => {
