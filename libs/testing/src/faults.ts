@@ -1,5 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { IncomingHttpHeaders, Server, createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
@@ -244,4 +245,12 @@ export async function topologyTenant(topology: DistributedTopology, ownerSub = `
 /** The topology's output lines saying that an app exited (the command restarted it). */
 export function appExits(topology: DistributedTopology): string[] {
   return topology.output.split('\n').filter((l) => /^distributed: \S+ exited /.test(l));
+}
+
+/** Writes the topology's whole output (its lines and the apps' log lines) to a file in the temp dir, for a failure's post-mortem; returns its path. */
+export function keepOutput(topology: DistributedTopology | undefined, name: string): string | undefined {
+  if (!topology) return undefined;
+  const file = join(tmpdir(), `${name}-${process.pid}.log`);
+  writeFileSync(file, topology.output);
+  return file;
 }
