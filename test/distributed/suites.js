@@ -69,6 +69,8 @@ const excluded = {
   'test/e2e/deployment-safety.e2e-spec.ts': 'checks file modes in the data dir and starts processes with their own settings (HOST, production mode)',
   'test/e2e/distributed-topology.e2e-spec.ts': 'starts a topology of its own (kills an app by pid, stops all six): runs in the standalone pass already',
   'test/e2e/fault-kafka-outage.e2e-spec.ts': 'starts a Kafka broker and a topology of its own and stops the broker under load (issue 21 fault tests)',
+  'test/e2e/fault-case-ledger-replica.e2e-spec.ts': 'starts a Kafka broker and a topology of its own with two case-ledger replicas and kills one under load (issue 21 fault tests)',
+  'test/e2e/fault-dispatcher-kill.e2e-spec.ts': 'starts a Kafka broker and a topology of its own with two webhook-dispatcher replicas and kills one during a burst of deliveries (issue 21 fault tests)',
   'test/e2e/fault-kafka-cluster.e2e-spec.ts': 'starts a three-broker Kafka cluster and a topology of its own and kills a broker under load (issue 21 fault tests)',
   'test/e2e/fault-redis-restart.e2e-spec.ts': 'starts a Redis server, a Kafka broker and a topology of its own and restarts Redis empty under it (issue 21 fault tests)',
   'test/e2e/gateway-restart.e2e-spec.ts': 'kills and restarts a built process',

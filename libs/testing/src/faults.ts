@@ -167,28 +167,49 @@ export interface WebhookArrival {
   eventId: string;
   type: string;
   body: { id: string; type: string; data: Record<string, unknown> };
+  raw: string;
   headers: IncomingHttpHeaders;
+  /** Real time the request arrived, and the time it was answered (0 while it is not). */
   at: number;
+  answeredAt: number;
+  status: number;
 }
 
-/** A webhook receiver on loopback that answers 200 to everything and keeps every arrival (duplicates included). */
+export interface WebhookReceiverOptions {
+  /** How long each answer takes (ms). Default 0. */
+  delayMs?: number;
+  /** The status to answer an arrival with (default 200); `nth` counts the arrivals of its event id from 1. */
+  answer?: (eventId: string, nth: number) => number;
+}
+
+/** A webhook receiver on loopback that keeps every arrival (duplicates included); it answers 200 unless told otherwise. */
 export class WebhookReceiver {
   private server: Server | undefined;
   readonly arrivals: WebhookArrival[] = [];
   url = '';
+
+  constructor(readonly options: WebhookReceiverOptions = {}) {}
 
   async start(): Promise<this> {
     const server = createHttpServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
+        const raw = Buffer.concat(chunks).toString('utf8');
+        let arrival: WebhookArrival | undefined;
         try {
-          const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-          this.arrivals.push({ eventId: String(req.headers['x-svc-event-id'] ?? body.id), type: body.type, body, headers: req.headers, at: Date.now() });
+          const body = JSON.parse(raw);
+          arrival = { eventId: String(req.headers['x-svc-event-id'] ?? body.id), type: body.type, body, raw, headers: req.headers, at: Date.now(), answeredAt: 0, status: 0 };
+          this.arrivals.push(arrival);
         } catch {
           // not JSON: not counted
         }
-        res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+        const nth = arrival ? this.arrivals.filter((a) => a.eventId === arrival!.eventId).length : 1;
+        const status = arrival && this.options.answer ? this.options.answer(arrival.eventId, nth) : 200;
+        setTimeout(() => {
+          if (arrival) Object.assign(arrival, { answeredAt: Date.now(), status });
+          res.writeHead(status, { 'content-type': 'application/json' }).end('{"ok":true}');
+        }, this.options.delayMs ?? 0);
       });
     });
     this.server = server;
