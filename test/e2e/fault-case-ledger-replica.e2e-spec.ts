@@ -23,7 +23,7 @@ describe('fault: one case-ledger replica killed under load', () => {
     await Promise.all([kafka.start(), receiver.start()]);
     topology = new DistributedTopology({ KAFKA_BROKERS: kafka.brokers, SVC_REPLICAS: 'case-ledger=2' });
     await topology.start(150_000);
-  }, 200_000);
+  }, 300_000);
 
   afterAll(async () => {
     await topology?.stop();

@@ -32,7 +32,7 @@ describe('fault: a webhook-dispatcher replica killed during a burst of deliverie
     await Promise.all([kafka.start(), receiver.start()]);
     topology = new DistributedTopology({ KAFKA_BROKERS: kafka.brokers, SVC_REPLICAS: 'webhook-dispatcher=2' });
     await topology.start(150_000);
-  }, 200_000);
+  }, 300_000);
 
   afterAll(async () => {
     await topology?.stop();

@@ -22,7 +22,7 @@ describe('fault: a three-broker cluster loses one broker under load', () => {
     await Promise.all([kafka.start(), receiver.start()]);
     topology = new DistributedTopology({ KAFKA_BROKERS: kafka.brokers });
     await topology.start(150_000);
-  }, 220_000);
+  }, 300_000);
 
   afterAll(async () => {
     await topology?.stop();

@@ -46,7 +46,7 @@ describe('fault: Redis restarted empty while the topology runs', () => {
     await Promise.all([kafka.start(), redis.start(), receiver.start()]);
     topology = new DistributedTopology({ KAFKA_BROKERS: kafka.brokers, REDIS_URL: redis.url });
     await topology.start(150_000);
-  }, 200_000);
+  }, 300_000);
 
   afterAll(async () => {
     await topology?.stop();
