@@ -12,9 +12,10 @@ import { CaseLoad, DistributedTopology, OwnKafka, OwnRedis, TestResponse, Webhoo
  *   (case progress and detail, the staff case list, the organization, the webhook endpoints).
  * - While they are rebuilt (and while Redis is down) a read answers 200 with the right data or 503
  *   with Retry-After: never wrong data (a 404 or 401 for something that exists, a shorter list).
- * - The relays keep their position outside Redis: nothing published before the restart is
- *   published again (no event id twice on the integration-event topics), and no webhook is
- *   delivered twice.
+ * - The relays keep their position outside Redis: with the apps that relay (case-ledger,
+ *   webhook-dispatcher) killed and restarted right after the rebuild, before anything new is
+ *   written, nothing published before is published again (no event id twice on the
+ *   integration-event topics), and no webhook is delivered twice.
  */
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -120,8 +121,15 @@ describe('fault: Redis restarted empty while the topology runs', () => {
     const wrong = answers.filter((a) => !a.right && !(a.status === 503 && a.retryAfter !== null));
     const summary = (list: typeof answers) => Object.entries(list.reduce<Record<string, number>>((m, a) => ((m[`${a.phase}/${a.probe}/${a.status}`] = (m[`${a.phase}/${a.probe}/${a.status}`] ?? 0) + 1), m), {}));
     process.stdout.write(`fault-redis-restart: answers ${JSON.stringify(summary(answers))}\n`);
+    // Then the apps with relays restart (a deploy, a crash) before anything new was written: a relay
+    // whose position was in the lost Redis would start over and publish the whole log again.
+    const mark = topology.output.length;
+    topology.kill9('case-ledger');
+    topology.kill9('webhook-dispatcher');
+    await topology.waitFor(/distributed: case-ledger\s+pid (\d+)\s+ready again/, 120_000, mark);
+    await topology.waitFor(/distributed: webhook-dispatcher\s+pid (\d+)\s+ready again/, 120_000, mark);
     expect(summary(wrong)).toEqual([]);
-  }, 300_000);
+  }, 400_000);
 
   it('the service goes on after the rebuild: the next update of a case, a new case delivered once', async () => {
     expect(restarted).toBe(true);
