@@ -1,4 +1,4 @@
-import { CaseLoad, DistributedTopology, OwnKafka, WebhookReceiver, appExits, enrollPatient, eventually, keepOutput, topologyTenant } from '@svc/testing';
+import { CaseLoad, DistributedTopology, OwnKafka, WebhookReceiver, appExits, enrollPatient, keepOutput, topologyTenant } from '@svc/testing';
 
 /**
  * Issue 21, fault tests: kill -9 one of two case-ledger replicas (`SVC_REPLICAS=case-ledger=2`,
@@ -36,7 +36,11 @@ describe('fault: one case-ledger replica killed under load', () => {
   it('the surviving replica carries on; no acknowledged update lost, progress consistent, nothing delivered twice', async () => {
     expect([...topology.pids.keys()].filter((k) => k.startsWith('case-ledger')).sort()).toEqual(['case-ledger-1', 'case-ledger-2']);
     const t = await topologyTenant(topology);
-    const ep = await topology.api.post(`${t.env}/webhook-endpoints`, { url: receiver.url, events: ['clinical_case.opened', 'clinical_case.acknowledged'] }, t.staff);
+    const ep = await topology.api.post(
+      `${t.env}/webhook-endpoints`,
+      { url: receiver.url, events: ['clinical_case.opened', 'clinical_case.acknowledged'] },
+      t.staff,
+    );
     expect([ep.status, ep.text]).toEqual([201, expect.any(String)]);
     const { patientId } = await enrollPatient(topology.api, t);
     const load = new CaseLoad(topology, t, patientId, { updaters: 3, ackEveryMs: 500, openEveryMs: 500, updateEveryMs: 50 });
@@ -61,7 +65,13 @@ describe('fault: one case-ledger replica killed under load', () => {
     for (const [caseId, a] of load.acked) {
       for (let i = 0; i < 4; i++) {
         const p = await topology.api.get(`/v1/clinical-cases/${caseId}/progress`, t.apiKey);
-        expect([caseId, p.status, p.body.sequence, p.body.nextSequence, p.body.externalReference]).toEqual([caseId, 200, a.sequence, a.sequence + 1, a.externalReference]);
+        expect([caseId, p.status, p.body.sequence, p.body.nextSequence, p.body.externalReference]).toEqual([
+          caseId,
+          200,
+          a.sequence,
+          a.sequence + 1,
+          a.externalReference,
+        ]);
       }
     }
     // Only the killed replica was started again.

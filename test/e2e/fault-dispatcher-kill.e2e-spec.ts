@@ -97,11 +97,13 @@ describe('fault: a webhook-dispatcher replica killed during a burst of deliverie
       if (new Set(list.map((a) => a.raw)).size !== 1) problems.push(`${caseId}: bodies differ between attempts`);
       // Never two attempts at once.
       const sorted = [...list].sort((a, b) => a.at - b.at);
-      for (let i = 1; i < sorted.length; i++) if (sorted[i].at < (sorted[i - 1].answeredAt || Infinity)) problems.push(`${caseId}: attempt ${i + 1} arrived while attempt ${i} was in flight`);
+      for (let i = 1; i < sorted.length; i++)
+        if (sorted[i].at < (sorted[i - 1].answeredAt || Infinity)) problems.push(`${caseId}: attempt ${i + 1} arrived while attempt ${i} was in flight`);
       // Sent again after a 2xx only when that 2xx was answered just before the kill (the dead replica may not have recorded it).
       const firstOk = sorted.find((a) => a.status >= 200 && a.status < 300);
       const after = firstOk ? sorted.filter((a) => a.at > firstOk.answeredAt) : [];
-      if (firstOk && after.length && !(firstOk.answeredAt >= killedAt - 2000 && firstOk.answeredAt <= killedAt + 1000)) problems.push(`${caseId}: sent ${after.length} more time(s) after it was answered 200`);
+      if (firstOk && after.length && !(firstOk.answeredAt >= killedAt - 2000 && firstOk.answeredAt <= killedAt + 1000))
+        problems.push(`${caseId}: sent ${after.length} more time(s) after it was answered 200`);
     }
     expect(problems).toEqual([]);
     // Every case marked transportDelivered (the deliveries relayed by the dispatchers, consumed by the case-ledger).
@@ -116,6 +118,8 @@ describe('fault: a webhook-dispatcher replica killed during a burst of deliverie
     );
     const retried = [...byCase.values()].filter((l) => l.length > 1).length;
     expect(retried).toBeGreaterThan(0);
-    process.stdout.write(`fault-dispatcher-kill: ${opened.length} cases, ${receiver.arrivals.length} attempts, ${retried} cases with more than one attempt; killed after ${receiver.arrivals.filter((a) => a.at < killedAt).length} arrivals\n`);
+    process.stdout.write(
+      `fault-dispatcher-kill: ${opened.length} cases, ${receiver.arrivals.length} attempts, ${retried} cases with more than one attempt; killed after ${receiver.arrivals.filter((a) => a.at < killedAt).length} arrivals\n`,
+    );
   }, 300_000);
 });

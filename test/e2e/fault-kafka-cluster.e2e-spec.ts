@@ -38,10 +38,17 @@ describe('fault: a three-broker cluster loses one broker under load', () => {
     try {
       const names = topicSpecs().map((s) => s.topic);
       const { topics } = await admin.fetchTopicMetadata({ topics: names });
-      const underReplicated = topics.flatMap((tp) => tp.partitions.filter((p) => p.replicas.length !== 3).map((p) => `${tp.name}/${p.partitionId}: ${p.replicas.length}`));
+      const underReplicated = topics.flatMap((tp) =>
+        tp.partitions.filter((p) => p.replicas.length !== 3).map((p) => `${tp.name}/${p.partitionId}: ${p.replicas.length}`),
+      );
       expect(underReplicated).toEqual([]);
-      const configs = await admin.describeConfigs({ includeSynonyms: false, resources: names.map((name) => ({ type: 2 /* TOPIC */, name, configNames: ['min.insync.replicas'] })) });
-      const minIsr = configs.resources.filter((r) => r.configEntries.find((c) => c.configName === 'min.insync.replicas')?.configValue !== '2').map((r) => r.resourceName);
+      const configs = await admin.describeConfigs({
+        includeSynonyms: false,
+        resources: names.map((name) => ({ type: 2 /* TOPIC */, name, configNames: ['min.insync.replicas'] })),
+      });
+      const minIsr = configs.resources
+        .filter((r) => r.configEntries.find((c) => c.configName === 'min.insync.replicas')?.configValue !== '2')
+        .map((r) => r.resourceName);
       expect(minIsr).toEqual([]);
     } finally {
       await admin.disconnect();
@@ -53,7 +60,11 @@ describe('fault: a three-broker cluster loses one broker under load', () => {
     const marks: string[] = [];
     const mark = (what: string) => marks.push(`${what} ${Math.round((Date.now() - t0) / 100) / 10}s`);
     const t = await topologyTenant(topology);
-    const ep = await topology.api.post(`${t.env}/webhook-endpoints`, { url: receiver.url, events: ['clinical_case.opened', 'clinical_case.acknowledged'] }, t.staff);
+    const ep = await topology.api.post(
+      `${t.env}/webhook-endpoints`,
+      { url: receiver.url, events: ['clinical_case.opened', 'clinical_case.acknowledged'] },
+      t.staff,
+    );
     expect([ep.status, ep.text]).toEqual([201, expect.any(String)]);
     const { patientId } = await enrollPatient(topology.api, t);
     const load = new CaseLoad(topology, t, patientId);

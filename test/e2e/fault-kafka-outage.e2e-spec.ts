@@ -48,7 +48,11 @@ describe('fault: the Kafka broker stopped for ten seconds under load', () => {
     const marks: string[] = [];
     const mark = (what: string) => marks.push(`${what} ${Math.round((Date.now() - t0) / 100) / 10}s`);
     const t = await topologyTenant(topology);
-    const ep = await topology.api.post(`${t.env}/webhook-endpoints`, { url: receiver.url, events: ['clinical_case.opened', 'clinical_case.acknowledged'] }, t.staff);
+    const ep = await topology.api.post(
+      `${t.env}/webhook-endpoints`,
+      { url: receiver.url, events: ['clinical_case.opened', 'clinical_case.acknowledged'] },
+      t.staff,
+    );
     expect([ep.status, ep.text]).toEqual([201, expect.any(String)]);
     const { patientId } = await enrollPatient(topology.api, t);
     const load = new CaseLoad(topology, t, patientId);
@@ -88,7 +92,9 @@ describe('fault: the Kafka broker stopped for ten seconds under load', () => {
 
     // What the relay published more than once (at least once), besides the test's own replay.
     const republished = (await topicCounts(kafka.brokers, 'svc.case-ledger.events')).filter((n) => n > 2).length;
-    process.stdout.write(`fault-kafka-outage: ${load.summary()}, webhooks ${receiver.arrivals.length}; case events published more than once by the relay: ${republished}, replayed by the test: ${replayed}; ${marks.join(', ')}\n`);
+    process.stdout.write(
+      `fault-kafka-outage: ${load.summary()}, webhooks ${receiver.arrivals.length}; case events published more than once by the relay: ${republished}, replayed by the test: ${replayed}; ${marks.join(', ')}\n`,
+    );
   }, 240_000);
 });
 
@@ -117,7 +123,9 @@ async function readTopic(client: Kafka, topic: string, each: (m: KafkaMessage, p
 async function topicCounts(brokers: string, topic: string): Promise<number[]> {
   const client = new Kafka({ clientId: 'fault-test', brokers: brokers.split(','), logLevel: logLevel.NOTHING });
   const counts = new Map<string, number>();
-  await readTopic(client, topic, (m) => counts.set(m.headers?.['event-id']?.toString() ?? '', (counts.get(m.headers?.['event-id']?.toString() ?? '') ?? 0) + 1));
+  await readTopic(client, topic, (m) =>
+    counts.set(m.headers?.['event-id']?.toString() ?? '', (counts.get(m.headers?.['event-id']?.toString() ?? '') ?? 0) + 1),
+  );
   return [...counts.values()];
 }
 

@@ -1,7 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import { Kafka, logLevel } from 'kafkajs';
 import { Topics } from '@svc/messaging';
-import { CaseLoad, DistributedTopology, OwnKafka, OwnRedis, TestResponse, WebhookReceiver, enrollPatient, eventually, keepOutput, topologyTenant } from '@svc/testing';
+import {
+  CaseLoad,
+  DistributedTopology,
+  OwnKafka,
+  OwnRedis,
+  TestResponse,
+  WebhookReceiver,
+  enrollPatient,
+  eventually,
+  keepOutput,
+  topologyTenant,
+} from '@svc/testing';
 
 /**
  * Issue 21, fault tests: the Redis read store restarted empty (SIGKILL, then a new redis-server on
@@ -75,11 +86,23 @@ describe('fault: Redis restarted empty while the topology runs', () => {
     const progressed = [...load.acked.keys()][0];
 
     const probes: Probe[] = [
-      { name: 'progress', read: () => api.get(`/v1/clinical-cases/${progressed}/progress`, t.apiKey), view: (b) => [b.sequence, b.status, b.externalReference, b.transportDelivered] },
+      {
+        name: 'progress',
+        read: () => api.get(`/v1/clinical-cases/${progressed}/progress`, t.apiKey),
+        view: (b) => [b.sequence, b.status, b.externalReference, b.transportDelivered],
+      },
       { name: 'case detail', read: () => api.get(`${t.env}/clinical-cases/${caseIds.at(-1)}`, t.staff), view: (b) => [b.caseId, b.status, b.acknowledgedAt] },
-      { name: 'case list', read: () => api.get(`${t.env}/clinical-cases?limit=200`, t.staff), view: (b) => b.clinicalCases?.map((c: { caseId: string; status: string }) => `${c.caseId}:${c.status}`).sort() },
+      {
+        name: 'case list',
+        read: () => api.get(`${t.env}/clinical-cases?limit=200`, t.staff),
+        view: (b) => b.clinicalCases?.map((c: { caseId: string; status: string }) => `${c.caseId}:${c.status}`).sort(),
+      },
       { name: 'organization', read: () => api.get(`/organizations/${t.orgId}`, t.staff), view: (b) => [b.id, b.name, b.environments?.length] },
-      { name: 'webhook endpoints', read: () => api.get(`${t.env}/webhook-endpoints`, t.staff), view: (b) => b.webhookEndpoints?.map((e: { id: string }) => e.id) },
+      {
+        name: 'webhook endpoints',
+        read: () => api.get(`${t.env}/webhook-endpoints`, t.staff),
+        view: (b) => b.webhookEndpoints?.map((e: { id: string }) => e.id),
+      },
     ];
     const truth = new Map<string, string>();
     for (const p of probes) {
@@ -100,7 +123,13 @@ describe('fault: Redis restarted empty while the topology runs', () => {
       while (probing) {
         for (const p of probes) {
           const r = await p.read().catch((err: Error) => ({ status: 0, body: undefined, headers: new Headers(), text: err.message }) as TestResponse);
-          answers.push({ probe: p.name, status: r.status, retryAfter: r.headers.get('retry-after'), right: r.status === 200 && JSON.stringify(p.view(r.body)) === truth.get(p.name), phase });
+          answers.push({
+            probe: p.name,
+            status: r.status,
+            retryAfter: r.headers.get('retry-after'),
+            right: r.status === 200 && JSON.stringify(p.view(r.body)) === truth.get(p.name),
+            phase,
+          });
         }
         await sleep(50);
       }
@@ -113,13 +142,20 @@ describe('fault: Redis restarted empty while the topology runs', () => {
     phase = 'rebuild';
     await redis.start();
     // Rebuilt: every probe answers what it did before.
-    await eventually(() => probes.every((p) => answers.filter((a) => a.probe === p.name && a.phase === 'rebuild').at(-1)?.right === true), 90_000, 'every read answering as before the restart');
+    await eventually(
+      () => probes.every((p) => answers.filter((a) => a.probe === p.name && a.phase === 'rebuild').at(-1)?.right === true),
+      90_000,
+      'every read answering as before the restart',
+    );
     await sleep(1000);
     probing = false;
     await prober;
 
     const wrong = answers.filter((a) => !a.right && !(a.status === 503 && a.retryAfter !== null));
-    const summary = (list: typeof answers) => Object.entries(list.reduce<Record<string, number>>((m, a) => ((m[`${a.phase}/${a.probe}/${a.status}`] = (m[`${a.phase}/${a.probe}/${a.status}`] ?? 0) + 1), m), {}));
+    const summary = (list: typeof answers) =>
+      Object.entries(
+        list.reduce<Record<string, number>>((m, a) => ((m[`${a.phase}/${a.probe}/${a.status}`] = (m[`${a.phase}/${a.probe}/${a.status}`] ?? 0) + 1), m), {}),
+      );
     process.stdout.write(`fault-redis-restart: answers ${JSON.stringify(summary(answers))}\n`);
     // Then the apps with relays restart (a deploy, a crash) before anything new was written: a relay
     // whose position was in the lost Redis would start over and publish the whole log again.
@@ -135,7 +171,11 @@ describe('fault: Redis restarted empty while the topology runs', () => {
     expect(restarted).toBe(true);
     const { api, t, load, progressed, patientId } = state;
     const last = load.acked.get(progressed)!;
-    const next = await api.post(`/v1/clinical-cases/${progressed}/updates`, { updateId: randomUUID(), sequence: last.sequence + 1, status: 'patient_contacted', externalReference: 'after-restart' }, t.apiKey);
+    const next = await api.post(
+      `/v1/clinical-cases/${progressed}/updates`,
+      { updateId: randomUUID(), sequence: last.sequence + 1, status: 'patient_contacted', externalReference: 'after-restart' },
+      t.apiKey,
+    );
     expect([next.status, next.body?.sequence]).toEqual([200, last.sequence + 1]);
     const after = new CaseLoad(topology, t, patientId, { updaters: 1 });
     await after.prepare(1);
@@ -149,7 +189,9 @@ describe('fault: Redis restarted empty while the topology runs', () => {
     await sleep(5000);
     const eventsAfter = await topicRecords(kafka.brokers);
     const republished = [...eventsAfter].filter(([id, n]) => n > 1 && eventsBefore.has(id)).length;
-    process.stdout.write(`fault-redis-restart: ${eventsBefore.size} events on the topics before, ${eventsAfter.size} after, ${republished} of the earlier ones published again; webhooks ${webhooksBefore} before, ${receiver.arrivals.length} after\n`);
+    process.stdout.write(
+      `fault-redis-restart: ${eventsBefore.size} events on the topics before, ${eventsAfter.size} after, ${republished} of the earlier ones published again; webhooks ${webhooksBefore} before, ${receiver.arrivals.length} after\n`,
+    );
     expect(republished).toBe(0);
     expect(receiver.duplicates()).toEqual({});
   }, 60_000);

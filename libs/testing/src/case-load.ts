@@ -44,7 +44,11 @@ export class CaseLoad {
   ) {}
 
   private open() {
-    return this.topology.api.post(`${this.tenant.env}/clinical-cases`, { patientId: this.patientId, request: 'Please review the medication plan (canary-staff-note)' }, this.tenant.staff);
+    return this.topology.api.post(
+      `${this.tenant.env}/clinical-cases`,
+      { patientId: this.patientId, request: 'Please review the medication plan (canary-staff-note)' },
+      this.tenant.staff,
+    );
   }
 
   /** Opens the cases the load updates and acknowledges (before any fault). */

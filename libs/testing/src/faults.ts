@@ -58,7 +58,12 @@ export class OwnKafka {
   private run(cmd: string): Promise<string> {
     const child = spawn(process.execPath, [join(ROOT, 'scripts', 'kafka.js'), cmd, '--brokers', String(this.count), '--port', String(this.base)], {
       cwd: ROOT,
-      env: { ...process.env, KAFKA_STATE_DIR: this.stateDir, KAFKA_LIB_DIR: process.env.KAFKA_LIB_DIR ?? join(ROOT, '.kafka', 'lib'), KAFKA_HEAP: process.env.KAFKA_HEAP ?? '384m' },
+      env: {
+        ...process.env,
+        KAFKA_STATE_DIR: this.stateDir,
+        KAFKA_LIB_DIR: process.env.KAFKA_LIB_DIR ?? join(ROOT, '.kafka', 'lib'),
+        KAFKA_HEAP: process.env.KAFKA_HEAP ?? '384m',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
@@ -127,7 +132,9 @@ export class OwnRedis {
 
   async start(): Promise<this> {
     if (!this.port) this.port = await freePortRun(1);
-    const child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir], { stdio: 'ignore' });
+    const child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir], {
+      stdio: 'ignore',
+    });
     this.child = child;
     const { default: Redis } = await import('ioredis');
     const until = Date.now() + 15_000;
@@ -199,7 +206,16 @@ export class WebhookReceiver {
         let arrival: WebhookArrival | undefined;
         try {
           const body = JSON.parse(raw);
-          arrival = { eventId: String(req.headers['x-svc-event-id'] ?? body.id), type: body.type, body, raw, headers: req.headers, at: Date.now(), answeredAt: 0, status: 0 };
+          arrival = {
+            eventId: String(req.headers['x-svc-event-id'] ?? body.id),
+            type: body.type,
+            body,
+            raw,
+            headers: req.headers,
+            at: Date.now(),
+            answeredAt: 0,
+            status: 0,
+          };
           this.arrivals.push(arrival);
         } catch {
           // not JSON: not counted
@@ -249,7 +265,10 @@ export async function eventually(check: () => Promise<boolean> | boolean, timeou
 }
 
 /** An organization with a signed BAA, a sandbox API key and the staff token of its owner, made through the topology's gateway. */
-export async function topologyTenant(topology: DistributedTopology, ownerSub = `owner-${Math.random().toString(36).slice(2)}`): Promise<EnrolmentTenant & { orgId: string; ownerSub: string }> {
+export async function topologyTenant(
+  topology: DistributedTopology,
+  ownerSub = `owner-${Math.random().toString(36).slice(2)}`,
+): Promise<EnrolmentTenant & { orgId: string; ownerSub: string }> {
   const api = topology.api;
   const staff = await topology.staffToken(ownerSub);
   const org = await api.post('/organizations', { name: 'Fault Clinic' }, staff);
