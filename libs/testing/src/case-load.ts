@@ -148,6 +148,11 @@ export class CaseLoad {
     return this.answered[phase] ?? 0;
   }
 
+  /** Writes refused with 503 in a phase. */
+  refusedIn(phase: string): number {
+    return this.refused[phase] ?? 0;
+  }
+
   /** Cases opened (answered 201) in a phase. */
   openedIn(phase: string): number {
     return this.opened.filter((o) => o.phase === phase).length;
