@@ -5,7 +5,8 @@ import { DistributedTopology, OwnKafka, WebhookArrival, WebhookReceiver, enrollP
  * `webhook-dispatcher-1` in the command's output) during a burst of deliveries; the command starts
  * it again. The receiver answers slowly, and 500 to the first attempt of every other event, so
  * attempts are in flight and retries are due when the replica dies. The dev clock is moved past the
- * attempt lease (60 s of service time) so that attempts the dead replica held are taken over.
+ * attempt lease (60 s of service time), 35 s at a time, so that attempts the dead replica held are
+ * taken over.
  *
  * Every opened case is delivered; each case's attempts carry one event id and the same signed
  * body; no two attempts of one event are at the receiver at the same time (no attempt sent by two
@@ -72,12 +73,15 @@ describe('fault: a webhook-dispatcher replica killed during a burst of deliverie
     await burst;
     await topology.waitFor(/distributed: webhook-dispatcher-1\s+pid (\d+)\s+ready again/, 90_000, mark);
 
-    // Retries and leases run on the service clock: moved past the attempt lease until all are delivered.
+    // Retries and leases run on the service clock: moved 35 s every 2 s until all are delivered, so the
+    // dead replica's leases (60 s) expire after two moves, while a live attempt (300 ms) never sees
+    // more than one move: a jump past the whole lease would let another sender take a lease whose
+    // attempt is still in flight, which the lease allows by design.
     const delivered = () => new Set(receiver.arrivals.filter((a) => a.status >= 200 && a.status < 300).map((a) => String(a.body.data?.caseId)));
     await eventually(
       async () => {
         if (opened.every((id) => delivered().has(id))) return true;
-        await api.post('/dev/clock', { advanceSeconds: 70 });
+        await api.post('/dev/clock', { advanceSeconds: 35 });
         await sleep(2000);
         return false;
       },
@@ -105,7 +109,10 @@ describe('fault: a webhook-dispatcher replica killed during a burst of deliverie
       if (firstOk && after.length && !(firstOk.answeredAt >= killedAt - 2000 && firstOk.answeredAt <= killedAt + 1000))
         problems.push(`${caseId}: sent ${after.length} more time(s) after it was answered 200`);
     }
-    expect(problems).toEqual([]);
+    // What each problem case's attempts looked like (times from the kill, status, answer time).
+    const timeline = (id: string) =>
+      (byCase.get(id) ?? []).map((a) => `${a.at - killedAt}ms:${a.status}:${a.answeredAt - a.at}ms:${a.headers['x-svc-delivery-id'] ?? ''}`).join(' ');
+    expect(problems.map((p) => `${p} [${timeline(p.slice(0, 36))}]`)).toEqual([]);
     // Every case marked transportDelivered (the deliveries relayed by the dispatchers, consumed by the case-ledger).
     await eventually(
       async () => {
