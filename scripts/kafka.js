@@ -17,7 +17,9 @@
  * and prints `KAFKA_BROKERS=<list>` on its last line. A node that already runs (live pid file,
  * same config) is reused; a missing node of a cluster is started again. Options: `--port N`
  * (first client port; `KAFKA_PORT`), `--fresh` (wipe the form's data first; only when it is
- * down). Logs and data live in .kafka/<form>/ (git-ignored; `KAFKA_STATE_DIR` moves it).
+ * down). Logs and data live in .kafka/<form>/ (git-ignored; `KAFKA_STATE_DIR` moves it, and
+ * `KAFKA_LIB_DIR` names where the jars are, default <state dir>/lib: a fault test runs a broker of
+ * its own with its own state dir and ports and the jars of the checkout, libs/testing faults.ts).
  *
  * Used by scripts/test.js through `acquire`/`release`: a broker started for a test run is stopped
  * when the last run using it ends; one started by `kafka:up` is left running.
@@ -30,7 +32,7 @@ const path = require('node:path');
 
 const ROOT = path.resolve(__dirname, '..');
 const STATE = path.resolve(process.env.KAFKA_STATE_DIR || path.join(ROOT, '.kafka'));
-const LIB = path.join(STATE, 'lib');
+const LIB = path.resolve(process.env.KAFKA_LIB_DIR || path.join(STATE, 'lib'));
 const POM = path.join(ROOT, 'deploy', 'kafka', 'pom.xml');
 const HEAP = process.env.KAFKA_HEAP || '512m';
 const READY_TIMEOUT_MS = 120_000;

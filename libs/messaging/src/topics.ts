@@ -75,10 +75,16 @@ export interface EnsureTopicsOptions {
   /** Default: every topic of names.ts (topicSpecs()). */
   topics?: TopicSpec[];
   /**
-   * Replication factor of the topics created. Default: the broker's `default.replication.factor`
-   * (-1 in the CreateTopics request), so a single test broker and a 3-broker cluster both get theirs.
+   * Replication factor of the topics created. Default: follows the cluster (`replicationFor`): 3
+   * on a cluster of 3 or more brokers, else the broker's `default.replication.factor` (-1 in the
+   * CreateTopics request, 1 on a single test broker).
    */
   replicationFactor?: number;
+  /**
+   * `min.insync.replicas` of the topics created. Default: 2 when they are replicated 3 times or
+   * more (a write is acknowledged by two brokers, so one broker can be lost), else the broker's.
+   */
+  minInsyncReplicas?: number;
   /** kafkajs client id of the admin connection. Default `svc-topics`. */
   clientId?: string;
   /** How long the broker may take to create them, and to elect their leaders. Default 30000 ms. */
@@ -100,9 +106,23 @@ export interface EnsureTopicsResult {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Replication of production topics on a cluster of 3+ brokers (deploy/topics.md, "Settings"). */
+export const CLUSTER_REPLICATION_FACTOR = 3;
+export const CLUSTER_MIN_INSYNC_REPLICAS = 2;
+
+/**
+ * The replication of topics created on a cluster of `brokers` brokers: 3 copies, 2 in sync for a
+ * write, from 3 brokers on (one broker may be lost without losing an acknowledged message or
+ * refusing writes); below that the broker's own defaults (`replicationFactor` -1, no
+ * `min.insync.replicas` of the topic's own).
+ */
+export function replicationFor(brokers: number): { replicationFactor: number; minInsyncReplicas: number | null } {
+  return brokers >= CLUSTER_REPLICATION_FACTOR ? { replicationFactor: CLUSTER_REPLICATION_FACTOR, minInsyncReplicas: CLUSTER_MIN_INSYNC_REPLICAS } : { replicationFactor: -1, minInsyncReplicas: null };
+}
+
 /**
  * Creates the topics that are missing, with their documented settings (partitions, `retention.ms`,
- * `cleanup.policy=delete`): idempotent, so every app calls it at start and the first one creates
+ * `cleanup.policy=delete`, and the replication of `replicationFor` the cluster's size): idempotent, so every app calls it at start and the first one creates
  * them; two apps racing both succeed (a topic another created meanwhile counts as existing).
  * Topics that exist are not altered (see `mismatched`). Returns once every topic has a leader.
  *
@@ -122,6 +142,9 @@ export async function ensureTopics(options: EnsureTopicsOptions = {}): Promise<E
     const present = new Set(await admin.listTopics());
     const missing = specs.filter((s) => !present.has(s.topic));
     if (missing.length) {
+      const byCluster = replicationFor((await admin.describeCluster()).brokers.length);
+      const replicationFactor = options.replicationFactor ?? byCluster.replicationFactor;
+      const minInsync = options.minInsyncReplicas ?? (replicationFactor >= CLUSTER_REPLICATION_FACTOR ? CLUSTER_MIN_INSYNC_REPLICAS : null);
       await admin.createTopics({
         // Not kafkajs's wait: on Kafka 4.x its metadata request right after the creation can answer
         // UNKNOWN_TOPIC_OR_PARTITION, which it does not retry. The loop below waits instead.
@@ -131,10 +154,11 @@ export async function ensureTopics(options: EnsureTopicsOptions = {}): Promise<E
           (s): ITopicConfig => ({
             topic: s.topic,
             numPartitions: s.partitions,
-            replicationFactor: options.replicationFactor ?? -1,
+            replicationFactor,
             configEntries: [
               { name: 'retention.ms', value: String(s.retentionMs) },
               { name: 'cleanup.policy', value: 'delete' },
+              ...(minInsync !== null ? [{ name: 'min.insync.replicas', value: String(minInsync) }] : []),
             ],
           }),
         ),

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { deadLetterTopic, Patterns, replyTopic, topicSpec, topicSpecs, Topics } from '../src';
+import { deadLetterTopic, Patterns, replicationFor, replyTopic, topicSpec, topicSpecs, Topics } from '../src';
 
 /**
  * The topics the apps create at start (topicSpecs, from names.ts) are the ones deploy/topics.md
@@ -53,5 +53,14 @@ describe('topics', () => {
     expect(topicSpec('some.new.pattern.reply')).toMatchObject({ partitions: 6, retentionMs: HOUR });
     expect(topicSpec('some.new.pattern.dlq')).toMatchObject({ partitions: 1, retentionMs: 14 * DAY });
     expect(topicSpec('some.new.pattern')).toMatchObject({ partitions: 6, retentionMs: DAY });
+  });
+});
+
+describe('replication of the topics created (replicationFor)', () => {
+  it('follows the cluster: 3 copies and 2 in sync from 3 brokers on, the broker defaults below', () => {
+    expect(replicationFor(1)).toEqual({ replicationFactor: -1, minInsyncReplicas: null });
+    expect(replicationFor(2)).toEqual({ replicationFactor: -1, minInsyncReplicas: null });
+    expect(replicationFor(3)).toEqual({ replicationFactor: 3, minInsyncReplicas: 2 });
+    expect(replicationFor(5)).toEqual({ replicationFactor: 3, minInsyncReplicas: 2 });
   });
 });

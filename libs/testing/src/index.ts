@@ -10,6 +10,9 @@ import type { OidcIssuer } from './oidc-issuer';
 export { OidcIssuer } from './oidc-issuer';
 export { TcpForwarder } from './tcp-forwarder';
 export { DistributedTopology } from './topology';
+export { OwnKafka, OwnRedis, WebhookReceiver, appExits, eventually, freePortRun, keepOutput, topologyTenant } from './faults';
+export type { WebhookArrival } from './faults';
+export { CaseLoad } from './case-load';
 export { describeInProcess, e2eTarget, inProcess, onTopology, topologyBaseUrl, topologyDatabaseUrl, topologyDataDir, topologyKafkaBrokers } from './e2e-target';
 import { onTopology, topologyBaseUrl } from './e2e-target';
 
