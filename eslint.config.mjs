@@ -92,7 +92,8 @@ const DOMAIN_DEPTHS = [0, 1, 2, 3];
 const READ_MODEL_DEPTHS = [0, 1, 2, 3];
 
 export default [
-  { ignores: ['**/node_modules/**', '**/dist/**'] },
+  // packages/webhooks/src/events.ts is generated (json-schema-to-typescript); it carries its own eslint-disable line.
+  { ignores: ['**/node_modules/**', '**/dist/**', 'packages/webhooks/src/events.ts'] },
   { linterOptions: { reportUnusedDisableDirectives: 'error' } },
   ...tseslint.configs.recommended.map((c) => ({ ...c, files: ['**/*.ts'] })),
   {

@@ -235,7 +235,9 @@ function format(form, node) {
     timeout: 120_000,
   });
   if (r.error || r.status !== 0) {
-    throw new Error(`formatting KRaft storage of node ${node.id} failed: ${(r.stderr || r.stdout || r.error?.message || '').trim().split('\n').slice(-10).join('\n')}`);
+    throw new Error(
+      `formatting KRaft storage of node ${node.id} failed: ${(r.stderr || r.stdout || r.error?.message || '').trim().split('\n').slice(-10).join('\n')}`,
+    );
   }
 }
 
@@ -276,7 +278,9 @@ async function waitReady(form, timeoutMs = READY_TIMEOUT_MS) {
   for (;;) {
     for (const node of form.nodes) {
       if (nodePid(node) === null) {
-        throw new Error(`node ${node.id} exited while starting; end of ${path.relative(ROOT, node.stdout)} and server.log:\n${tail(node.stdout, 5)}\n${tail(node.serverLog)}`);
+        throw new Error(
+          `node ${node.id} exited while starting; end of ${path.relative(ROOT, node.stdout)} and server.log:\n${tail(node.stdout, 5)}\n${tail(node.serverLog)}`,
+        );
       }
     }
     const admin = new Kafka({
@@ -298,7 +302,10 @@ async function waitReady(form, timeoutMs = READY_TIMEOUT_MS) {
     } finally {
       await admin.disconnect().catch(() => undefined);
     }
-    if (Date.now() > deadline) throw new Error(`the broker did not answer within ${timeoutMs / 1000} s (${last?.message ?? last}); see ${path.relative(ROOT, form.dir)}/node-*/server.log`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `the broker did not answer within ${timeoutMs / 1000} s (${last?.message ?? last}); see ${path.relative(ROOT, form.dir)}/node-*/server.log`,
+      );
     await sleep(500);
   }
 }

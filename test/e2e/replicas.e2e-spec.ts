@@ -34,7 +34,8 @@ const GATEWAY_UNAVAILABLE = 'This part of the service is not reachable right now
 const LEASE_TAKEOVER_MS = 15_000;
 
 describe('two replicas of case-ledger behind the gateway', () => {
-  const topology = new DistributedTopology({ ...(brokers ? { KAFKA_BROKERS: brokers } : {}), SVC_REPLICAS: 'case-ledger=2' });
+  // Its request lines name the replica that served each request: the apps log to the topology's output (SVC_LOG_FILE ''), handed to the run's log file at stop.
+  const topology = new DistributedTopology({ ...(brokers ? { KAFKA_BROKERS: brokers } : {}), SVC_REPLICAS: 'case-ledger=2', SVC_LOG_FILE: '' });
   let apiKey: string;
   let cases: string[] = [];
 

@@ -117,7 +117,9 @@ export const CLUSTER_MIN_INSYNC_REPLICAS = 2;
  * `min.insync.replicas` of the topic's own).
  */
 export function replicationFor(brokers: number): { replicationFactor: number; minInsyncReplicas: number | null } {
-  return brokers >= CLUSTER_REPLICATION_FACTOR ? { replicationFactor: CLUSTER_REPLICATION_FACTOR, minInsyncReplicas: CLUSTER_MIN_INSYNC_REPLICAS } : { replicationFactor: -1, minInsyncReplicas: null };
+  return brokers >= CLUSTER_REPLICATION_FACTOR
+    ? { replicationFactor: CLUSTER_REPLICATION_FACTOR, minInsyncReplicas: CLUSTER_MIN_INSYNC_REPLICAS }
+    : { replicationFactor: -1, minInsyncReplicas: null };
 }
 
 /**
@@ -150,18 +152,16 @@ export async function ensureTopics(options: EnsureTopicsOptions = {}): Promise<E
         // UNKNOWN_TOPIC_OR_PARTITION, which it does not retry. The loop below waits instead.
         waitForLeaders: false,
         timeout,
-        topics: missing.map(
-          (s): ITopicConfig => ({
-            topic: s.topic,
-            numPartitions: s.partitions,
-            replicationFactor,
-            configEntries: [
-              { name: 'retention.ms', value: String(s.retentionMs) },
-              { name: 'cleanup.policy', value: 'delete' },
-              ...(minInsync !== null ? [{ name: 'min.insync.replicas', value: String(minInsync) }] : []),
-            ],
-          }),
-        ),
+        topics: missing.map((s): ITopicConfig => ({
+          topic: s.topic,
+          numPartitions: s.partitions,
+          replicationFactor,
+          configEntries: [
+            { name: 'retention.ms', value: String(s.retentionMs) },
+            { name: 'cleanup.policy', value: 'delete' },
+            ...(minInsync !== null ? [{ name: 'min.insync.replicas', value: String(minInsync) }] : []),
+          ],
+        })),
       });
     }
     // Another app may have created some of them meanwhile (createTopics then answers false for

@@ -22,7 +22,10 @@ function documented(): Map<string, { partitions: number; retentionMs: number }> 
   const out = new Map<string, { partitions: number; retentionMs: number }>();
   for (const line of page.split('\n')) {
     if (!line.startsWith('| `')) continue;
-    const cells = line.split('|').slice(1, -1).map((c) => c.trim());
+    const cells = line
+      .split('|')
+      .slice(1, -1)
+      .map((c) => c.trim());
     // Topic tables only: their last two columns are partitions and retention.
     if (!/^\d+( \/ \d+)?$/.test(cells[cells.length - 2]) || !/(day|hour)s?$/.test(cells[cells.length - 1])) continue;
     const names = cells.flatMap((c) => [...c.matchAll(/`([a-z0-9.-]+)`/g)].map((m) => m[1])).filter((n) => n.includes('.'));

@@ -42,7 +42,11 @@ export interface TestResponse<T = any> {
 export class Api {
   constructor(readonly baseUrl: string) {}
 
-  async request<T = any>(method: string, path: string, options: { token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> } = {}): Promise<TestResponse<T>> {
+  async request<T = any>(
+    method: string,
+    path: string,
+    options: { token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> } = {},
+  ): Promise<TestResponse<T>> {
     const headers: Record<string, string> = { ...(options.headers ?? {}) };
     if (options.token) headers.authorization = `Bearer ${options.token}`;
     let body: string | undefined;
@@ -145,7 +149,16 @@ export async function enrollPatient(api: Api, tenant: EnrolmentTenant, options: 
   await enrolmentProtocol(api, tenant);
   const r = await api.post(
     '/client/patient-events',
-    { eventId: randomUUID(), type: 'patient.created', externalPatientId, email, firstName: 'Canary-First', lastName: 'Canary-Last', phone: '+1555000' + suffix.replace(/\D/g, '').slice(0, 4).padEnd(4, '0'), programKey: ENROLMENT_PROGRAM_KEY },
+    {
+      eventId: randomUUID(),
+      type: 'patient.created',
+      externalPatientId,
+      email,
+      firstName: 'Canary-First',
+      lastName: 'Canary-Last',
+      phone: '+1555000' + suffix.replace(/\D/g, '').slice(0, 4).padEnd(4, '0'),
+      programKey: ENROLMENT_PROGRAM_KEY,
+    },
     tenant.apiKey,
   );
   if (r.status !== 202) throw new Error(`enrol patient: ${r.status} ${r.text}`);
@@ -176,7 +189,9 @@ export class TestApp {
       // The run's one topology (e2e-target.ts): nothing to start; a suite that needs a service
       // set up its own way is not one the topology can serve.
       if (Object.keys(this.env).length > 0 || this.oidc) {
-        throw new Error(`this TestApp needs a service of its own (${this.oidc ? 'STAFF_OIDC_ISSUER' : Object.keys(this.env).join(', ')}): it cannot run against the shared topology (SVC_E2E_TARGET=distributed)`);
+        throw new Error(
+          `this TestApp needs a service of its own (${this.oidc ? 'STAFF_OIDC_ISSUER' : Object.keys(this.env).join(', ')}): it cannot run against the shared topology (SVC_E2E_TARGET=distributed)`,
+        );
       }
       this.baseUrl = topologyBaseUrl();
       this.api = new Api(this.baseUrl);
@@ -186,7 +201,15 @@ export class TestApp {
     // of an app by a lib (eslint.config.mjs allows it): starting the standalone stack is this lib's job.
     const { startStandalone } = await import('@apps/standalone');
     const { loadConfig } = await import('@svc/platform');
-    const config = loadConfig({ ...process.env, NODE_ENV: 'test', SVC_DATA_DIR: this.dataDir, PORT: '0', HOST: '127.0.0.1', ...(this.oidc ? { STAFF_OIDC_ISSUER: this.oidc.issuer } : {}), ...this.env });
+    const config = loadConfig({
+      ...process.env,
+      NODE_ENV: 'test',
+      SVC_DATA_DIR: this.dataDir,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      ...(this.oidc ? { STAFF_OIDC_ISSUER: this.oidc.issuer } : {}),
+      ...this.env,
+    });
     const { app, baseUrl } = await startStandalone(config);
     this.app = app;
     this.baseUrl = baseUrl;
@@ -247,7 +270,15 @@ export class TestApp {
       const baa = await this.api.post(`/organizations/${org.body.id}/baa`, { signerName: 'Ada Owner', signerTitle: 'CEO' }, staff);
       if (baa.status !== 201) throw new Error(`baa: ${baa.status} ${baa.text}`);
     }
-    return { staff, ownerSub, orgId: org.body.id as string, sandbox, production, apiKey: key.body.key as string, env: `/organizations/${org.body.id}/environments/${sandbox}` };
+    return {
+      staff,
+      ownerSub,
+      orgId: org.body.id as string,
+      sandbox,
+      production,
+      apiKey: key.body.key as string,
+      env: `/organizations/${org.body.id}/environments/${sandbox}`,
+    };
   }
 }
 

@@ -1,6 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync, rmSync } from 'node:fs';
+import { appendFileSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Api, freePort, tempDataDir } from './index';
 
@@ -24,6 +24,7 @@ export class DistributedTopology {
   readonly dbName = `svc_topo_${randomBytes(5).toString('hex')}`;
   readonly redisKeyPrefix = `topo-${randomBytes(5).toString('hex')}`;
   private exited: Promise<number | null> | undefined;
+  private logHandedOver = false;
 
   constructor(
     readonly env: Record<string, string> = {},
@@ -106,7 +107,21 @@ export class DistributedTopology {
       return await this.exited;
     } finally {
       clearTimeout(timer);
+      this.handOverLog();
     }
+  }
+
+  /**
+   * A topology whose env sets `SVC_LOG_FILE: ''` logs to its output (a suite that reads the apps'
+   * request lines, `output`); once stopped, its JSON lines go to the test run's log file, so that
+   * the run's log check (no PHI, no secret) reads them like every other service line.
+   */
+  private handOverLog(): void {
+    const file = process.env.SVC_LOG_FILE;
+    if (this.env.SVC_LOG_FILE !== '' || !file || this.logHandedOver) return;
+    this.logHandedOver = true;
+    const lines = this.output.split('\n').filter((l) => l.startsWith('{'));
+    if (lines.length) appendFileSync(file, `${lines.join('\n')}\n`);
   }
 
   /**
