@@ -221,8 +221,11 @@ function portFree(port) {
 function clusterId(form) {
   const file = path.join(form.dir, 'cluster-id');
   if (fs.existsSync(file)) return fs.readFileSync(file, 'utf8').trim();
-  // A Kafka Uuid: 16 random bytes, base64url without padding.
-  const id = crypto.randomBytes(16).toString('base64url');
+  // A Kafka Uuid: 16 random bytes, base64url without padding; never one that starts with "-"
+  // (kafka-storage's argument parser would read it as an option, as Kafka's own Uuid avoids too).
+  let id;
+  do id = crypto.randomBytes(16).toString('base64url');
+  while (id.startsWith('-'));
   fs.mkdirSync(form.dir, { recursive: true });
   fs.writeFileSync(file, `${id}\n`);
   return id;
