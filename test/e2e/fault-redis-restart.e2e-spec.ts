@@ -170,11 +170,9 @@ describe('fault: Redis restarted empty while the topology runs', () => {
     wrongAnswers = summary(wrong);
   }, 400_000);
 
-  // A known gap (docs/scaling.md, "Limits"): between Redis coming back empty and the projections
-  // seeing the loss, and while they rebuild, reads answer from what is there (404 for a case that
-  // exists, 401 for a key not projected yet) instead of 503. Jest's `failing`: this passes while the
-  // gap is there and fails once it is closed, to be turned into a plain `it` then.
-  it.failing('reads while Redis is down and the read models are rebuilt answer the right data or 503 with Retry-After, never wrong data', () => {
+  // Between Redis coming back empty and the projections finding the loss, and while they rebuild,
+  // the read-model gate answers 503 (libs/platform/src/read-model-gate.ts, docs/scaling.md "Read store loss").
+  it('reads while Redis is down and the read models are rebuilt answer the right data or 503 with Retry-After, never wrong data', () => {
     expect(wrongAnswers).toEqual([]);
   });
 

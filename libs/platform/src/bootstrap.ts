@@ -6,14 +6,16 @@ import { ModuleRef, NestFactory, Reflector } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import { BodyProblemGuard, ErrorFilter, RateLimiter, addressRateLimitHook, createValidationPipe, getLogger, lowercaseUuidParams } from '@svc/http';
 import { BusExceptionFilter, busServerStrategy } from '@svc/messaging';
+import { READ_STORE, ReadStore } from '@svc/read-store';
 import { BackgroundWork } from './background';
 import { BODY_LIMIT, registerContentTypeGate, registerJsonParser } from './body-parsing';
 import { ServiceConfig, loadConfig } from './config';
 import { corsHook } from './cors';
 import { answerClientError, answerFrameworkError, registerConnectionAnswers, registerRequestGate } from './edge-answers';
 import { proxiedRoute, requestIdFrom, trustedPeer } from './gateway-proxy';
-import { IN_PROCESS_BROKER, PlatformModule } from './platform.module';
+import { IN_PROCESS_BROKER, PROJECTIONS, PlatformModule } from './platform.module';
 import { PRIVATE_UMASK } from './private-files';
+import { ReadModelState, registerReadModelGate } from './read-model-gate';
 import { RunServiceOptions, distributedRoutes } from './route-announcement';
 import { recordRoutes } from './served-routes';
 
@@ -30,6 +32,16 @@ export const API_PREFIX = '/api';
 function rateLimiterOf(app: INestApplication): RateLimiter | undefined {
   try {
     return app.get(RateLimiter, { strict: false });
+  } catch {
+    return undefined;
+  }
+}
+
+/** The app's projections (PlatformModule), whose read models the read-model gate watches; none in an app built without them. */
+function projectionsOf(app: INestApplication): ReadModelState | undefined {
+  try {
+    const readStore = app.get<ReadStore>(READ_STORE, { strict: false });
+    return readStore.canLoseData ? app.get<ReadModelState>(PROJECTIONS, { strict: false }) : undefined;
   } catch {
     return undefined;
   }
@@ -96,6 +108,10 @@ export async function createHttpApp(rootModule: unknown, config: ServiceConfig):
   // CORS by path (./cors.ts): the widget from its pages' origins, the staff API from the staff
   // app's, API-key routes never. A preflight anywhere else is 404 like any unknown route.
   fastify.addHook('onRequest', corsHook(config.cors));
+  // No answer from read models the store lost: 503 while they are checked or rebuilt (./read-model-gate.ts).
+  // Only over a store that can lose its content (Redis): SQLite's read models are never lost.
+  const projections = projectionsOf(app);
+  if (projections) registerReadModelGate(fastify, projections, API_PREFIX, [`${API_PREFIX}/healthz`, `${API_PREFIX}/readyz`]);
   // Rate limit per client address on the widget and check-in routes, before the body is read
   // (libs/http rate-limit.ts); API keys and staff subjects are counted by their guards.
   const limiter = rateLimiterOf(app);

@@ -55,19 +55,25 @@ export class ProjectionRebuild {
     this.timer = setTimeout(() => {
       this.timer = null;
       void (async () => {
-        // While stopping (a rebuild under way) nothing is checked, but the checks go on.
-        if (!this.worker.stopping) {
-          try {
-            const [stored, rebuilds] = [this.worker.checkpoint.stored, this.rebuilds];
-            if (stored > 0 && (await this.store.getCheckpoint(this.worker.name)) === 0 && !this.worker.stopping && rebuilds === this.rebuilds) this.lost();
-          } catch (err) {
-            this.logger.warn({ projection: this.worker.name, error: errorName(err) }, 'projection checkpoint check failed');
-          }
+        try {
+          await this.check();
+        } catch (err) {
+          this.logger.warn({ projection: this.worker.name, error: errorName(err) }, 'projection checkpoint check failed');
         }
         this.watch();
       })();
     }, this.options.lossCheckIntervalMs);
     this.timer.unref?.();
+  }
+
+  /**
+   * Is the stored checkpoint still there? If not (one was stored), the store lost the read model:
+   * rebuild it. Nothing is checked while stopping (a rebuild under way). Throws what the store threw.
+   */
+  async check(): Promise<void> {
+    if (this.worker.stopping || this.worker.closed) return;
+    const [stored, rebuilds] = [this.worker.checkpoint.stored, this.rebuilds];
+    if (stored > 0 && (await this.store.getCheckpoint(this.worker.name)) === 0 && !this.worker.stopping && rebuilds === this.rebuilds) this.lost();
   }
 
   /** Stops the checks (the worker stops). */
@@ -89,8 +95,10 @@ export class ProjectionRebuild {
     this.rebuilds++;
     this.logger.warn({ projection: worker.name, position: worker.checkpoint.stored }, 'read model lost by the store; rebuilding it from the start of the log');
     // Nothing is stored any more: a loss check running while the rebuild opens must not see the
-    // old checkpoint and start a second rebuild.
+    // old checkpoint and start a second rebuild. Nothing is visible either, and the model is
+    // behind (reads of it held back) until the rebuild reaches what it had reached.
     worker.checkpoint.stored = 0;
+    worker.checkpoint.lose();
     worker.halt();
     this.rebuilding = (async () => {
       await worker.detach();
@@ -98,6 +106,9 @@ export class ProjectionRebuild {
       let delay = this.options.retryDelayMs;
       while (!worker.closed) {
         try {
+          // The marker first, before the rebuild writes anything: other replicas (and a holder
+          // taking over mid-rebuild) then know the model is incomplete up to the target.
+          await this.store.markRebuild?.(worker.name, worker.checkpoint.rebuildTarget);
           await worker.open();
           return;
         } catch (err) {

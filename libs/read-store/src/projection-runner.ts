@@ -66,6 +66,11 @@ export class ProjectionRunner {
   private pollTimer: NodeJS.Timeout | null = null;
   /** Visible positions of the projections led here, not yet shared. */
   private toPublish: Record<string, number> | null = null;
+  private unwatchConnection: (() => void) | null = null;
+  /** The store's connection dropped and its read models are not checked again yet (`available` false). */
+  private suspect = false;
+  /** Connection drops seen: a check after one drop is void once another has happened. */
+  private drops = 0;
 
   constructor(private readonly options: ProjectionRunnerOptions) {
     this.logger = options.logger ?? defaultReadStoreLogger;
@@ -94,9 +99,52 @@ export class ProjectionRunner {
     return this.worker(name).visible;
   }
 
+  /**
+   * Whether the read models can be read now: false from the moment the store's connection drops
+   * until each projection has checked, once it answers again, that its model is still there, and
+   * while a projection rebuilds a model the store lost (until the rebuild reaches what the model
+   * had reached). Reads meanwhile would answer from an empty or partial model: wrong data, where
+   * the service answers 503 instead (libs/platform read-model-gate.ts, docs/scaling.md).
+   */
+  get available(): boolean {
+    if (this.suspect) return false;
+    for (const w of this.workers.values()) if (w.checkpoint.behind) return false;
+    return true;
+  }
+
+  /** Changes whenever `available` may have been false since it was last read: a drop, a loss. */
+  get readEpoch(): number {
+    let n = this.drops;
+    for (const w of this.workers.values()) n += w.checkpoint.losses;
+    return n;
+  }
+
+  private connectionDown(): void {
+    this.drops++;
+    this.suspect = true;
+  }
+
+  /** The store answers again: every projection checks its model (retried until a check gets through). */
+  private async connectionUp(): Promise<void> {
+    const drops = this.drops;
+    let delay = this.options.retryDelayMs ?? 100;
+    while (this.started && drops === this.drops) {
+      try {
+        await Promise.all([...this.workers.values()].map((w) => w.verify()));
+        if (drops === this.drops) this.suspect = false;
+        return;
+      } catch (err) {
+        this.logger.warn({ error: errorName(err) }, 'read models not checked after the store came back; retrying');
+        await new Promise((r) => setTimeout(r, delay).unref?.());
+        delay = Math.min(delay * 2, this.options.maxRetryDelayMs ?? 5000);
+      }
+    }
+  }
+
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
+    this.unwatchConnection = this.options.readStore.watchConnection?.((state) => (state === 'down' ? this.connectionDown() : void this.connectionUp())) ?? null;
     if (this.options.leases) {
       const store = this.options.readStore;
       this.unwatch =
@@ -148,10 +196,13 @@ export class ProjectionRunner {
     this.options.readStore.publishPositions?.(positions).catch((err) => this.logger.warn({ error: errorName(err) }, 'projection positions not shared'));
   }
 
-  /** Followers that something waits for read their stored checkpoints (in case a shared position was missed). */
+  /**
+   * Followers that something waits for, or whose model is behind (the holder rebuilds it), read
+   * their stored checkpoints (in case a shared position was missed).
+   */
   private async pollFollowed(): Promise<void> {
     for (const w of this.workers.values()) {
-      if (w.leading || w.waiters.size === 0) continue;
+      if (w.leading || (w.waiters.size === 0 && !w.checkpoint.behind)) continue;
       try {
         const stored = await this.options.readStore.getCheckpoint(w.name);
         if (stored > 0) w.observe(stored);
@@ -171,6 +222,8 @@ export class ProjectionRunner {
     this.started = false;
     this.unwatch?.();
     this.unwatch = null;
+    this.unwatchConnection?.();
+    this.unwatchConnection = null;
     if (this.pollTimer) clearInterval(this.pollTimer);
     this.pollTimer = null;
     await Promise.allSettled(this.startTasks);

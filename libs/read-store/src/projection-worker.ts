@@ -57,6 +57,15 @@ export class ProjectionWorker implements Rebuildable {
       retryDelayMs: options.retryDelayMs ?? 100,
       maxRetryDelayMs: options.maxRetryDelayMs ?? 5000,
     });
+    // The holder that rebuilt the model past its target clears the store's marker (best effort: a
+    // marker left behind is cleared by the next replica that reads it under a later checkpoint).
+    this.checkpoint.onRebuilt = (target) => {
+      if (!this.leading || !this.store.clearRebuild) return;
+      this.logger.warn({ projection: this.name, position: target }, 'read model rebuilt up to where it was before the loss');
+      this.store
+        .clearRebuild(this.name, target)
+        .catch((err) => this.logger.warn({ projection: this.name, error: errorName(err) }, 'rebuild marker not cleared'));
+    };
   }
 
   get name(): string {
@@ -119,17 +128,42 @@ export class ProjectionWorker implements Rebuildable {
    */
   observe(position: number): void {
     if (this.leading) return;
-    if (position === 0) this.checkpoint.visible = 0;
+    if (position === 0) this.checkpoint.lose();
     else this.checkpoint.advance(position);
+  }
+
+  /** The stored checkpoint and rebuild marker (a store without markers: none). */
+  private async storedState(): Promise<{ checkpoint: number; rebuildTarget: number }> {
+    if (this.store.getCheckpointState) return this.store.getCheckpointState(this.name);
+    return { checkpoint: await this.store.getCheckpoint(this.name), rebuildTarget: 0 };
+  }
+
+  /**
+   * After the store's connection came back (it may have come back empty): the holder checks its
+   * stored checkpoint (gone: rebuild); a follower looks for the checkpoint and the rebuild marker,
+   * and holds the model back as behind while the holder rebuilds it. Throws what the store threw.
+   */
+  async verify(): Promise<void> {
+    if (this.leading) return this.rebuild.check();
+    const state = await this.storedState();
+    if (this.leading) return; // took the lease meanwhile: its open() read the state
+    if ((state.checkpoint === 0 && this.checkpoint.highest > 0) || state.rebuildTarget > this.checkpoint.visible) {
+      this.checkpoint.lose(state.rebuildTarget);
+      if (state.checkpoint > 0) this.checkpoint.advance(state.checkpoint);
+    }
   }
 
   /** Starts following the log from the stored checkpoint (start, and a rebuild after a loss). */
   async open(): Promise<void> {
     this.stopping = false;
     this.batch.reset();
-    const checkpoint = await this.store.getCheckpoint(this.name);
+    const { checkpoint, rebuildTarget } = await this.storedState();
     if (this.isClosed) return; // stopped meanwhile (during a rebuild): no subscription
     this.checkpoint.stored = this.seen = this.batch.position = checkpoint;
+    // A rebuild under way (this replica takes over from a holder that was rebuilding): behind
+    // until it reaches the marker's target.
+    if (rebuildTarget > checkpoint) this.checkpoint.lose(rebuildTarget);
+    else if (rebuildTarget > 0) void this.store.clearRebuild?.(this.name, rebuildTarget).catch(() => undefined);
     this.checkpoint.advance(checkpoint);
     // No server-side stream filter: every event reaches the worker, so events of other streams
     // still move the position that waitFor compares against (and, periodically, the checkpoint).
@@ -165,7 +199,7 @@ export class ProjectionWorker implements Rebuildable {
     this.subscription = null;
     if (sub) await sub.close().catch(() => undefined);
     await this.chain;
-    this.checkpoint.visible = 0;
+    this.checkpoint.lose();
     this.onRebuild?.();
   }
 

@@ -177,7 +177,25 @@ redis.call('SET', KEYS[1], string.format('%.3f', nxt), 'PX', math.ceil(nxt - now
 return { 1, 0 }
 `;
 
+/**
+ * Rebuild markers (ReadStore.markRebuild / clearRebuild): KEYS[1] the marker hash, ARGV[1] the
+ * projection, ARGV[2] the target ('mark': raised, never lowered) or the position reached ('clear':
+ * removed when at most it).
+ */
+const MARK_REBUILD_LUA = `
+local current = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+if tonumber(ARGV[2]) > current then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+return 1
+`;
+const CLEAR_REBUILD_LUA = `
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if current and tonumber(current) <= tonumber(ARGV[2]) then redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 1
+`;
+
 interface ScriptedRedis extends Redis {
+  readStoreMarkRebuildV1(numKeys: number, ...args: (string | number)[]): Promise<number>;
+  readStoreClearRebuildV1(numKeys: number, ...args: (string | number)[]): Promise<number>;
   readStoreCommitV3(numKeys: number, ...args: (string | number)[]): Promise<number>;
   readStoreEntriesV1(numKeys: number, ...args: (string | number)[]): Promise<string[]>;
   readStorePageV1(numKeys: number, ...args: (string | number)[]): Promise<string[]>;
@@ -192,6 +210,8 @@ interface ScriptedRedis extends Redis {
  *   moves partition (or loses it, or is deleted) leaves its old index
  * - checkpoints: hash `${prefix}:checkpoint` (field = projection)
  * - fences: hash `${prefix}:fence` (field = projection: the highest fencing token that committed)
+ * - rebuild markers: hash `${prefix}:rebuild` (field = projection: the position its read model had
+ *   reached before the store lost it, while the rebuild has not passed it)
  * - positions of projections shared with followers: channel `${prefix}:positions` (RedisPositionFeed)
  * - token buckets (`takeToken`): string `${prefix}:rl:${bucket}` = the bucket's `tat`, expiring
  *   when the bucket is full again
@@ -223,6 +243,8 @@ export class RedisReadStore implements ReadStore {
     this.feed = new RedisPositionFeed(this.redis, `${keyPrefix}:positions`);
     if (typeof this.redis.readStorePageV1 !== 'function') this.redis.defineCommand('readStorePageV1', { lua: PAGE_LUA });
     if (typeof this.redis.readStoreTakeTokenV1 !== 'function') this.redis.defineCommand('readStoreTakeTokenV1', { lua: TAKE_TOKEN_LUA });
+    if (typeof this.redis.readStoreMarkRebuildV1 !== 'function') this.redis.defineCommand('readStoreMarkRebuildV1', { lua: MARK_REBUILD_LUA });
+    if (typeof this.redis.readStoreClearRebuildV1 !== 'function') this.redis.defineCommand('readStoreClearRebuildV1', { lua: CLEAR_REBUILD_LUA });
   }
 
   private docKey(collection: string, key: string): string {
@@ -236,6 +258,9 @@ export class RedisReadStore implements ReadStore {
   }
   private get checkpointKey(): string {
     return `${this.keyPrefix}:checkpoint`;
+  }
+  private get rebuildKey(): string {
+    return `${this.keyPrefix}:rebuild`;
   }
 
   async get<T>(collection: string, key: string): Promise<T | null> {
@@ -298,6 +323,49 @@ export class RedisReadStore implements ReadStore {
   async getCheckpoint(projection: string): Promise<number> {
     const raw = await this.redis.hget(this.checkpointKey, projection);
     return raw === null ? 0 : Number(raw);
+  }
+
+  /** The checkpoint and the rebuild marker, read in one MULTI (one step on the server). */
+  async getCheckpointState(projection: string): Promise<{ checkpoint: number; rebuildTarget: number }> {
+    const results = await this.redis.multi().hget(this.checkpointKey, projection).hget(this.rebuildKey, projection).exec();
+    const failed = results?.find(([err]) => err);
+    if (!results || failed) throw failed?.[0] ?? new Error('checkpoint not read: the transaction was aborted');
+    const [checkpoint, target] = results.map(([, v]) => (v === null ? 0 : Number(v)));
+    return { checkpoint, rebuildTarget: target };
+  }
+
+  async markRebuild(projection: string, target: number): Promise<void> {
+    if (!Number.isSafeInteger(target) || target < 0) throw new RangeError('rebuild target must be an integer >= 0');
+    await this.redis.readStoreMarkRebuildV1(1, this.rebuildKey, projection, target);
+  }
+
+  async clearRebuild(projection: string, reached: number): Promise<void> {
+    await this.redis.readStoreClearRebuildV1(1, this.rebuildKey, projection, reached);
+  }
+
+  /**
+   * `down` on the connection's close, `up` once it is ready again (after a `down`). The commands
+   * queued while it was down run before `up` is told: a projection's commit among them finds the
+   * loss itself (CommitOptions.from).
+   */
+  watchConnection(listener: (state: 'down' | 'up') => void): () => void {
+    let down = false;
+    const onClose = () => {
+      if (down) return;
+      down = true;
+      listener('down');
+    };
+    const onReady = () => {
+      if (!down) return;
+      down = false;
+      listener('up');
+    };
+    this.redis.on('close', onClose);
+    this.redis.on('ready', onReady);
+    return () => {
+      this.redis.off('close', onClose);
+      this.redis.off('ready', onReady);
+    };
   }
 
   async commit(projection: string, position: number, ops: WriteOp[], options?: CommitOptions): Promise<CommitOutcome> {

@@ -134,6 +134,25 @@ export interface ReadStore {
   publishPositions?(positions: Record<string, number>): Promise<void>;
   /** Listens to the positions any process publishes on this store; answers the unsubscribe. */
   watchPositions?(listener: (positions: Record<string, number>) => void): () => void;
+  /**
+   * Optional, with `canLoseData`: listens to this store's connection, `down` when it drops (the
+   * server may come back without its content) and `up` when it answers again; answers the
+   * unsubscribe. ProjectionRunner holds reads back from `down` until it has checked, after `up`,
+   * that its read models are still there (docs/scaling.md, "Read store loss").
+   */
+  watchConnection?(listener: (state: 'down' | 'up') => void): () => void;
+  /**
+   * Optional, with `canLoseData`: the rebuild marker of a projection whose read model the store
+   * lost, i.e. the position the model had reached before the loss (0: no rebuild under way).
+   * Set by the projection's lease holder before its rebuild writes anything, cleared once the
+   * rebuild has passed it, so that every replica (and a holder taking over mid-rebuild) knows the
+   * model is incomplete until then. `getCheckpointState` reads it with the checkpoint in one step.
+   */
+  getCheckpointState?(projection: string): Promise<{ checkpoint: number; rebuildTarget: number }>;
+  /** Raises the projection's rebuild marker to `target` (never lowers it). */
+  markRebuild?(projection: string, target: number): Promise<void>;
+  /** Clears the projection's rebuild marker when it is at most `reached`. */
+  clearRebuild?(projection: string, reached: number): Promise<void>;
 }
 
 /** One document of a rebuilt read model, its JSON already serialized. */

@@ -536,14 +536,15 @@ describe('ProjectionRunner on Redis that loses its content', () => {
     await runner.waitFor(['counter'], r1.position);
     await new Promise((r) => setTimeout(r, 150));
     // The store answers its next three checkpoint reads with an error (fault injection on the real store).
-    const real = store.getCheckpoint.bind(store);
+    const real = store.getCheckpointState.bind(store);
     let failures = 0;
-    store.getCheckpoint = async (name: string) => {
-      if (failures < 3 && (await real(name)) === 0) {
+    store.getCheckpointState = async (name: string) => {
+      const state = await real(name);
+      if (failures < 3 && state.checkpoint === 0) {
         failures++;
         throw new Error('connection lost');
       }
-      return real(name);
+      return state;
     };
     await wipe();
     const r2 = await events.append('case-2', [ev('A')], 'no_stream');
