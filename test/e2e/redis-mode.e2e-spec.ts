@@ -74,7 +74,17 @@ describe('standalone on the Redis read store (e2e)', () => {
 
     // Lost while running, then a write: the write's commit finds the loss, and every read model is rebuilt.
     await wipe();
-    const other = await app.tenant();
+    // The first write's commit finds the loss; while the read models are rebuilt, requests are 503
+    // with Retry-After (docs/scaling.md, "Read store loss"), retried here as a client would.
+    let other: Awaited<ReturnType<typeof app.tenant>> | undefined;
+    for (let attempt = 0; !other; attempt++) {
+      try {
+        other = await app.tenant();
+      } catch (err) {
+        if (attempt >= 50 || !/: 503 .*UNAVAILABLE/.test((err as Error).message)) throw err;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
     expect((await app.api.get('/v1/ping', other.apiKey)).status).toBe(200);
     const until = Date.now() + 15_000;
     let progress = await app.api.get(`/v1/clinical-cases/${caseId}/progress`, t.apiKey);

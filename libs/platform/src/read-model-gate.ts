@@ -25,9 +25,10 @@ function unavailable(reply: FastifyReply): FastifyReply {
  * under `prefix` but `exempt` (health and readiness) is 503 UNAVAILABLE with `Retry-After: 1`
  * before anything reads the store. A request that began while they were available and that is
  * answered after a drop or a loss (a read already on its way to the store when it went away) gets
- * the same 503 instead of what it read: its answer may come from the emptied store. A write so
- * answered was done or not; retried with the same idempotency id, it is recognised.
- * Streamed answers (a body already flowing) are left as they are.
+ * the same 503 instead of what it read: its answer may come from the emptied store. A write
+ * keeps a success (it was done; a retry of a write without an idempotency id would do it twice)
+ * and gets the 503 for a refusal (nothing was written: a 404 or 401 may come from the emptied
+ * store). Streamed answers (a body already flowing) are left as they are.
  */
 export function registerReadModelGate(fastify: FastifyInstance, state: ReadModelState, prefix: string, exempt: readonly string[]): void {
   const gated = (url: string) => {
@@ -47,6 +48,9 @@ export function registerReadModelGate(fastify: FastifyInstance, state: ReadModel
   fastify.addHook('onSend', (req, reply, payload, done) => {
     const epoch = (req as GatedRequest)[EPOCH];
     if (epoch === undefined || reply.statusCode >= 500 || (epoch === state.readEpoch && state.available)) return done(null, payload);
+    // A write that succeeded stands (its answer comes from what it wrote, and a write without an
+    // idempotency id would be done twice by a retry); a refusal may come from the emptied store.
+    if (reply.statusCode < 400 && req.method !== 'GET' && req.method !== 'HEAD') return done(null, payload);
     if (payload !== null && typeof payload === 'object' && typeof (payload as { pipe?: unknown }).pipe === 'function') return done(null, payload);
     for (const name of ['location', 'etag', 'last-modified', 'content-length', 'content-encoding']) reply.removeHeader(name);
     unavailable(reply);

@@ -18,7 +18,9 @@ describe('read-model gate', () => {
     registerReadModelGate(app, state, '/api', ['/api/healthz']);
     app.get('/api/v1/thing', async () => ({ id: 'a' }));
     app.post('/api/v1/things', async (req, reply) => {
-      if ((req.body as { lose?: boolean }).lose) state.readEpoch++; // a read model lost while the write was handled
+      const body = req.body as { lose?: boolean; refuse?: boolean };
+      if (body.lose) state.readEpoch++; // a read model lost while the write was handled
+      if (body.refuse) return reply.code(404).send({ code: 'NOT_FOUND', message: 'Endpoint not found' });
       return reply.code(201).header('location', '/api/v1/thing').send({ id: 'a' });
     });
     app.get('/api/v1/slow', async () => {
@@ -72,10 +74,14 @@ describe('read-model gate', () => {
     expect([r.status, r.headers.get('retry-after'), await r.json()]).toEqual([503, '1', JSON.parse(READ_MODELS_UNAVAILABLE_BODY)]);
   });
 
-  it('a write answered after a loss: 503 without its Location (retried with the same id, it is recognised)', async () => {
-    const ok = await fetch(`${base}/api/v1/things`, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } });
+  it('a write answered after a loss keeps its success (it was done), and a refusal becomes 503', async () => {
+    const ok = await fetch(`${base}/api/v1/things`, { method: 'POST', body: '{"lose":true}', headers: { 'content-type': 'application/json' } });
     expect([ok.status, ok.headers.get('location')]).toEqual([201, '/api/v1/thing']);
-    const lost = await fetch(`${base}/api/v1/things`, { method: 'POST', body: '{"lose":true}', headers: { 'content-type': 'application/json' } });
-    expect([lost.status, lost.headers.get('location'), lost.headers.get('retry-after')]).toEqual([503, null, '1']);
+    const refused = await fetch(`${base}/api/v1/things`, {
+      method: 'POST',
+      body: '{"lose":true,"refuse":true}',
+      headers: { 'content-type': 'application/json' },
+    });
+    expect([refused.status, refused.headers.get('retry-after'), await refused.json()]).toEqual([503, '1', JSON.parse(READ_MODELS_UNAVAILABLE_BODY)]);
   });
 });
