@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import Redis from 'ioredis';
-import { Client } from 'pg';
 import { SystemClock } from '@svc/clock';
-import { DEFAULT_DATABASE_URL, Leases, NewEvent, PostgresCoordination, PostgresEventStore } from '@svc/eventstore';
+import { Leases, PostgresCoordination, PostgresEventStore } from '@svc/eventstore';
 import { BrokerMessage, InProcessBroker, InProcessClient, IntegrationMessage } from '@svc/messaging';
 import { RedisReadStore } from '@svc/read-store';
 import { BackgroundWork } from '../src/background';
+import { TestEventSchema, testEvent as ev } from '@svc/testing';
 
 /**
  * Relays and timer schedulers of two replicas of one app (docs/scaling.md), each replica with its
@@ -13,9 +13,8 @@ import { BackgroundWork } from '../src/background';
  * one event-store schema and one Redis key prefix of this run's own. Messages are counted where a
  * consumer would get them (one in-process broker for both replicas, as one Kafka topic).
  */
-const url = process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const schema = `svc_bglease_t${randomUUID().replace(/-/g, '').slice(0, 10)}`;
+const schema = new TestEventSchema('bglease');
 const TOPIC = 'svc.test.events';
 const TTL = 1000;
 const RENEW = 200;
@@ -24,19 +23,6 @@ let prefix: string;
 let broker: InProcessBroker;
 let received: BrokerMessage<IntegrationMessage>[];
 const toClose: (() => Promise<unknown>)[] = [];
-
-function ev(type: string): NewEvent {
-  const metadata = {
-    eventId: randomUUID(),
-    correlationId: randomUUID(),
-    causationId: null,
-    organizationId: 'o',
-    environmentId: 'e',
-    actor: 'system',
-    recordedAt: new Date().toISOString(),
-  };
-  return { type, data: {}, metadata };
-}
 
 interface Replica {
   name: string;
@@ -49,9 +35,9 @@ interface Replica {
 }
 
 async function replica(name: string): Promise<Replica> {
-  const events = await PostgresEventStore.open({ connectionString: url, schema, pollIntervalMs: 50, poolSize: 2 });
+  const events = await PostgresEventStore.open({ connectionString: schema.url, schema: schema.name, pollIntervalMs: 50, poolSize: 2 });
   const store = new RedisReadStore(REDIS_URL, prefix);
-  const pg = new PostgresCoordination({ connectionString: url, schema });
+  const pg = new PostgresCoordination({ connectionString: schema.url, schema: schema.name });
   const leases = new Leases(pg, { ttlMs: TTL, renewMs: RENEW });
   const work = new BackgroundWork(events, store, new InProcessClient(broker) as never, new SystemClock(), leases, pg);
   const fired: string[] = [];
@@ -108,8 +94,7 @@ const eventIds = () => received.map((m) => m.data.metadata.eventId);
 
 beforeAll(async () => {
   admin = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
-  const store = await PostgresEventStore.open({ connectionString: url, schema, listen: false, poolSize: 1 });
-  await store.close();
+  await schema.create();
 });
 
 beforeEach(() => {
@@ -122,18 +107,12 @@ beforeEach(() => {
 afterEach(async () => {
   for (const stop of toClose.splice(0)) await stop().catch(() => undefined);
   await deleteKeys(`${prefix}:*`);
-  const c = new Client({ connectionString: url });
-  await c.connect();
-  await c.query(`TRUNCATE "${schema}".events, "${schema}".leases, "${schema}".relay_positions`);
-  await c.end();
+  await schema.truncate('events', 'leases', 'relay_positions');
 });
 
 afterAll(async () => {
   await admin.quit();
-  const c = new Client({ connectionString: url });
-  await c.connect();
-  await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await c.end();
+  await schema.drop();
 });
 
 describe('BackgroundWork with leases (two replicas)', () => {
@@ -202,7 +181,7 @@ describe('BackgroundWork with leases (two replicas)', () => {
     await until(() => received.some((m) => m.data.position === fourth.position), 3000, 'the fourth');
     await sleep(1000);
     expect(received.filter((m) => m.data.position === fourth.position)).toHaveLength(1);
-    const pg = new PostgresCoordination({ connectionString: url, schema });
+    const pg = new PostgresCoordination({ connectionString: schema.url, schema: schema.name });
     expect(await pg.get('test-relay')).toBe(fourth.position);
     await pg.close();
   });

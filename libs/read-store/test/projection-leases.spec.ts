@@ -1,37 +1,23 @@
 import { randomUUID } from 'node:crypto';
 import Redis from 'ioredis';
-import { Client } from 'pg';
-import { DEFAULT_DATABASE_URL, Leases, NewEvent, PostgresCoordination, PostgresEventStore, RecordedEvent } from '@svc/eventstore';
+import { Leases, PostgresCoordination, PostgresEventStore, RecordedEvent } from '@svc/eventstore';
 import { ProjectionRunner } from '../src/projection-runner';
 import { RedisReadStore } from '../src/redis-read-store';
 import { Projection, ReadStoreLogger } from '../src/types';
+import { TestEventSchema, testEvent as ev } from '@svc/testing';
 
 /**
  * Two replicas of one app (docs/scaling.md): two ProjectionRunners, each with its own PostgreSQL
  * event store connection, Redis read store connection and `Leases`, on one event-store schema and
  * one Redis key prefix of this run's own.
  */
-const url = process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const schema = `svc_projlease_t${randomUUID().replace(/-/g, '').slice(0, 10)}`;
+const schema = new TestEventSchema('projlease');
 const TTL = 1000;
 const RENEW = 200;
 let admin: Redis;
 let prefix: string;
 const toClose: { close?(): Promise<void>; stop?(): Promise<void> }[] = [];
-
-function ev(type: string): NewEvent {
-  const metadata = {
-    eventId: randomUUID(),
-    correlationId: randomUUID(),
-    causationId: null,
-    organizationId: 'o',
-    environmentId: 'e',
-    actor: 'system',
-    recordedAt: new Date().toISOString(),
-  };
-  return { type, data: {}, metadata };
-}
 
 interface Counter {
   count: number;
@@ -66,10 +52,10 @@ interface Replica {
 }
 
 async function replica(options: { followPollMs?: number; publish?: boolean } = {}): Promise<Replica> {
-  const events = await PostgresEventStore.open({ connectionString: url, schema, pollIntervalMs: 50, poolSize: 2 });
+  const events = await PostgresEventStore.open({ connectionString: schema.url, schema: schema.name, pollIntervalMs: 50, poolSize: 2 });
   const store = new RedisReadStore(REDIS_URL, prefix);
   if (options.publish === false) (store as { publishPositions?: unknown }).publishPositions = undefined;
-  const leases = new Leases(new PostgresCoordination({ connectionString: url, schema }), { ttlMs: TTL, renewMs: RENEW });
+  const leases = new Leases(new PostgresCoordination({ connectionString: schema.url, schema: schema.name }), { ttlMs: TTL, renewMs: RENEW });
   const logs: string[] = [];
   const logger: ReadStoreLogger = { warn: (_meta, msg) => void logs.push(msg) };
   const applied: number[] = [];
@@ -112,8 +98,7 @@ async function deleteKeys(pattern: string): Promise<void> {
 
 beforeAll(async () => {
   admin = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
-  const store = await PostgresEventStore.open({ connectionString: url, schema, listen: false, poolSize: 1 });
-  await store.close();
+  await schema.create();
 });
 
 beforeEach(() => {
@@ -125,18 +110,12 @@ afterEach(async () => {
     await (c.stop ? c.stop() : c.close?.())?.catch(() => undefined);
   }
   await deleteKeys(`${prefix}:*`);
-  const c = new Client({ connectionString: url });
-  await c.connect();
-  await c.query(`TRUNCATE "${schema}".events, "${schema}".leases`);
-  await c.end();
+  await schema.truncate('events', 'leases');
 });
 
 afterAll(async () => {
   await admin.quit();
-  const c = new Client({ connectionString: url });
-  await c.connect();
-  await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await c.end();
+  await schema.drop();
 });
 
 describe('ProjectionRunner with leases (two replicas)', () => {

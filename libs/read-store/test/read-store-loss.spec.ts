@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import Redis from 'ioredis';
-import { Client } from 'pg';
-import { DEFAULT_DATABASE_URL, Leases, NewEvent, PostgresCoordination, PostgresEventStore, RecordedEvent } from '@svc/eventstore';
-import { OwnRedis } from '@svc/testing';
+import { Leases, PostgresCoordination, PostgresEventStore, RecordedEvent } from '@svc/eventstore';
+import { OwnRedis, TestEventSchema, testEvent as ev } from '@svc/testing';
 import { ProjectionRunner } from '../src/projection-runner';
 import { RedisReadStore } from '../src/redis-read-store';
 import { Projection } from '../src/types';
@@ -15,23 +14,9 @@ import { Projection } from '../src/types';
  * one; and the model is available again once rebuilt. Its own redis-server on a free port (never
  * the shared one), PostgreSQL for the log and the leases, a schema of this run's own.
  */
-const url = process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
-const schema = `svc_rsloss_t${randomUUID().replace(/-/g, '').slice(0, 10)}`;
+const schema = new TestEventSchema('rsloss');
 const EVENTS = 300;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function ev(type: string): NewEvent {
-  const metadata = {
-    eventId: randomUUID(),
-    correlationId: randomUUID(),
-    causationId: null,
-    organizationId: 'o',
-    environmentId: 'e',
-    actor: 'system',
-    recordedAt: new Date().toISOString(),
-  };
-  return { type, data: {}, metadata };
-}
 
 /** Counts the events of each stream; each apply takes a little time, so that a rebuild lasts long enough to be read during it. */
 const counter: Projection = {
@@ -66,9 +51,9 @@ describe('read models on a Redis restarted empty', () => {
   }
 
   async function replica(): Promise<Replica> {
-    const events = await PostgresEventStore.open({ connectionString: url, schema, pollIntervalMs: 50, poolSize: 2 });
+    const events = await PostgresEventStore.open({ connectionString: schema.url, schema: schema.name, pollIntervalMs: 50, poolSize: 2 });
     const store = new RedisReadStore(redis.url, prefix);
-    const leases = new Leases(new PostgresCoordination({ connectionString: url, schema }), { ttlMs: 1000, renewMs: 200 });
+    const leases = new Leases(new PostgresCoordination({ connectionString: schema.url, schema: schema.name }), { ttlMs: 1000, renewMs: 200 });
     const logs: string[] = [];
     const runner = new ProjectionRunner({
       eventStore: events,
@@ -118,9 +103,7 @@ describe('read models on a Redis restarted empty', () => {
   }
 
   beforeAll(async () => {
-    await redis.start();
-    const store = await PostgresEventStore.open({ connectionString: url, schema, listen: false, poolSize: 1 });
-    await store.close();
+    await Promise.all([redis.start(), schema.create()]);
   }, 30_000);
 
   beforeEach(() => {
@@ -129,18 +112,11 @@ describe('read models on a Redis restarted empty', () => {
 
   afterEach(async () => {
     for (const c of toClose.splice(0)) await (c.stop ? c.stop() : c.close?.())?.catch(() => undefined);
-    const c = new Client({ connectionString: url });
-    await c.connect();
-    await c.query(`TRUNCATE "${schema}".events, "${schema}".leases`);
-    await c.end();
+    await schema.truncate('events', 'leases');
   });
 
   afterAll(async () => {
-    await redis.destroy();
-    const c = new Client({ connectionString: url });
-    await c.connect();
-    await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-    await c.end();
+    await Promise.all([redis.destroy(), schema.drop()]);
   });
 
   /** EVENTS events on case-1, visible on every replica. */
