@@ -1,4 +1,4 @@
-import { CaseLoad, DistributedTopology, OwnKafka, WebhookReceiver, appExits, enrollPatient, keepOutput, topologyTenant } from '@svc/testing';
+import { CaseLoad, appExits, faultSuite, subscribedTenant } from '@svc/testing';
 
 /**
  * Issue 21, fault tests: kill -9 one of two case-ledger replicas (`SVC_REPLICAS=case-ledger=2`,
@@ -15,44 +15,22 @@ import { CaseLoad, DistributedTopology, OwnKafka, WebhookReceiver, appExits, enr
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('fault: one case-ledger replica killed under load', () => {
-  const kafka = new OwnKafka(1);
-  const receiver = new WebhookReceiver();
-  let topology: DistributedTopology;
-
-  beforeAll(async () => {
-    await Promise.all([kafka.start(), receiver.start()]);
-    topology = new DistributedTopology({ KAFKA_BROKERS: kafka.brokers, SVC_REPLICAS: 'case-ledger=2' });
-    await topology.start(150_000);
-  }, 300_000);
-
-  afterAll(async () => {
-    await topology?.stop();
-    keepOutput(topology, 'fault-case-ledger-replica');
-    await topology?.cleanup().catch(() => undefined);
-    await receiver.stop();
-    await kafka.destroy();
-  }, 90_000);
+  const suite = faultSuite('fault-case-ledger-replica', { env: { SVC_REPLICAS: 'case-ledger=2' } });
+  const { receiver } = suite;
 
   it('the surviving replica carries on; no acknowledged update lost, progress consistent, nothing delivered twice', async () => {
-    expect([...topology.pids.keys()].filter((k) => k.startsWith('case-ledger')).sort()).toEqual(['case-ledger-1', 'case-ledger-2']);
-    const t = await topologyTenant(topology);
-    const ep = await topology.api.post(
-      `${t.env}/webhook-endpoints`,
-      { url: receiver.url, events: ['clinical_case.opened', 'clinical_case.acknowledged'] },
-      t.staff,
-    );
-    expect([ep.status, ep.text]).toEqual([201, expect.any(String)]);
-    const { patientId } = await enrollPatient(topology.api, t);
-    const load = new CaseLoad(topology, t, patientId, { updaters: 3, ackEveryMs: 500, openEveryMs: 500, updateEveryMs: 50 });
+    expect([...suite.topology.pids.keys()].filter((k) => k.startsWith('case-ledger')).sort()).toEqual(['case-ledger-1', 'case-ledger-2']);
+    const { t, patientId } = await subscribedTenant(suite);
+    const load = new CaseLoad(suite.topology, t, patientId, { updaters: 3, ackEveryMs: 500, openEveryMs: 500, updateEveryMs: 50 });
     await load.prepare(30);
-    const pidsBefore = new Map(topology.pids);
+    const pidsBefore = new Map(suite.topology.pids);
 
     load.start();
     await sleep(5000);
-    const mark = topology.output.length;
+    const mark = suite.topology.output.length;
     load.phase = 'one replica down';
-    const killed = topology.kill9('case-ledger-1');
-    await topology.waitFor(/distributed: case-ledger-1\s+pid (\d+)\s+ready again/, 90_000, mark);
+    const killed = suite.topology.kill9('case-ledger-1');
+    await suite.topology.waitFor(/distributed: case-ledger-1\s+pid (\d+)\s+ready again/, 90_000, mark);
     load.phase = 'both again';
     await sleep(5000);
     await load.stop();
@@ -66,7 +44,7 @@ describe('fault: one case-ledger replica killed under load', () => {
     // Progress is the same whichever replica answers (each read goes to one of the two).
     for (const [caseId, a] of load.acked) {
       for (let i = 0; i < 4; i++) {
-        const p = await topology.api.get(`/v1/clinical-cases/${caseId}/progress`, t.apiKey);
+        const p = await suite.topology.api.get(`/v1/clinical-cases/${caseId}/progress`, t.apiKey);
         expect([caseId, p.status, p.body.sequence, p.body.nextSequence, p.body.externalReference]).toEqual([
           caseId,
           200,
@@ -77,9 +55,9 @@ describe('fault: one case-ledger replica killed under load', () => {
       }
     }
     // Only the killed replica was started again.
-    expect(topology.pids.get('case-ledger-1')).not.toBe(killed);
-    expect(appExits(topology).filter((l) => !l.startsWith('distributed: case-ledger-1 exited'))).toEqual([]);
-    for (const [app, pid] of pidsBefore) if (app !== 'case-ledger-1') expect([app, topology.pids.get(app)]).toEqual([app, pid]);
+    expect(suite.topology.pids.get('case-ledger-1')).not.toBe(killed);
+    expect(appExits(suite.topology).filter((l) => !l.startsWith('distributed: case-ledger-1 exited'))).toEqual([]);
+    for (const [app, pid] of pidsBefore) if (app !== 'case-ledger-1') expect([app, suite.topology.pids.get(app)]).toEqual([app, pid]);
     process.stdout.write(`fault-case-ledger-replica: ${load.summary()}, webhooks ${receiver.arrivals.length}\n`);
   }, 240_000);
 });

@@ -1,4 +1,4 @@
-import { DistributedTopology, OwnKafka, WebhookArrival, WebhookReceiver, enrollPatient, eventually, keepOutput, topologyTenant } from '@svc/testing';
+import { WebhookArrival, eventually, faultSuite, subscribedTenant } from '@svc/testing';
 
 /**
  * Issue 21, fault tests: kill -9 a webhook-dispatcher replica (`SVC_REPLICAS=webhook-dispatcher=2`;
@@ -17,39 +17,24 @@ const BURST = 30;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('fault: a webhook-dispatcher replica killed during a burst of deliveries', () => {
-  const kafka = new OwnKafka(1);
   let seen = 0;
   const firstFails = new Map<string, boolean>();
-  const receiver = new WebhookReceiver({
-    delayMs: 300,
-    answer: (eventId, nth) => {
-      if (!firstFails.has(eventId)) firstFails.set(eventId, seen++ % 2 === 1);
-      return nth === 1 && firstFails.get(eventId) ? 500 : 200;
+  const suite = faultSuite('fault-dispatcher-kill', {
+    env: { SVC_REPLICAS: 'webhook-dispatcher=2' },
+    receiver: {
+      delayMs: 300,
+      answer: (eventId, nth) => {
+        if (!firstFails.has(eventId)) firstFails.set(eventId, seen++ % 2 === 1);
+        return nth === 1 && firstFails.get(eventId) ? 500 : 200;
+      },
     },
   });
-  let topology: DistributedTopology;
-
-  beforeAll(async () => {
-    await Promise.all([kafka.start(), receiver.start()]);
-    topology = new DistributedTopology({ KAFKA_BROKERS: kafka.brokers, SVC_REPLICAS: 'webhook-dispatcher=2' });
-    await topology.start(150_000);
-  }, 300_000);
-
-  afterAll(async () => {
-    await topology?.stop();
-    keepOutput(topology, 'fault-dispatcher-kill');
-    await topology?.cleanup().catch(() => undefined);
-    await receiver.stop();
-    await kafka.destroy();
-  }, 90_000);
+  const { receiver } = suite;
 
   it('every opened case is delivered, retries keep the event id, no attempt is sent by two replicas at once', async () => {
-    const api = topology.api;
-    expect([...topology.pids.keys()].filter((k) => k.startsWith('webhook-dispatcher')).sort()).toEqual(['webhook-dispatcher-1', 'webhook-dispatcher-2']);
-    const t = await topologyTenant(topology);
-    const ep = await api.post(`${t.env}/webhook-endpoints`, { url: receiver.url, events: ['clinical_case.opened'] }, t.staff);
-    expect([ep.status, ep.text]).toEqual([201, expect.any(String)]);
-    const { patientId } = await enrollPatient(api, t);
+    const api = suite.topology.api;
+    expect([...suite.topology.pids.keys()].filter((k) => k.startsWith('webhook-dispatcher')).sort()).toEqual(['webhook-dispatcher-1', 'webhook-dispatcher-2']);
+    const { t, patientId } = await subscribedTenant(suite, ['clinical_case.opened']);
 
     // The burst: cases opened six at a time (a 503 tried again, as a client does).
     const opened: string[] = [];
@@ -67,11 +52,11 @@ describe('fault: a webhook-dispatcher replica killed during a burst of deliverie
     })();
     // Killed once deliveries are under way.
     await eventually(() => receiver.arrivals.length >= 6, 60_000, 'deliveries under way');
-    const mark = topology.output.length;
+    const mark = suite.topology.output.length;
     const killedAt = Date.now();
-    topology.kill9('webhook-dispatcher-1');
+    suite.topology.kill9('webhook-dispatcher-1');
     await burst;
-    await topology.waitFor(/distributed: webhook-dispatcher-1\s+pid (\d+)\s+ready again/, 90_000, mark);
+    await suite.topology.waitFor(/distributed: webhook-dispatcher-1\s+pid (\d+)\s+ready again/, 90_000, mark);
 
     // Retries and leases run on the service clock: moved 35 s every 2 s until all are delivered, so the
     // dead replica's leases (60 s) expire after two moves, while a live attempt (300 ms) never sees

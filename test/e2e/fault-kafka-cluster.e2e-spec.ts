@@ -1,6 +1,6 @@
 import { Kafka, logLevel } from 'kafkajs';
 import { topicSpecs } from '@svc/messaging';
-import { CaseLoad, DistributedTopology, OwnKafka, WebhookReceiver, appExits, enrollPatient, eventually, keepOutput, topologyTenant } from '@svc/testing';
+import { CaseLoad, appExits, eventually, faultSuite, subscribedTenant } from '@svc/testing';
 
 /**
  * Issue 21, fault tests: a three-broker cluster of this suite's own (scripts/kafka.js --brokers 3,
@@ -8,29 +8,14 @@ import { CaseLoad, DistributedTopology, OwnKafka, WebhookReceiver, appExits, enr
  * through the gateway (CaseLoad, libs/testing). The topics were created by the apps at start
  * (ensureTopics) with replication 3 and `min.insync.replicas` 2 because the cluster has three
  * brokers; with one broker gone every partition still has a leader and two copies in sync, so the
- * topology keeps answering writes, relaying them and delivering webhooks, with no app restarted,
+ * suite.topology keeps answering writes, relaying them and delivering webhooks, with no app restarted,
  * nothing lost and nothing delivered twice.
  */
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('fault: a three-broker cluster loses one broker under load', () => {
-  const kafka = new OwnKafka(3);
-  const receiver = new WebhookReceiver();
-  let topology: DistributedTopology;
-
-  beforeAll(async () => {
-    await Promise.all([kafka.start(), receiver.start()]);
-    topology = new DistributedTopology({ KAFKA_BROKERS: kafka.brokers });
-    await topology.start(150_000);
-  }, 300_000);
-
-  afterAll(async () => {
-    await topology?.stop();
-    keepOutput(topology, 'fault-kafka-cluster');
-    await topology?.cleanup().catch(() => undefined);
-    await receiver.stop();
-    await kafka.destroy();
-  }, 90_000);
+  const suite = faultSuite('fault-kafka-cluster', { brokers: 3 });
+  const { kafka, receiver } = suite;
 
   it('the service topics are replicated 3 times with min.insync.replicas 2', async () => {
     const admin = new Kafka({ clientId: 'fault-test', brokers: kafka.brokers.split(','), logLevel: logLevel.NOTHING }).admin();
@@ -59,17 +44,10 @@ describe('fault: a three-broker cluster loses one broker under load', () => {
     const t0 = Date.now();
     const marks: string[] = [];
     const mark = (what: string) => marks.push(`${what} ${Math.round((Date.now() - t0) / 100) / 10}s`);
-    const t = await topologyTenant(topology);
-    const ep = await topology.api.post(
-      `${t.env}/webhook-endpoints`,
-      { url: receiver.url, events: ['clinical_case.opened', 'clinical_case.acknowledged'] },
-      t.staff,
-    );
-    expect([ep.status, ep.text]).toEqual([201, expect.any(String)]);
-    const { patientId } = await enrollPatient(topology.api, t);
-    const load = new CaseLoad(topology, t, patientId);
+    const { t, patientId } = await subscribedTenant(suite);
+    const load = new CaseLoad(suite.topology, t, patientId);
     await load.prepare(30);
-    const pidsBefore = new Map(topology.pids);
+    const pidsBefore = new Map(suite.topology.pids);
     mark('set up');
 
     load.start();
@@ -89,8 +67,8 @@ describe('fault: a three-broker cluster loses one broker under load', () => {
     expect(kafka.pid(1)).toBeNull();
     await load.verify(receiver, 60_000);
     mark('verified');
-    expect(appExits(topology)).toEqual([]);
-    expect(new Map(topology.pids)).toEqual(pidsBefore);
+    expect(appExits(suite.topology)).toEqual([]);
+    expect(new Map(suite.topology.pids)).toEqual(pidsBefore);
     process.stdout.write(`fault-kafka-cluster: ${load.summary()}, webhooks ${receiver.arrivals.length}; ${marks.join(', ')}\n`);
   }, 200_000);
 });

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { Kafka, KafkaMessage, logLevel } from 'kafkajs';
-import { CaseLoad, DistributedTopology, OwnKafka, WebhookReceiver, appExits, enrollPatient, eventually, keepOutput, topologyTenant } from '@svc/testing';
+import { CaseLoad, appExits, eventually, faultSuite, subscribedTenant } from '@svc/testing';
 
 /**
  * Issue 21, fault tests: the Kafka broker stopped for ten seconds and started again under a steady
- * load of writes through the gateway. The topology runs on a broker of this suite's own (its own
+ * load of writes through the gateway. The suite.topology runs on a broker of this suite's own (its own
  * state dir and ports, scripts/kafka.js), so stopping it disturbs no other suite.
  *
  * The load (CaseLoad, libs/testing): case updates (the case-ledger's read model), acknowledgements
@@ -22,42 +22,17 @@ const OUTAGE_MS = 10_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('fault: the Kafka broker stopped for ten seconds under load', () => {
-  const kafka = new OwnKafka(1);
-  const receiver = new WebhookReceiver();
-  let topology: DistributedTopology;
-
-  beforeAll(async () => {
-    const t0 = Date.now();
-    await Promise.all([kafka.start(), receiver.start()]);
-    const t1 = Date.now();
-    topology = new DistributedTopology({ KAFKA_BROKERS: kafka.brokers });
-    await topology.start(150_000);
-    process.stdout.write(`fault-kafka-outage: broker up in ${Math.round((t1 - t0) / 1000)} s, topology in ${Math.round((Date.now() - t1) / 1000)} s\n`);
-  }, 300_000);
-
-  afterAll(async () => {
-    await topology?.stop();
-    keepOutput(topology, 'fault-kafka-outage');
-    await topology?.cleanup().catch(() => undefined);
-    await receiver.stop();
-    await kafka.destroy();
-  }, 90_000);
+  const suite = faultSuite('fault-kafka-outage');
+  const { kafka, receiver } = suite;
 
   it('apps carry on without a restart, no acknowledged write is lost, and nothing is delivered twice', async () => {
     const t0 = Date.now();
     const marks: string[] = [];
     const mark = (what: string) => marks.push(`${what} ${Math.round((Date.now() - t0) / 100) / 10}s`);
-    const t = await topologyTenant(topology);
-    const ep = await topology.api.post(
-      `${t.env}/webhook-endpoints`,
-      { url: receiver.url, events: ['clinical_case.opened', 'clinical_case.acknowledged'] },
-      t.staff,
-    );
-    expect([ep.status, ep.text]).toEqual([201, expect.any(String)]);
-    const { patientId } = await enrollPatient(topology.api, t);
-    const load = new CaseLoad(topology, t, patientId);
+    const { t, patientId } = await subscribedTenant(suite);
+    const load = new CaseLoad(suite.topology, t, patientId);
     await load.prepare(30);
-    const pidsBefore = new Map(topology.pids);
+    const pidsBefore = new Map(suite.topology.pids);
     mark('set up');
 
     load.start();
@@ -87,8 +62,8 @@ describe('fault: the Kafka broker stopped for ten seconds under load', () => {
     mark('verified');
 
     // No app was restarted: same pids, no exit reported.
-    expect(appExits(topology)).toEqual([]);
-    expect(new Map(topology.pids)).toEqual(pidsBefore);
+    expect(appExits(suite.topology)).toEqual([]);
+    expect(new Map(suite.topology.pids)).toEqual(pidsBefore);
 
     // What the relay published more than once (at least once), besides the test's own replay.
     const republished = (await topicCounts(kafka.brokers, 'svc.case-ledger.events')).filter((n) => n > 2).length;

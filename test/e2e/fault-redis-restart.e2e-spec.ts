@@ -1,22 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { Kafka, logLevel } from 'kafkajs';
 import { Topics } from '@svc/messaging';
-import {
-  CaseLoad,
-  DistributedTopology,
-  OwnKafka,
-  OwnRedis,
-  TestResponse,
-  WebhookReceiver,
-  enrollPatient,
-  eventually,
-  keepOutput,
-  topologyTenant,
-} from '@svc/testing';
+import { CaseLoad, DistributedTopology, OwnRedis, TestResponse, eventually, faultSuite, subscribedTenant, topologyTenant } from '@svc/testing';
 
 /**
  * Issue 21, fault tests: the Redis read store restarted empty (SIGKILL, then a new redis-server on
- * the same port without persistence) while the topology runs. The suite runs its own redis-server
+ * the same port without persistence) while the suite.topology runs. The suite runs its own redis-server
  * on a free port (never the shared 127.0.0.1:6379) and its own Kafka broker.
  *
  * - The read models are rebuilt from the event store: every read answers what it answered before
@@ -37,11 +26,10 @@ interface Probe {
   view: (body: any) => unknown;
 }
 
-describe('fault: Redis restarted empty while the topology runs', () => {
-  const kafka = new OwnKafka(1);
-  const redis = new OwnRedis();
-  const receiver = new WebhookReceiver();
-  let topology: DistributedTopology;
+describe('fault: Redis restarted empty while the suite.topology runs', () => {
+  const suite = faultSuite('fault-redis-restart', { redis: true });
+  const { kafka, receiver } = suite;
+  const redis = suite.redis as OwnRedis;
   // Shared by the three tests: the first restarts Redis, the next two look at what followed.
   let restarted = false;
   let state: {
@@ -54,32 +42,14 @@ describe('fault: Redis restarted empty while the topology runs', () => {
     webhooksBefore: number;
   };
 
-  beforeAll(async () => {
-    await Promise.all([kafka.start(), redis.start(), receiver.start()]);
-    topology = new DistributedTopology({ KAFKA_BROKERS: kafka.brokers, REDIS_URL: redis.url });
-    await topology.start(150_000);
-  }, 300_000);
-
-  afterAll(async () => {
-    await topology?.stop();
-    keepOutput(topology, 'fault-redis-restart');
-    await topology?.cleanup().catch(() => undefined);
-    await receiver.stop();
-    await redis.destroy();
-    await kafka.destroy();
-  }, 90_000);
-
   /** Reads that answered neither the right data nor 503 with Retry-After (by phase, probe, status). */
   let wrongAnswers: [string, number][] | undefined;
 
   it('read models rebuild from the event store: every read answers as before once they are rebuilt', async () => {
-    const api = topology.api;
-    const t = await topologyTenant(topology);
-    const ep = await api.post(`${t.env}/webhook-endpoints`, { url: receiver.url, events: ['clinical_case.opened', 'clinical_case.acknowledged'] }, t.staff);
-    expect([ep.status, ep.text]).toEqual([201, expect.any(String)]);
-    const { patientId } = await enrollPatient(api, t);
+    const api = suite.topology.api;
+    const { t, patientId } = await subscribedTenant(suite);
     // History: cases opened, updated and acknowledged, everything delivered.
-    const load = new CaseLoad(topology, t, patientId, { updaters: 1, ackEveryMs: 200 });
+    const load = new CaseLoad(suite.topology, t, patientId, { updaters: 1, ackEveryMs: 200 });
     await load.prepare(6);
     load.start();
     await eventually(() => load.acknowledged.length >= 6 && [...load.acked.values()].every((a) => a.sequence >= 3), 60_000, 'the history written');
@@ -162,11 +132,11 @@ describe('fault: Redis restarted empty while the topology runs', () => {
     process.stdout.write(`fault-redis-restart: answers ${JSON.stringify(summary(answers))}\n`);
     // Then the apps with relays restart (a deploy, a crash) before anything new was written: a relay
     // whose position was in the lost Redis would start over and publish the whole log again.
-    const mark = topology.output.length;
-    topology.kill9('case-ledger');
-    topology.kill9('webhook-dispatcher');
-    await topology.waitFor(/distributed: case-ledger\s+pid (\d+)\s+ready again/, 120_000, mark);
-    await topology.waitFor(/distributed: webhook-dispatcher\s+pid (\d+)\s+ready again/, 120_000, mark);
+    const mark = suite.topology.output.length;
+    suite.topology.kill9('case-ledger');
+    suite.topology.kill9('webhook-dispatcher');
+    await suite.topology.waitFor(/distributed: case-ledger\s+pid (\d+)\s+ready again/, 120_000, mark);
+    await suite.topology.waitFor(/distributed: webhook-dispatcher\s+pid (\d+)\s+ready again/, 120_000, mark);
     wrongAnswers = summary(wrong);
   }, 400_000);
 
@@ -186,7 +156,7 @@ describe('fault: Redis restarted empty while the topology runs', () => {
       t.apiKey,
     );
     expect([next.status, next.body?.sequence]).toEqual([200, last.sequence + 1]);
-    const after = new CaseLoad(topology, t, patientId, { updaters: 1 });
+    const after = new CaseLoad(suite.topology, t, patientId, { updaters: 1 });
     await after.prepare(1);
     await after.verify(receiver, 60_000, 3000);
   }, 120_000);

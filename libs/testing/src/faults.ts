@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { IncomingHttpHeaders, Server, createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
-import { EnrolmentTenant, tempDataDir } from './index';
+import { EnrolmentTenant, enrollPatient, tempDataDir } from './index';
 import type { DistributedTopology } from './topology';
 
 /**
@@ -293,4 +293,71 @@ export function keepOutput(topology: DistributedTopology | undefined, name: stri
   const file = join(tmpdir(), `${name}-${process.pid}.log`);
   writeFileSync(file, topology.output);
   return file;
+}
+
+export interface FaultSuiteOptions {
+  /** Kafka brokers of the suite's own (default 1). */
+  brokers?: 1 | 3;
+  /** A redis-server of the suite's own (REDIS_URL of the topology), not the shared one. */
+  redis?: boolean;
+  receiver?: WebhookReceiverOptions;
+  /** More environment for the topology (SVC_REPLICAS, ...). */
+  env?: Record<string, string>;
+}
+
+export interface FaultSuite {
+  readonly kafka: OwnKafka;
+  readonly receiver: WebhookReceiver;
+  readonly redis: OwnRedis | undefined;
+  /** Set once beforeAll has started it. */
+  topology: DistributedTopology;
+}
+
+/**
+ * The world of one fault suite (test/e2e/fault-*.e2e-spec.ts): its own Kafka broker(s), webhook
+ * receiver and, if asked, Redis, and a six-process topology on them. Registers the beforeAll that
+ * starts them (saying how long the broker and the topology took) and the afterAll that stops
+ * them, keeping the topology's output in the temp dir under `name`. Call inside the describe.
+ */
+export function faultSuite(name: string, options: FaultSuiteOptions = {}): FaultSuite {
+  const suite: FaultSuite = {
+    kafka: new OwnKafka(options.brokers ?? 1),
+    receiver: new WebhookReceiver(options.receiver),
+    redis: options.redis ? new OwnRedis() : undefined,
+    topology: undefined as unknown as DistributedTopology,
+  };
+  beforeAll(async () => {
+    const t0 = Date.now();
+    await Promise.all([suite.kafka.start(), suite.receiver.start(), suite.redis?.start()]);
+    const t1 = Date.now();
+    const { DistributedTopology } = await import('./topology');
+    suite.topology = new DistributedTopology({ KAFKA_BROKERS: suite.kafka.brokers, ...(suite.redis ? { REDIS_URL: suite.redis.url } : {}), ...options.env });
+    await suite.topology.start(150_000);
+    process.stdout.write(`${name}: broker up in ${Math.round((t1 - t0) / 1000)} s, topology in ${Math.round((Date.now() - t1) / 1000)} s\n`);
+  }, 300_000);
+  afterAll(async () => {
+    const topology = suite.topology as DistributedTopology | undefined;
+    await topology?.stop();
+    keepOutput(topology, name);
+    await topology?.cleanup().catch(() => undefined);
+    await suite.receiver.stop();
+    await suite.redis?.destroy();
+    await suite.kafka.destroy();
+  }, 90_000);
+  return suite;
+}
+
+/**
+ * A tenant of the suite's topology (`topologyTenant`) whose sandbox has a webhook endpoint at the
+ * suite's receiver for `events`, and one enrolled patient.
+ */
+export async function subscribedTenant(
+  suite: FaultSuite,
+  events: string[] = ['clinical_case.opened', 'clinical_case.acknowledged'],
+): Promise<{ t: Awaited<ReturnType<typeof topologyTenant>>; patientId: string }> {
+  const t = await topologyTenant(suite.topology);
+  const ep = await suite.topology.api.post(`${t.env}/webhook-endpoints`, { url: suite.receiver.url, events }, t.staff);
+  if (ep.status !== 201) throw new Error(`webhook endpoint: ${ep.status} ${ep.text}`);
+  const { patientId } = await enrollPatient(suite.topology.api, t);
+  return { t, patientId };
 }

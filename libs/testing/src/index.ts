@@ -11,7 +11,7 @@ export { OidcIssuer } from './oidc-issuer';
 export { TcpForwarder } from './tcp-forwarder';
 export { DistributedTopology } from './topology';
 export { TestEventSchema, testEvent } from './event-store-fixtures';
-export { OwnKafka, OwnRedis, WebhookReceiver, appExits, eventually, freePortRun, keepOutput, topologyTenant } from './faults';
+export { OwnKafka, OwnRedis, WebhookReceiver, appExits, eventually, faultSuite, freePortRun, keepOutput, subscribedTenant, topologyTenant } from './faults';
 export type { WebhookArrival } from './faults';
 export { CaseLoad } from './case-load';
 export { describeInProcess, e2eTarget, inProcess, onTopology, topologyBaseUrl, topologyDatabaseUrl, topologyDataDir, topologyKafkaBrokers } from './e2e-target';
