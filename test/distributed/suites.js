@@ -12,6 +12,7 @@
 const distributed = [
   'test/e2e/case-lean-routes.e2e-spec.ts',
   'test/e2e/edge-order.e2e-spec.ts',
+  'test/e2e/http-edge-audit.e2e-spec.ts',
   'test/e2e/org-roles.e2e-spec.ts',
   'test/e2e/organizations-list.e2e-spec.ts',
   'test/e2e/patient-cadence.e2e-spec.ts',
@@ -99,8 +100,6 @@ const excluded = {
     "every test runs on an in-process broker that refuses, holds and orders the requests between case-ledger and conversation (the cycle it checks for is found by taking over the broker's handlers)",
   'test/e2e/case-log-canary.e2e-spec.ts':
     "greps the log file of its own in-process app at debug level (SVC_LOG_FILE set before the app starts) and every file of its own data dir for clinical text; the topology's events and read models are in PostgreSQL and Redis, and its log lines go to the run's log file (scripts/log-check.js)",
-  'test/e2e/http-edge-audit.e2e-spec.ts':
-    "two raw-socket answers differ through the gateway proxy (libs/platform/src/gateway-proxy.ts): Transfer-Encoding: gzip, chunked is 400 instead of 415 (the proxy reads the JSON body de-chunked and drops the hop-by-hop Transfer-Encoding, so the app never sees the gzip coding), and a text/plain body broken off by FIN is 400 instead of the app's 415 (the proxy streams the body and its own edge answers the broken body first); the other 19 tests pass on the topology",
   'test/e2e/webhook-changes-inflight.e2e-spec.ts':
     "drives the retry worker's scheduler inside the process (tick, in-flight count) and reads its read store, to meet attempts in flight",
   // Browser suites.

@@ -57,6 +57,19 @@ const ENDING = Symbol('svc.ending');
 /** On a request: answer it 400 for its Host lines (decided when Node emitted it). */
 const BAD_HOST = Symbol('svc.badHost');
 
+/**
+ * On a request whose body this process passes on as it arrives instead of reading it (the gateway
+ * proxy's streamed bodies): who answers it when its bytes break off (passBodyOn).
+ */
+const PASSED_ON = Symbol('svc.bodyPassedOn');
+
+interface PassedOnBody {
+  /** The edge's own answer to the broken body, once it broke. */
+  broken?: () => void;
+  /** Who takes over the answer when the body breaks (onBodyBreak). */
+  onBreak?: (answerHere: () => void) => void;
+}
+
 type TrackedSocket = Socket & {
   [PENDING]?: Set<ServerResponse>;
   [WHEN_WRITTEN]?: () => void;
@@ -64,7 +77,31 @@ type TrackedSocket = Socket & {
   [LAST]?: { req: IncomingMessage; res: ServerResponse };
   [ENDING]?: boolean;
 };
-type MarkedRequest = IncomingMessage & { [BAD_HOST]?: boolean; [ENDING]?: boolean };
+type MarkedRequest = IncomingMessage & { [BAD_HOST]?: boolean; [ENDING]?: boolean; [PASSED_ON]?: PassedOnBody };
+
+/**
+ * Marks a request whose body this process passes on unread, as it arrives, to the process that
+ * answers it (the gateway's proxy and the owning app, ./gateway-proxy.ts). That process answers
+ * such a body without reading it (415, or 401 first), so when the client's bytes break off (a FIN
+ * or a bad chunk in the body) its answer, not this edge's 400, is the request's: the edge leaves
+ * the answer to the handler given to onBodyBreak and closes the connection after it. Not for a
+ * request that took too long (408 is this edge's: the other process had that time to answer).
+ * To be called as Node emits the request (a `request` listener), before its body is parsed.
+ */
+export function passBodyOn(req: IncomingMessage): void {
+  (req as MarkedRequest)[PASSED_ON] = {};
+}
+
+/**
+ * Takes over the answer of a request marked by passBodyOn once its body breaks off (at once if it
+ * broke already): `answerHere` writes the edge's own answer, for when the other process gives none.
+ */
+export function onBodyBreak(req: IncomingMessage, handler: (answerHere: () => void) => void): void {
+  const passed = (req as MarkedRequest)[PASSED_ON];
+  if (!passed) return;
+  passed.onBreak = handler;
+  if (passed.broken) handler(passed.broken);
+}
 
 /** Longest wait for the pending answers of a connection before its error answer is written anyway. */
 export const PENDING_ANSWERS_WAIT_MS = 30_000;
@@ -147,8 +184,21 @@ export function answerClientError(err: NodeJS.ErrnoException, socket: Socket): v
   let reading: ServerResponse | undefined;
   for (const res of s[PENDING] ?? []) if (!(res as ServerResponse & { req: IncomingMessage }).req.complete) reading = res;
   if (reading && !reading.headersSent && !reading.writableEnded) {
-    reading.writeHead(status, { ...SECURITY_HEADERS, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' });
-    reading.end(body);
+    const res = reading;
+    const answerHere = (): void => {
+      if (res.headersSent || res.writableEnded) return;
+      res.writeHead(status, { ...SECURITY_HEADERS, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' });
+      res.end(body);
+    };
+    const passed = ((res as ServerResponse & { req: IncomingMessage }).req as MarkedRequest)[PASSED_ON];
+    if (passed && err.code !== 'ERR_HTTP_REQUEST_TIMEOUT') {
+      // Its body was passed on unread: the process it went to answers (passBodyOn), then the connection closes.
+      passed.broken = answerHere;
+      passed.onBreak?.(answerHere);
+      afterPendingAnswers(s, () => closeAfterWrites(socket));
+      return;
+    }
+    answerHere();
     return;
   }
   // A request that was being read but is answered already (413 or 415 before its body, say): its

@@ -4,6 +4,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import ipaddr from 'ipaddr.js';
 import { getLogger, isUuid, toErrorResponse } from '@svc/http';
 import type { ReadStore } from '@svc/read-store';
+import { plainTransferEncoding } from './body-parsing';
+import { onBodyBreak, passBodyOn } from './edge-answers';
 import { Replica, ReplicaPool, ReplicaPoolOptions } from './replica-pool';
 import { RouteMatch, RouteTable, UpstreamAnnouncement, readUpstreams, withdrawUpstreams } from './upstreams';
 
@@ -16,9 +18,12 @@ import { RouteMatch, RouteTable, UpstreamAnnouncement, readUpstreams, withdrawUp
  *
  * - The request goes on as it came: method, path and query byte for byte, every end-to-end
  *   header (Host included) and the body's bytes. A JSON body is read here within the body limit
- *   (over it: the app's own 413) and sent on whole with its length; any other body is streamed
- *   as it arrives, its Content-Length held to (see `forward`). The owning app reads it with the
- *   same edge as standalone: JSON rules, authentication first, rate limits, validation.
+ *   (over it: the app's own 413) and sent on whole with its length (or chunked again under a
+ *   transfer coding Node does not undo, `gzip, chunked`, which the app refuses); any other body
+ *   is streamed as it arrives, its Content-Length held to, and when it breaks off the app's
+ *   answer (given without reading it) is the client's, not the edge's 400 (see `forward`). The
+ *   owning app reads it with the same edge as standalone: JSON rules, authentication first, rate
+ *   limits, validation.
  *   Hop-by-hop headers are not forwarded; `X-Forwarded-For` is replaced by the client address the
  *   gateway saw and `X-Request-Id` by the gateway's request id (the apps take both from the
  *   gateway only, SVC_TRUST_PROXY), so the per-address limit counts clients and one request's log
@@ -92,6 +97,17 @@ class ClientGone extends Error {
   constructor() {
     super('client gone');
     this.name = 'ClientGone';
+  }
+}
+
+/** A streamed body broke off and the app gave no answer: the edge answers (`answerHere`). */
+class BodyBroken extends Error {
+  constructor(
+    readonly answerHere: () => void,
+    readonly upstreamError: unknown,
+  ) {
+    super('body broken off');
+    this.name = 'BodyBroken';
   }
 }
 
@@ -197,6 +213,11 @@ export class GatewayProxy {
    * wildcard); every other request comes here.
    */
   register(fastify: FastifyInstance): void {
+    // A body that will be streamed is marked as Node emits its request, before any of it is parsed
+    // (the edge then leaves the answer to a body that breaks off to the app: see `forward`).
+    fastify.server.prependListener('request', (req: IncomingMessage) => {
+      if (hasBody(req) && !isJsonMedia(req.headers['content-type']) && this.table.match(req.method ?? 'GET', req.url ?? '/')) passBodyOn(req);
+    });
     void fastify.register(async (child) => {
       child.removeAllContentTypeParsers();
       child.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined));
@@ -230,8 +251,15 @@ export class GatewayProxy {
         if (!reply.raw.writableEnded && !reply.raw.headersSent) reply.raw.destroy();
         return reply;
       }
-      const reason = err instanceof UpstreamUnavailable ? err.reason : ((err as NodeJS.ErrnoException)?.code ?? (err as Error)?.name ?? 'error');
+      const cause = err instanceof BodyBroken ? err.upstreamError : err;
+      const reason = cause instanceof UpstreamUnavailable ? cause.reason : ((cause as NodeJS.ErrnoException)?.code ?? (cause as Error)?.name ?? 'error');
       getLogger().warn({ reqId: req.id, upstream: match.app, reason }, 'gateway: app unavailable');
+      if (err instanceof BodyBroken) {
+        // No answer from the app to a body that broke off: the edge's own.
+        reply.hijack();
+        err.answerHere();
+        return reply;
+      }
       // What is left of a body not read is not read: the connection closes after the answer.
       if (!raw.complete) reply.header('connection', 'close');
       return reply.code(503).header('retry-after', '1').header('content-type', 'application/json; charset=utf-8').send(UNAVAILABLE_BODY);
@@ -244,30 +272,51 @@ export class GatewayProxy {
    * within the body limit (over it: 413 here, as the app's own edge answers it): the app then gets
    * it whole, so it never answers (and closes) while the body is still on its way, and a request
    * can be sent again on a new connection. Any other body is streamed: the app answers it without
-   * reading it (415, or 401 first) and reads what is left off the connection.
+   * reading it (415, or 401 first) and reads what is left off the connection; if the body breaks
+   * off first, the app still answers it (the edge leaves that request to it, edge-answers.ts
+   * passBodyOn), and its connection is closed after the answer.
    */
   private async forward(req: FastifyRequest, reply: FastifyReply, app: string): Promise<unknown> {
     const raw = req.raw;
-    const hasBody = raw.headers['transfer-encoding'] !== undefined || (raw.headers['content-length'] !== undefined && raw.headers['content-length'] !== '0');
+    const withBody = hasBody(raw);
     const headers = forwardedHeaders(raw, req.ip, req.id);
     let body: Buffer | null = null;
-    if (hasBody && isJsonMedia(raw.headers['content-type'])) {
+    if (withBody && isJsonMedia(raw.headers['content-type'])) {
       const declared = raw.headers['content-length'];
       const read = declared !== undefined && Number(declared) > this.options.bodyLimit ? null : await readBody(raw, this.options.bodyLimit);
       if (read === null) return this.tooLarge(reply);
       body = read;
-      delete headers['transfer-encoding'];
       for (const name of Object.keys(headers)) if (name.toLowerCase() === 'content-length') delete headers[name];
-      headers['content-length'] = String(body.length);
+      // Node undid the chunking only: a transfer coding under it (`gzip, chunked`) is still on the
+      // bytes, and goes on with them (chunked again), so that the app's JSON parser answers it
+      // as standalone does (415 after authentication, ./body-parsing.ts). Else sent with its length.
+      const transferCoding = raw.headers['transfer-encoding'];
+      if (!plainTransferEncoding(transferCoding)) headers['transfer-encoding'] = transferCoding;
+      else headers['content-length'] = String(body.length);
     }
     // The whole request is at hand (no body, or one read here): it can be sent again.
-    const replayable = !hasBody || body !== null;
+    const replayable = !withBody || body !== null;
+    // A streamed body that breaks off (a FIN, a bad chunk): the edge leaves the answer to the app,
+    // which answers such a body without reading it (415, or 401 first), as standalone does; it
+    // gets what came, and `timeoutMs` to answer, else the edge's own answer (`answerHere`, 400).
+    let broken: (() => void) | undefined;
+    let awaitAnswer: (() => void) | undefined;
+    if (withBody && body === null)
+      onBodyBreak(raw, (answerHere) => {
+        broken = answerHere;
+        reply.header('connection', 'close');
+        awaitAnswer?.();
+      });
     return new Promise((resolve, reject) => {
       const tried = new Set<string>();
       let reusedRetry = false;
       let lastError: Error | undefined;
       let clientGone = false;
       let current: ReturnType<typeof httpRequest> | undefined;
+      // The body broke off: nothing more is sent to the app, whose connection is closed after its answer.
+      reply.raw.once('finish', () => {
+        if (broken) current?.destroy();
+      });
       const send = (same?: Replica): void => {
         const replica = same ?? this.pool.pick(app, tried);
         if (!replica) {
@@ -344,11 +393,13 @@ export class GatewayProxy {
             clearTimeout(connectTimer);
           });
         });
-        // Once the whole request is sent, the app has `timeoutMs` to begin its answer.
-        out.on('finish', () => {
-          if (settled) return;
+        // Once the whole request is sent (or all of it that will come), the app has `timeoutMs` to begin its answer.
+        const startAnswerTimer = () => {
+          if (settled || answerTimer) return;
           answerTimer = setTimeout(() => fail(new UpstreamUnavailable('answer timeout')), this.options.timeoutMs);
-        });
+        };
+        awaitAnswer = startAnswerTimer;
+        out.on('finish', startAnswerTimer);
         out.on('error', fail);
         out.on('response', (res: IncomingMessage) => {
           if (settled) {
@@ -361,8 +412,10 @@ export class GatewayProxy {
           resolve(this.answer(reply, res, raw.method === 'HEAD'));
         });
         if (body !== null) out.end(body);
-        else if (hasBody) raw.pipe(out);
-        else out.end();
+        else if (withBody) {
+          raw.pipe(out);
+          if (broken) startAnswerTimer();
+        } else out.end();
       };
       // The client went away: so does the request to the app.
       reply.raw.once('close', () => {
@@ -372,6 +425,8 @@ export class GatewayProxy {
         reject(new ClientGone());
       });
       send();
+    }).catch((err: unknown) => {
+      throw broken && !(err instanceof ClientGone) ? new BodyBroken(broken, err) : err;
     });
   }
 
@@ -434,6 +489,11 @@ function forwardedHeaders(raw: IncomingMessage, clientIp: string, requestId: str
   out['x-forwarded-for'] = clientIp;
   out[REQUEST_ID_HEADER] = requestId;
   return out;
+}
+
+/** Whether a request has a body: chunked, or a Content-Length but 0. */
+function hasBody(raw: IncomingMessage): boolean {
+  return raw.headers['transfer-encoding'] !== undefined || (raw.headers['content-length'] !== undefined && raw.headers['content-length'] !== '0');
 }
 
 /** The media type Fastify hands to the JSON parser (`application/json`, any parameters). */

@@ -5,7 +5,7 @@ import { IncomingMessage, Server, ServerResponse, createServer } from 'node:http
 import { AddressInfo, Socket, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Controller, Get, Module } from '@nestjs/common';
+import { Body, CanActivate, Controller, ExecutionContext, Get, Module, Post, UnauthorizedException, UseGuards } from '@nestjs/common';
 import { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { SqliteReadStore } from '@svc/read-store';
 import { GatewayProxy, announceUpstream, createHttpApp, loadConfig, requestIdFrom, routesOf, trustedPeer } from '@svc/platform';
@@ -26,6 +26,28 @@ class OwnController {
 
 @Module({ controllers: [OwnController] })
 class GatewayTestModule {}
+
+/** A credential looked up in a store (a few milliseconds): `Bearer good` passes, anything else is 401. */
+class SlowKeyGuard implements CanActivate {
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    await sleep(100);
+    if (context.switchToHttp().getRequest<{ headers: Record<string, string> }>().headers.authorization !== 'Bearer good') throw new UnauthorizedException();
+    return true;
+  }
+}
+
+/** An app with the service's HTTP edge (createHttpApp) and one guarded route taking a JSON body. */
+@Controller()
+class GuardedController {
+  @Post('guarded/items')
+  @UseGuards(new SlowKeyGuard())
+  create(@Body() body: unknown) {
+    return { got: body };
+  }
+}
+
+@Module({ controllers: [GuardedController] })
+class GuardedAppModule {}
 
 // The service log: a run of the whole suite sends every log to one file (SVC_LOG_FILE); else this file's own.
 const logDir = mkdtempSync(join(tmpdir(), 'gateway-proxy-log-'));
@@ -53,11 +75,15 @@ describe('GatewayProxy', () => {
   let base: string;
   let seen: Seen[] = [];
   let answer: (req: IncomingMessage, res: ServerResponse, body: Buffer) => void;
+  /** A real app behind the gateway (the service's edge, a guarded route). */
+  let guardedApp: NestFastifyApplication;
+  let upstreamClosed: string[] = [];
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'gateway-proxy-'));
     store = new SqliteReadStore(join(dir, 'read.sqlite'));
     upstream = createServer((req, res) => {
+      req.on('close', () => upstreamClosed.push(req.url!));
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
@@ -106,6 +132,14 @@ describe('GatewayProxy', () => {
     });
 
     const config = loadConfig({ NODE_ENV: 'test', SVC_DATA_DIR: dir, PORT: '0', HOST: '127.0.0.1', SVC_RATE_LIMITS: 'off' }, 'distributed');
+    guardedApp = await createHttpApp(GuardedAppModule, config);
+    await guardedApp.listen(0, '127.0.0.1');
+    await announceUpstream(store, {
+      app: 'guarded-app',
+      origin: `http://127.0.0.1:${(guardedApp.getHttpServer().address() as AddressInfo).port}`,
+      routes: [{ method: 'POST', url: '/api/guarded/items' }],
+      announcedAt: new Date().toISOString(),
+    });
     gateway = await createHttpApp(GatewayTestModule, config);
     proxy = new GatewayProxy({ readStore: store, self: 'gateway', timeoutMs: 400, refreshMs: 100, bodyLimit: 1024 * 1024 });
     await proxy.start();
@@ -117,6 +151,7 @@ describe('GatewayProxy', () => {
 
   afterAll(async () => {
     await gateway?.close();
+    await guardedApp?.close();
     await proxy?.close();
     for (const s of silentSockets) s.destroy();
     silent?.closeAllConnections();
@@ -129,6 +164,7 @@ describe('GatewayProxy', () => {
 
   beforeEach(() => {
     seen = [];
+    upstreamClosed = [];
     answer = (_req, res) => {
       res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'x-app': 'case-ledger' });
       res.end('{"ok":true}');
@@ -239,6 +275,52 @@ describe('GatewayProxy', () => {
     });
     expect(res.status).toBe(415);
     expect(await res.json()).toEqual({ code: 'UNSUPPORTED_MEDIA_TYPE', message: `got ${2 * 1024 * 1024}` });
+  });
+
+  it('Transfer-Encoding: gzip, chunked reaches the app with its coding, which answers it as standalone: 415 after the credential', async () => {
+    const send = (te: string, auth?: string) =>
+      rawRequest(
+        base,
+        `POST /api/guarded/items HTTP/1.1\r\nHost: gw\r\n${auth ? `Authorization: ${auth}\r\n` : ''}Content-Type: application/json\r\nTransfer-Encoding: ${te}\r\nConnection: close\r\n\r\n7\r\n{"a":1}\r\n0\r\n\r\n`,
+      );
+    const gz = answerOf(await send('gzip, chunked', 'Bearer good'));
+    expect(gz).toEqual({ status: 415, body: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.stringContaining('Transfer-Encoding') } });
+    expect(answerOf(await send('gzip, chunked')).status).toBe(401);
+    expect(answerOf(await send('chunked', 'Bearer good'))).toEqual({ status: 201, body: { got: { a: 1 } } });
+    // What the app gets: the bytes, and the coding Node did not undo (chunked again).
+    await rawRequest(
+      base,
+      'POST /api/v1/clinical-cases/c1/updates HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n2\r\n{}\r\n0\r\n\r\n',
+    );
+    expect([seen[0].headers['transfer-encoding'], seen[0].headers['content-length'], seen[0].body.toString()]).toEqual(['gzip, chunked', undefined, '{}']);
+  });
+
+  it("a streamed body broken off by FIN gets the app's answer, given without reading it (415 after the credential), then the close", async () => {
+    const broken = (auth?: string) =>
+      rawRequest(
+        base,
+        `POST /api/guarded/items HTTP/1.1\r\nHost: gw\r\n${auth ? `Authorization: ${auth}\r\n` : ''}Content-Type: text/plain\r\nContent-Length: 100\r\n\r\n0123456789`,
+        { fin: true },
+      );
+    const typed = answerOf(await broken('Bearer good'));
+    expect(typed).toEqual({ status: 415, body: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.any(String) } });
+    expect(answerOf(await broken()).status).toBe(401);
+  });
+
+  it("a streamed body broken off by FIN that the app does not answer: the edge's 400 after the answer timeout, and the app's request is closed", async () => {
+    const started = performance.now();
+    const raw = await rawRequest(
+      base,
+      'POST /api/v1/clinical-cases/c1/updates HTTP/1.1\r\nHost: gw\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\n0123456789',
+      { fin: true },
+    );
+    expect(answerOf(raw)).toEqual({
+      status: 400,
+      body: { code: 'VALIDATION_FAILED', message: expect.any(String), details: [{ path: '', message: 'malformed HTTP request' }] },
+    });
+    expect(raw.toLowerCase()).toContain('cache-control: no-store');
+    expect(performance.now() - started).toBeGreaterThanOrEqual(390);
+    await waitFor(() => upstreamClosed.includes('/api/v1/clinical-cases/c1/updates'));
   });
 
   it("answers with the app's status, headers and body, plus the gateway's security headers", async () => {
@@ -369,8 +451,8 @@ async function waitFor(ok: () => boolean, ms = 2000) {
   }
 }
 
-/** Sends raw bytes and reads until the server closes the connection. */
-function rawRequest(base: string, text: string): Promise<string> {
+/** Sends raw bytes (then a FIN if `fin`) and reads until the server closes the connection. */
+function rawRequest(base: string, text: string, options: { fin?: boolean } = {}): Promise<string> {
   return new Promise((resolve, reject) => {
     const socket = connect(Number(new URL(base).port), '127.0.0.1');
     let out = '';
@@ -382,7 +464,16 @@ function rawRequest(base: string, text: string): Promise<string> {
       resolve(out);
     });
     socket.write(text);
+    if (options.fin) socket.end();
   });
+}
+
+/** The status and JSON body of the one answer a raw exchange received (by its content-length). */
+function answerOf(raw: string): { status: number; body: unknown } {
+  const end = raw.indexOf('\r\n\r\n');
+  const length = Number(/\r\ncontent-length: *(\d+)/i.exec(raw.slice(0, end))?.[1] ?? -1);
+  expect(raw.length).toBe(end + 4 + length);
+  return { status: Number(raw.split(' ')[1]), body: JSON.parse(raw.slice(end + 4)) };
 }
 
 describe('request ids across the gateway', () => {

@@ -307,6 +307,8 @@ export class StandaloneProcess {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.child = child;
+    // This start's output only: after a restart, the first start's "listening at" is not this one's.
+    this.output = '';
     await new Promise<void>((res, rej) => {
       const timer = setTimeout(() => rej(new Error(`standalone did not start: ${this.output}`)), 30000);
       const onData = (d: Buffer) => {
