@@ -10,7 +10,7 @@
  * connection, and no referrer is sent).
  */
 import { render } from 'preact';
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { call, type Answer } from '../shared/http';
 import { LANG_NAMES, browserLang, type Lang } from '../shared/lang';
 import { STRINGS, type Strings } from './strings';
@@ -119,7 +119,9 @@ function App({ link, serverState }: { link: Link; serverState: string }) {
   const heading = useRef<HTMLHeadingElement>(null);
   const rendered = useRef(false);
 
-  useEffect(() => {
+  // Before the browser paints: the page's language changes with its words (a screen reader
+  // never reads the new text under the old lang).
+  useLayoutEffect(() => {
     document.documentElement.lang = lang;
     document.title = t.title;
   }, [lang]);
