@@ -26,10 +26,9 @@ import { ChildProcess, fork } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const autocannon = require('autocannon');
 import Fastify from 'fastify';
 import { startProfile } from './profile';
+import { cannon, caseUpdateBody, openCases, seedTenant } from './support';
 
 type ClientMode = 'inproc' | 'process';
 
@@ -111,8 +110,7 @@ class Gen {
     const caseId = this.s.cases[this.s.u++ % this.s.cases.length];
     const seq = this.s.nextSeq[caseId];
     this.s.nextSeq[caseId] = seq + 1;
-    const body = { updateId: randomUUID(), sequence: seq, status: seq === 1 ? 'processed' : 'clinician_responded', externalReference: `bench-${seq}` };
-    return { path: `${this.s.prefix}/v1/clinical-cases/${caseId}/updates`, body: JSON.stringify(body) };
+    return { path: `${this.s.prefix}/v1/clinical-cases/${caseId}/updates`, body: caseUpdateBody(seq) };
   }
 }
 
@@ -127,12 +125,6 @@ interface Job {
   overallRate?: number;
   rate?: number;
   dynamicProgress?: boolean;
-}
-
-function autocannonRun(opts: Record<string, unknown>): Promise<Result> {
-  return new Promise((resolve, reject) => {
-    autocannon(opts, (err: Error | null, res: Result) => (err ? reject(err) : resolve(res)));
-  });
 }
 
 /** Runs a job in the current process. */
@@ -155,7 +147,7 @@ async function execute(job: Job, gen: Gen): Promise<Result | PacedResult> {
       ? [{ method: 'GET', setupRequest: (req: Record<string, unknown>) => ({ ...req, path: gen.progressPath() }) }]
       : gen.s.cases.map((_, i) => ({ method: 'GET', path: gen.progressPathOf(i) }));
   if (job.target === 'updates') opts.requests = [{ method: 'POST', setupRequest: (req: Record<string, unknown>) => ({ ...req, ...gen.update() }) }];
-  return autocannonRun(opts);
+  return cannon(opts);
 }
 
 /** The load generator in a child process (this file, forked with --worker). */
@@ -257,17 +249,6 @@ async function pacedRun(
   return { perSecond: latencies.length / elapsed, p50: q(0.5), p99: q(0.99), failed };
 }
 
-async function json(method: string, url: string, body?: unknown, token?: string): Promise<any> {
-  const res = await fetch(url, {
-    method,
-    headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...(token ? { authorization: `Bearer ${token}` } : {}) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  if (res.status >= 300) throw new Error(`${method} ${url}: ${res.status} ${text}`);
-  return text ? JSON.parse(text) : undefined;
-}
-
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   const dataDir = mkdtempSync(join(args.dir ?? tmpdir(), 'svc-bench-cases-'));
@@ -294,40 +275,10 @@ async function main(): Promise<void> {
   const child = args.clients.includes('process') ? new ChildClient() : null;
 
   try {
-    const staff = (await json('POST', `${base}/dev/staff-tokens`, { sub: 'bench', email: 'bench@example.test' })).idToken as string;
-    const org = await json('POST', `${base}/organizations`, { name: 'Bench Clinic' }, staff);
-    const envId = org.environments.find((e: { kind: string }) => e.kind === 'sandbox').id as string;
-    const E = `${base}/organizations/${org.id}/environments/${envId}`;
-    const key = (await json('POST', `${E}/api-keys`, { name: 'bench' }, staff)).key as string;
-    await json('POST', `${base}/organizations/${org.id}/baa`, { signerName: 'B', signerTitle: 'C' }, staff);
     // Staff cases need a patient the environment knows: a protocol and 50 enrolled patients.
-    const protocol = await json(
-      'POST',
-      `${E}/protocols`,
-      {
-        programKey: 'bench',
-        name: 'Bench',
-        defaultCadenceDays: 30,
-        questions: [{ key: 'pain', text: 'Pain?', type: 'scale', min: 0, max: 10 }],
-        redFlags: { emergencyTerms: true },
-      },
-      staff,
-    );
-    await json('POST', `${E}/protocols/${protocol.id}/activate`, undefined, staff);
-    const patients: string[] = [];
-    for (let i = 0; i < 50; i++) {
-      const ev = { eventId: randomUUID(), type: 'patient.created', externalPatientId: `BENCH-${i}`, email: `bench-${i}@example.test`, programKey: 'bench' };
-      patients.push((await json('POST', `${base}/client/patient-events`, ev, key)).patientId as string);
-    }
-    const cases: string[] = [];
-    for (let i = 0; i < args.cases; i += 50) {
-      const batch = await Promise.all(
-        Array.from({ length: Math.min(50, args.cases - i) }, (_, j) =>
-          json('POST', `${E}/clinical-cases`, { patientId: patients[j], request: 'bench request' }, staff),
-        ),
-      );
-      cases.push(...batch.map((b) => b.caseId as string));
-    }
+    const tenant = await seedTenant(base, { patients: 50 });
+    const key = tenant.key;
+    const cases = await openCases(tenant, args.cases, 50);
     const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
     const url = new URL(base);
     const gen = new Gen({ prefix: url.pathname, cases, p: 0, u: 0, nextSeq: Object.fromEntries(cases.map((c) => [c, 1])) });

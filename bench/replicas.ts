@@ -18,17 +18,10 @@
  * Rate limits off, log level warn. The core count and load average are printed: the machine is
  * shared, so read the figures as one run's. A benchmark, not a test: never in CI.
  */
-import { ChildProcess, spawn } from 'node:child_process';
-import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { AddressInfo, createServer as netServer } from 'node:net';
-import { cpus, loadavg, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const autocannon = require('autocannon');
-
-const ROOT = resolve(__dirname, '..', '..');
+import { AddressInfo } from 'node:net';
+import { cpus, loadavg } from 'node:os';
+import { CannonFigures, Distributed, cannon, cannonFigures, caseUpdateRequests, json, openCases, seedTenant, sleep, startDistributed } from './support';
 
 interface Args {
   seconds: number;
@@ -51,209 +44,27 @@ function parseArgs(argv: string[]): Args {
   return args;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const srv = netServer();
-    srv.once('error', rej);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as AddressInfo;
-      srv.close(() => res(port));
-    });
-  });
-}
-
-interface Topology {
+interface Topology extends Distributed {
   replicas: string;
-  base: string;
-  stop(): Promise<void>;
 }
 
 /** start-distributed with SVC_REPLICAS; resolves with the gateway's base URL once every process is ready. */
 async function startTopology(replicas: string): Promise<Topology> {
-  const dir = mkdtempSync(join(tmpdir(), 'svc-bench-replicas-'));
-  const db = `svc_bench_${randomBytes(4).toString('hex')}`;
-  const prefix = `bench-${randomBytes(4).toString('hex')}`;
-  const env = {
-    ...process.env,
-    NODE_ENV: 'test',
-    SVC_DEV_TOOLS: '1',
-    SVC_RATE_LIMITS: 'off',
-    SVC_LOG_LEVEL: 'warn',
-    HOST: '127.0.0.1',
-    PORT: String(await freePort()),
-    SVC_DATA_DIR: dir,
-    SVC_DB_NAME: db,
-    REDIS_KEY_PREFIX: prefix,
-    SVC_REPLICAS: replicas,
-  };
-  const child: ChildProcess = spawn(process.execPath, [join(ROOT, 'scripts', 'start-distributed.js'), '--no-build'], {
-    cwd: ROOT,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  const base = await new Promise<string>((res, rej) => {
-    const timer = setTimeout(() => rej(new Error(`topology not ready:\n${out.slice(-3000)}`)), 300_000);
-    const on = (d: Buffer) => {
-      out = (out + d.toString()).slice(-20_000);
-      const m = out.match(/\(distributed\) listening at (http:\/\/\S+)/);
-      if (m) {
-        clearTimeout(timer);
-        res(m[1]);
-      }
-    };
-    child.stdout!.on('data', on);
-    child.stderr!.on('data', on);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      rej(new Error(`start-distributed exited ${code}:\n${out.slice(-3000)}`));
-    });
-  });
-  return {
-    replicas,
-    base,
-    stop: async () => {
-      if (child.exitCode === null && child.signalCode === null) {
-        const exited = new Promise((r) => child.once('exit', r));
-        child.kill('SIGTERM');
-        const timer = setTimeout(() => child.kill('SIGKILL'), 40_000);
-        await exited;
-        clearTimeout(timer);
-      }
-      rmSync(dir, { recursive: true, force: true });
-      const { Client } = await import('pg');
-      const admin = new URL(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
-      admin.pathname = '/postgres';
-      const pg = new Client({ connectionString: admin.toString() });
-      await pg.connect();
-      await pg.query(`DROP DATABASE IF EXISTS "${db}" WITH (FORCE)`).finally(() => pg.end());
-      const { default: Redis } = await import('ioredis');
-      const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
-      let cursor = '0';
-      do {
-        const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-        cursor = next;
-        if (keys.length) await redis.del(...keys);
-      } while (cursor !== '0');
-      redis.disconnect();
-    },
-  };
+  const topology = await startDistributed({ dirPrefix: 'svc-bench-replicas-', timeoutMs: 300_000, env: { SVC_REPLICAS: replicas } });
+  return { replicas, ...topology };
 }
 
-async function json(method: string, url: string, body?: unknown, token?: string): Promise<any> {
-  const headers: Record<string, string> = {};
-  if (token) headers.authorization = `Bearer ${token}`;
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  for (let attempt = 1; ; attempt++) {
-    const r = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-    const text = await r.text();
-    // A 503 (Retry-After) while a consumer group settles: the same request again.
-    if (r.status === 503 && attempt < 20) {
-      await sleep(500);
-      continue;
-    }
-    if (r.status >= 300) throw new Error(`${method} ${url}: ${r.status} ${text}`);
-    return text ? JSON.parse(text) : undefined;
-  }
-}
-
-interface Tenant {
-  staff: string;
-  key: string;
-  E: string;
-  patients: string[];
-}
-
-async function tenant(base: string, name: string): Promise<Tenant> {
-  const staff = (await json('POST', `${base}/dev/staff-tokens`, { sub: `bench-${name}`, email: `bench-${name}@example.test` })).idToken as string;
-  const org = await json('POST', `${base}/organizations`, { name: `Bench ${name}` }, staff);
-  const envId = org.environments.find((e: { kind: string }) => e.kind === 'sandbox').id as string;
-  const E = `${base}/organizations/${org.id}/environments/${envId}`;
-  const key = (await json('POST', `${E}/api-keys`, { name: 'bench' }, staff)).key as string;
-  await json('POST', `${base}/organizations/${org.id}/baa`, { signerName: 'B', signerTitle: 'C' }, staff);
-  const protocol = await json(
-    'POST',
-    `${E}/protocols`,
-    {
-      programKey: `bench-${name}`,
-      name: 'Bench',
-      defaultCadenceDays: 30,
-      questions: [{ key: 'pain', text: 'Pain?', type: 'scale', min: 0, max: 10 }],
-      redFlags: { emergencyTerms: true },
-    },
-    staff,
-  );
-  await json('POST', `${E}/protocols/${protocol.id}/activate`, undefined, staff);
-  const patients: string[] = [];
-  for (let i = 0; i < 20; i++) {
-    patients.push(
-      (
-        await json(
-          'POST',
-          `${base}/client/patient-events`,
-          {
-            eventId: randomUUID(),
-            type: 'patient.created',
-            externalPatientId: `BENCH-${name}-${i}`,
-            email: `bench-${name}-${i}@example.test`,
-            programKey: `bench-${name}`,
-          },
-          key,
-        )
-      ).patientId as string,
-    );
-  }
-  return { staff, key, E, patients };
-}
-
-/** Opens `n` cases, `concurrency` at a time; answers their ids. */
-async function openCases(t: Tenant, n: number, concurrency: number): Promise<string[]> {
-  const ids: string[] = [];
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < n) {
-        const i = next++;
-        ids.push(
-          (await json('POST', `${t.E}/clinical-cases`, { patientId: t.patients[i % t.patients.length], request: 'bench request' }, t.staff)).caseId as string,
-        );
-      }
-    }),
-  );
-  return ids;
-}
-
-function cannon(opts: Record<string, unknown>): Promise<any> {
-  return new Promise((res, rej) => autocannon(opts, (err: Error | null, r: unknown) => (err ? rej(err) : res(r))));
-}
-
-interface UpdatesRow {
-  rps: number;
-  p50: number;
-  p99: number;
-  non2xx: number;
-  errors: number;
-}
+type UpdatesRow = CannonFigures;
 
 async function updates(base: string, args: Args): Promise<UpdatesRow> {
-  const t = await tenant(base, 'updates');
+  const t = await seedTenant(base, { name: 'updates', patients: 20 });
   const cases = await openCases(t, args.cases, 16);
   const url = new URL(base);
   const headers = { authorization: `Bearer ${t.key}`, 'content-type': 'application/json' };
-  const next: Record<string, number> = Object.fromEntries(cases.map((c) => [c, 1]));
-  let u = 0;
-  const update = () => {
-    const caseId = cases[u++ % cases.length];
-    const seq = next[caseId]++;
-    const body = { updateId: randomUUID(), sequence: seq, status: seq === 1 ? 'processed' : 'clinician_responded', externalReference: `bench-${seq}` };
-    return { path: `${url.pathname}/v1/clinical-cases/${caseId}/updates`, body: JSON.stringify(body) };
-  };
-  const requests = [{ method: 'POST', setupRequest: (req: Record<string, unknown>) => ({ ...req, ...update() }) }];
+  const requests = caseUpdateRequests(url.pathname, cases);
   await cannon({ url: url.origin, connections: args.connections, duration: 2, headers, requests });
   const r = await cannon({ url: url.origin, connections: args.connections, duration: args.seconds, headers, requests });
-  return { rps: r['2xx'] / args.seconds, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors + r.timeouts };
+  return cannonFigures(r, args.seconds);
 }
 
 interface DeliveriesRow {
@@ -285,7 +96,7 @@ async function deliveries(base: string, args: Args): Promise<DeliveriesRow> {
   });
   await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
   try {
-    const t = await tenant(base, 'webhooks');
+    const t = await seedTenant(base, { name: 'webhooks', patients: 20 });
     await json(
       'POST',
       `${t.E}/webhook-endpoints`,
