@@ -63,6 +63,8 @@ export class SqliteReadStore implements ReadStore {
 
   /** Checkpoints on a worker thread (see `WalCheckpointer`); null for `:memory:` or when turned off. */
   private readonly checkpointer: WalCheckpointer | null = null;
+  /** Opened with `exclusive`: this connection has the file to itself until close. */
+  private readonly exclusive: boolean;
 
   constructor(
     readonly path: string,
@@ -70,6 +72,7 @@ export class SqliteReadStore implements ReadStore {
   ) {
     if (isFile(path)) mkdirSync(dirname(path), { recursive: true });
     this.db = new Database(path, options.exclusive ? { timeout: 1000 } : undefined);
+    this.exclusive = options.exclusive === true && isFile(path);
     if (options.exclusive) {
       // Taken before anything else is read, and kept until close (locking_mode EXCLUSIVE keeps
       // the lock after each transaction): fails while any other connection has the file open (a
@@ -343,7 +346,13 @@ export class SqliteReadStore implements ReadStore {
 
   /**
    * `ReadStore.replaceReadModels` in one IMMEDIATE transaction: readers on other connections see
-   * the old models or the new ones, never a mix.
+   * the old models or the new ones, never a mix. A store opened `exclusive` (svc rebuild: no other
+   * connection can exist) runs it with a rollback journal (journal_mode TRUNCATE, synchronous FULL)
+   * instead of the WAL: the rebuilt pages are written once, to the file, instead of to the WAL and
+   * again by the checkpoint (about half the swap's time for a whole read store). It is as atomic
+   * and crash-safe: a process killed during the swap leaves a hot journal that the next opener of
+   * the file rolls back (the old models, whole), before anything reads it. The WAL is checkpointed
+   * before and the file goes back to WAL (synchronous NORMAL) after, success or not.
    */
   async replaceReadModels(models: RebuiltReadModel[]): Promise<void> {
     const delCollection = this.db.prepare('DELETE FROM docs WHERE collection = ?');
@@ -361,11 +370,21 @@ export class SqliteReadStore implements ReadStore {
         this.stmts.setCheckpoint.run(m.projection, m.position);
       }
     });
+    const rollbackJournal = this.exclusive;
     try {
+      if (rollbackJournal) {
+        this.db.pragma('wal_checkpoint(TRUNCATE)');
+        this.db.pragma('journal_mode = TRUNCATE');
+        this.db.pragma('synchronous = FULL');
+      }
       replace.immediate();
     } finally {
       // Every cached document of these collections is dropped (generation and documentGeneration).
       this.foreign = ++this.counter;
+      if (rollbackJournal && this.db.open) {
+        this.db.pragma('journal_mode = WAL');
+        this.db.pragma('synchronous = NORMAL');
+      }
     }
   }
 
