@@ -16,8 +16,12 @@ export interface RebuildOptions {
   progress?: boolean;
 }
 
-/** Events read from the log per page, and pages read ahead of the one being applied. */
-const PAGE = 5000;
+/**
+ * Events read from the log per page, and pages read ahead of the one being applied. Small pages:
+ * a page read ahead lives until it is applied, and pages of 5,000 outlived V8's young generation
+ * (promoted, then collected by full collections): 500 takes 15% off the rebuild's CPU (bench/README.md).
+ */
+const PAGE = 500;
 const PAGES_AHEAD = 2;
 /** How often a --json run writes a progress record. */
 const JSON_PROGRESS_MS = 1000;
