@@ -212,11 +212,19 @@ export async function rebuildReadModels(
       ahead.push(opened);
     }
   };
+  /** The reads of the log, one after the other; they go on while a page is applied (a failure is thrown below). */
+  let reading: Promise<void> = readAhead();
+  reading.catch(() => undefined);
   try {
-    await readAhead();
-    while (ahead.length) {
+    for (;;) {
+      if (!ahead.length) {
+        await reading;
+        if (!ahead.length) break;
+      }
       const page = await (ahead.shift() as Promise<RecordedEvent[]>);
-      await readAhead();
+      // Read on while this page is applied: a remote store's round trips overlap the replay.
+      reading = reading.then(readAhead);
+      reading.catch(() => undefined);
       for (const e of page) {
         await replay.apply(e);
         count++;
@@ -227,6 +235,7 @@ export async function rebuildReadModels(
     await source.sealing?.settle();
   } finally {
     more = false;
+    await reading.catch(() => undefined);
     await Promise.allSettled(ahead);
   }
   const replayed = process.hrtime.bigint();
