@@ -13,6 +13,9 @@ export class ReadStoreInUseError extends Error {
   }
 }
 
+/** The index of partition reads (list, range, page), as created with the table. */
+const PARTITION_INDEX = 'docs_by_partition ON docs (collection, partition, score, key)';
+
 interface DocRow {
   key: string;
   partition: string;
@@ -110,7 +113,7 @@ export class SqliteReadStore implements ReadStore {
         doc        TEXT NOT NULL,
         PRIMARY KEY (collection, key)
       ) WITHOUT ROWID;
-      CREATE INDEX IF NOT EXISTS docs_by_partition ON docs (collection, partition, score, key);
+      CREATE INDEX IF NOT EXISTS ${PARTITION_INDEX};
       CREATE TABLE IF NOT EXISTS checkpoints (
         projection TEXT PRIMARY KEY,
         position   INTEGER NOT NULL
@@ -357,8 +360,20 @@ export class SqliteReadStore implements ReadStore {
   async replaceReadModels(models: RebuiltReadModel[]): Promise<void> {
     const delCollection = this.db.prepare('DELETE FROM docs WHERE collection = ?');
     const insert = this.db.prepare('INSERT INTO docs (collection, key, partition, score, doc) VALUES (?, ?, ?, ?, ?)');
+    const count = this.db.prepare('SELECT count(*) FROM docs').pluck();
+    const countCollection = this.db.prepare('SELECT count(*) FROM docs WHERE collection = ?').pluck();
     const replace = this.db.transaction(() => {
       this.noteForeignCommit();
+      // When the swap rewrites most of the table (svc rebuild --all), the partition index is
+      // dropped and built again after the inserts, from sorted rows, in the same transaction:
+      // cheaper than keeping it up to date row by row. Not when other documents outnumber those
+      // replaced and written: building it again would cost more than it saves.
+      let replaced = 0;
+      for (const m of models) for (const c of m.collections) replaced += countCollection.get(c) as number;
+      const written = models.reduce((n, m) => n + (m.documents ?? 0), 0);
+      const others = (count.get() as number) - replaced;
+      const rebuildIndex = others <= Math.max(replaced, written);
+      if (rebuildIndex) this.db.exec('DROP INDEX docs_by_partition');
       for (const m of models) {
         if (!Number.isSafeInteger(m.position) || m.position < 0) throw new RangeError('checkpoint position must be an integer >= 0');
         for (const c of m.collections) delCollection.run(c);
@@ -369,6 +384,7 @@ export class SqliteReadStore implements ReadStore {
         }
         this.stmts.setCheckpoint.run(m.projection, m.position);
       }
+      if (rebuildIndex) this.db.exec(`CREATE INDEX ${PARTITION_INDEX}`);
     });
     const rollbackJournal = this.exclusive;
     try {

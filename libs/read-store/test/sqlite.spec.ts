@@ -232,6 +232,49 @@ describe('SqliteReadStore.replaceReadModels on a store opened exclusive (rollbac
     await expectOld(path);
   });
 
+  it('a swap that rewrites most of the table builds the partition index again after its inserts; a small one keeps it', async () => {
+    const path = join(dir, 'swap-index.db');
+    await oldModel(path);
+    const store = new SqliteReadStore(path, { exclusive: true, backgroundCheckpoint: false });
+    try {
+      const db = (store as any).db;
+      const schema = () => db.pragma('schema_version', { simple: true }) as number;
+      const indexed = () => db.prepare("SELECT sql FROM sqlite_master WHERE name = 'docs_by_partition'").pluck().get() as string;
+      const before = { schema: schema(), sql: indexed() };
+      const model = (collection: string, n: number, position: number) => ({
+        projection: collection,
+        collections: [collection],
+        position,
+        documents: n,
+        docs: () =>
+          Array.from({ length: n }, (_, i) => ({
+            collection,
+            key: `k-${String(i).padStart(4, '0')}`,
+            partition: i % 2 ? 'odd' : 'even',
+            score: n - i,
+            json: JSON.stringify({ i }),
+          })),
+      });
+      // 10 documents beside 301 others: the index is kept as it is.
+      await store.replaceReadModels([model('small', 10, 3)]);
+      expect(schema()).toBe(before.schema);
+      // The 300 documents of cases replaced by 500: dropped and built again, the same index.
+      await store.replaceReadModels([{ ...model('cases', 500, 30), projection: 'proj' }]);
+      expect(schema()).toBeGreaterThan(before.schema);
+      expect(indexed()).toBe(before.sql);
+      expect(db.prepare("EXPLAIN QUERY PLAN SELECT doc FROM docs WHERE collection = 'cases' AND partition = 'odd' ORDER BY score, key").all()).toEqual([
+        expect.objectContaining({ detail: 'SEARCH docs USING INDEX docs_by_partition (collection=? AND partition=?)' }),
+      ]);
+      const odd = (await store.list<{ i: number }>('cases', 'odd')).map((d) => d.i);
+      expect(odd).toEqual(Array.from({ length: 250 }, (_, j) => 499 - 2 * j));
+      expect(await store.get('cases', 'old-7')).toBeNull();
+      expect(await store.get('other', 'x')).toEqual({ v: 'other' });
+      expect((await store.list('small', 'even')).length).toBe(5);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('a process killed during the swap leaves the old models: the next opener rolls the swap back', () => {
     const path = join(dir, 'swap-killed.db');
     return (async () => {
