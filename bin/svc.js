@@ -64,6 +64,7 @@ if (needsBuild()) {
  */
 function rebuildWithSingleThreadedGc() {
   if (process.argv[2] !== 'rebuild' || process.execArgv.includes('--single-threaded-gc')) return false;
+  if (process.argv.some((a) => a === '--list' || a === '--help' || a === '-h')) return false;
   if (process.env.SVC_REBUILD_GC === 'parallel' || require('node:os').availableParallelism() > 2) return false;
   const child = require('node:child_process').spawn(process.execPath, ['--single-threaded-gc', ...process.execArgv, __filename, ...process.argv.slice(2)], {
     stdio: 'inherit',
