@@ -56,4 +56,33 @@ if (needsBuild()) {
   }
 }
 
-require(entry).main(process.argv);
+/**
+ * `svc rebuild` on a machine of two cores or fewer runs in a child with V8's garbage collector on
+ * the threads that allocate (`--single-threaded-gc`): the rebuild's crypto thread has the other
+ * core, and the collector's helper threads only competed with it (bench/README.md, "Rebuild").
+ * SVC_REBUILD_GC=parallel keeps V8's default. Signals are passed on; the exit status is the child's.
+ */
+function rebuildWithSingleThreadedGc() {
+  if (process.argv[2] !== 'rebuild' || process.execArgv.includes('--single-threaded-gc')) return false;
+  if (process.argv.some((a) => a === '--list' || a === '--help' || a === '-h')) return false;
+  if (process.env.SVC_REBUILD_GC === 'parallel' || require('node:os').availableParallelism() > 2) return false;
+  const child = require('node:child_process').spawn(process.execPath, ['--single-threaded-gc', ...process.execArgv, __filename, ...process.argv.slice(2)], {
+    stdio: 'inherit',
+    env: { ...process.env, SVC_CLI_BUILD: '0' },
+  });
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+  const forward = (signal) => child.kill(signal);
+  for (const signal of signals) process.on(signal, forward);
+  child.on('error', (err) => {
+    process.stderr.write(`svc: cannot start the rebuild: ${err.message}\n`);
+    process.exit(2);
+  });
+  child.on('exit', (code, signal) => {
+    for (const s of signals) process.off(s, forward);
+    if (signal) process.kill(process.pid, signal);
+    else process.exit(code ?? 1);
+  });
+  return true;
+}
+
+if (!rebuildWithSingleThreadedGc()) require(entry).main(process.argv);

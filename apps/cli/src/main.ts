@@ -148,7 +148,7 @@ export function program(): Command {
       .option('--force', 'Redis read store: rebuild although other clients are connected to its database (they must not be a service using it)')
       .addHelpText(
         'after',
-        '\nRead store: READ_STORE (sqlite, the default: <data dir>/read-models.sqlite | redis: REDIS_URL, REDIS_KEY_PREFIX).\nSVC_REBUILD_CRYPTO_THREADS: threads for AES-GCM beside the replay (default: one per core but one; 0: none).\n\nExamples:\n  svc rebuild --list\n  svc rebuild --all\n  svc rebuild case-ledger-cases-v2 --json',
+        "\nRead store: READ_STORE (sqlite, the default: <data dir>/read-models.sqlite | redis: REDIS_URL, REDIS_KEY_PREFIX).\nSVC_REBUILD_CRYPTO_THREADS: threads for AES-GCM beside the replay (default: one per core but one; 0: none).\nSVC_REBUILD_GC=parallel: on two cores or fewer, keep V8's parallel garbage collector (the bin otherwise runs the rebuild with --single-threaded-gc).\n\nExamples:\n  svc rebuild --list\n  svc rebuild --all\n  svc rebuild case-ledger-cases-v2 --json",
       ),
   ).action(async (names: string[], opts) => {
     const rebuild = await import('./commands/rebuild');

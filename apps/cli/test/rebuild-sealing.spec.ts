@@ -82,12 +82,14 @@ describe('svc rebuild: payloads opened by PayloadCrypto, fields sealed by Deferr
     await crypto.close();
   });
 
-  it('refuses to write a document with a sealed value in its key or inside another string', async () => {
+  it('refuses to write a document with a sealed value in its key, as an object key, or inside another string', async () => {
     const raw = new InMemoryEventStore();
     await raw.append('note-1', [{ type: 'Noted', data: { text: 'x' }, metadata: meta('env-a') }], 'any');
     for (const [name, put] of [
       ['key', (k: Keyring, tx: Parameters<Projection['apply']>[1]) => tx.put('notes', k.encrypt('env-a', 'x'), {})],
       ['inside', (k: Keyring, tx: Parameters<Projection['apply']>[1]) => tx.put('notes', 'n', { blob: JSON.stringify({ s: k.encrypt('env-a', 'x') }) })],
+      ['after a quote', (k: Keyring, tx: Parameters<Projection['apply']>[1]) => tx.put('notes', 'n', { s: `"${k.encrypt('env-a', 'x')}` })],
+      ['object key', (k: Keyring, tx: Parameters<Projection['apply']>[1]) => tx.put('notes', 'n', { byKey: { [k.encrypt('env-a', 'x')]: 1 } })],
     ] as const) {
       const crypto = new PayloadCrypto((id) => keyring.encryptionKey(id), { threads: 0 });
       const sealing = new DeferredSealingKeyring(master, crypto);

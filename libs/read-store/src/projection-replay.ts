@@ -142,6 +142,6 @@ export class ProjectionReplay {
   readModels(position: number): RebuiltReadModel[] {
     if (!Number.isSafeInteger(position) || position < this.position)
       throw new RangeError(`a replay that applied position ${this.position} cannot be checkpointed at ${position}`);
-    return this.models.map((m) => ({ projection: m.projection.name, collections: [...m.docs.keys()], position, docs: () => m.entries() }));
+    return this.models.map((m) => ({ projection: m.projection.name, collections: [...m.docs.keys()], position, docs: () => m.entries(), documents: m.size }));
   }
 }

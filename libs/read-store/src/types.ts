@@ -172,6 +172,8 @@ export interface RebuiltReadModel {
   collections: readonly string[];
   position: number;
   docs(): Iterable<RebuiltDoc>;
+  /** How many documents `docs()` gives, where known (a store may plan the swap with it). */
+  documents?: number;
 }
 
 /**

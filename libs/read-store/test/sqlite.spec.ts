@@ -1,4 +1,5 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SqliteReadStore } from '../src/sqlite-read-store';
@@ -170,5 +171,132 @@ describe('SqliteReadStore: replaced documents do not linger in the file', () => 
     const left = Array.from({ length: 200 }, (_, i) => canary(i)).filter((c) => bytes.includes(c));
     expect(left).toEqual([]);
     expect(bytes).toContain('encrypted-now');
+  });
+});
+
+describeReadStoreConformance('sqlite, opened exclusive (svc rebuild)', {
+  async create() {
+    file = join(dir, `rs-${++n}.db`);
+    return new SqliteReadStore(file, { exclusive: true, backgroundCheckpoint: false });
+  },
+  async reopen() {
+    return new SqliteReadStore(file, { exclusive: true, backgroundCheckpoint: false });
+  },
+});
+
+describe('SqliteReadStore.replaceReadModels on a store opened exclusive (rollback journal for the swap)', () => {
+  const oldModel = async (path: string) => {
+    const store = new SqliteReadStore(path);
+    await store.commit(
+      'proj',
+      10,
+      Array.from({ length: 300 }, (_, i) => ({ op: 'put' as const, collection: 'cases', key: `old-${i}`, doc: { v: 'old', i }, partition: 'p', score: i })),
+    );
+    await store.write([{ op: 'put', collection: 'other', key: 'x', doc: { v: 'other' } }]);
+    await store.close();
+  };
+  const expectOld = async (path: string) => {
+    const store = new SqliteReadStore(path);
+    try {
+      expect(await store.getCheckpoint('proj')).toBe(10);
+      expect((await store.list('cases', 'p')).length).toBe(300);
+      expect(await store.get('cases', 'old-7')).toEqual({ v: 'old', i: 7 });
+      expect(await store.get('cases', 'new-7')).toBeNull();
+      expect(await store.get('other', 'x')).toEqual({ v: 'other' });
+      expect((store as any).db.pragma('journal_mode', { simple: true })).toBe('wal');
+    } finally {
+      await store.close();
+    }
+  };
+  const big = 'n'.repeat(2000);
+
+  it('a swap that fails leaves the old models, and the file back in WAL', async () => {
+    const path = join(dir, 'swap-fails.db');
+    await oldModel(path);
+    const store = new SqliteReadStore(path, { exclusive: true, backgroundCheckpoint: false });
+    await expect(
+      store.replaceReadModels([
+        {
+          projection: 'proj',
+          collections: ['cases'],
+          position: 20,
+          *docs() {
+            for (let i = 0; i < 2000; i++) yield { collection: 'cases', key: `new-${i}`, partition: 'p', score: i, json: JSON.stringify({ big }) };
+            throw new Error('the replay failed');
+          },
+        },
+      ]),
+    ).rejects.toThrow('the replay failed');
+    expect((store as any).db.pragma('journal_mode', { simple: true })).toBe('wal');
+    await store.close();
+    await expectOld(path);
+  });
+
+  it('a swap that rewrites most of the table builds the partition index again after its inserts; a small one keeps it', async () => {
+    const path = join(dir, 'swap-index.db');
+    await oldModel(path);
+    const store = new SqliteReadStore(path, { exclusive: true, backgroundCheckpoint: false });
+    try {
+      const db = (store as any).db;
+      const schema = () => db.pragma('schema_version', { simple: true }) as number;
+      const indexed = () => db.prepare("SELECT sql FROM sqlite_master WHERE name = 'docs_by_partition'").pluck().get() as string;
+      const before = { schema: schema(), sql: indexed() };
+      const model = (collection: string, n: number, position: number) => ({
+        projection: collection,
+        collections: [collection],
+        position,
+        documents: n,
+        docs: () =>
+          Array.from({ length: n }, (_, i) => ({
+            collection,
+            key: `k-${String(i).padStart(4, '0')}`,
+            partition: i % 2 ? 'odd' : 'even',
+            score: n - i,
+            json: JSON.stringify({ i }),
+          })),
+      });
+      // 10 documents beside 301 others: the index is kept as it is.
+      await store.replaceReadModels([model('small', 10, 3)]);
+      expect(schema()).toBe(before.schema);
+      // The 300 documents of cases replaced by 500: dropped and built again, the same index.
+      await store.replaceReadModels([{ ...model('cases', 500, 30), projection: 'proj' }]);
+      expect(schema()).toBeGreaterThan(before.schema);
+      expect(indexed()).toBe(before.sql);
+      expect(db.prepare("EXPLAIN QUERY PLAN SELECT doc FROM docs WHERE collection = 'cases' AND partition = 'odd' ORDER BY score, key").all()).toEqual([
+        expect.objectContaining({ detail: 'SEARCH docs USING INDEX docs_by_partition (collection=? AND partition=?)' }),
+      ]);
+      const odd = (await store.list<{ i: number }>('cases', 'odd')).map((d) => d.i);
+      expect(odd).toEqual(Array.from({ length: 250 }, (_, j) => 499 - 2 * j));
+      expect(await store.get('cases', 'old-7')).toBeNull();
+      expect(await store.get('other', 'x')).toEqual({ v: 'other' });
+      expect((await store.list('small', 'even')).length).toBe(5);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a process killed during the swap leaves the old models: the next opener rolls the swap back', () => {
+    const path = join(dir, 'swap-killed.db');
+    return (async () => {
+      await oldModel(path);
+      const lib = join(__dirname, '..', '..', '..', 'dist', 'libs', 'read-store', 'src');
+      // A small page cache: the swap's pages spill into the file before the kill (the journal holds the old ones).
+      const script = `
+        const { SqliteReadStore } = require(${JSON.stringify(lib)});
+        const store = new SqliteReadStore(${JSON.stringify(path)}, { exclusive: true, backgroundCheckpoint: false });
+        store.db.pragma('cache_size = 20');
+        const big = 'n'.repeat(2000);
+        store.replaceReadModels([{ projection: 'proj', collections: ['cases'], position: 20, *docs() {
+          for (let i = 0; ; i++) {
+            if (i === 3000) { console.log(require('node:fs').existsSync(${JSON.stringify(path + '-journal')}) ? 'journal' : 'no journal'); process.kill(process.pid, 'SIGKILL'); }
+            yield { collection: 'cases', key: 'new-' + i, partition: 'p', score: i, json: JSON.stringify({ big }) };
+          }
+        } }]);`;
+      const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 30_000 });
+      expect(r.signal).toBe('SIGKILL');
+      expect(r.stdout.trim()).toBe('journal');
+      await expectOld(path);
+      expect(existsSync(`${path}-journal`)).toBe(false);
+    })();
   });
 });

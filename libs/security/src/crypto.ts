@@ -29,8 +29,11 @@ export function randomIv(): Buffer {
 export function encryptString(key: Buffer, plaintext: string): string {
   const iv = randomIv();
   const cipher = createCipheriv('aes-256-gcm', key, iv);
-  const ct = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
-  return `v1.${iv.toString('base64url')}.${cipher.getAuthTag().toString('base64url')}.${ct.toString('base64url')}`;
+  const ct = cipher.update(plaintext, 'utf8');
+  // GCM is a stream mode: final() gives no bytes (only the tag); nothing to concatenate.
+  const rest = cipher.final();
+  const body = rest.length ? Buffer.concat([ct, rest]) : ct;
+  return `v1.${iv.toString('base64url')}.${cipher.getAuthTag().toString('base64url')}.${body.toString('base64url')}`;
 }
 
 export function decryptString(key: Buffer, envelope: string): string {

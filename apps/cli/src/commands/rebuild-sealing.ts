@@ -16,13 +16,14 @@ import { Keyring } from '@svc/security';
 export class DeferredSealingKeyring extends Keyring {
   private readonly marker = `\u0000${randomBytes(8).toString('hex')}:`;
   private readonly escapedMarker = JSON.stringify(this.marker).slice(1, -1);
-  private readonly placeholder = new RegExp(`"${this.escapedMarker.replace(/\\/g, '\\\\')}(\\d+)"`, 'g');
   private readonly plaintexts: string[] = [];
   private readonly keyIdsQueued: string[] = [];
   private readonly plaintextsQueued: string[] = [];
   private readonly envelopes: string[] = [];
   private readonly batches: Promise<void>[] = [];
   private queuedFrom = 0;
+  /** Key ids already derived once (a key that cannot be derived fails the first encrypt under it). */
+  private readonly keyIdsChecked = new Set<string>();
 
   constructor(
     masterKey: Buffer,
@@ -33,7 +34,10 @@ export class DeferredSealingKeyring extends Keyring {
 
   override encrypt(environmentId: string, plaintext: string): string {
     if (typeof plaintext !== 'string') throw new TypeError('the plaintext to encrypt must be a string');
-    this.encryptionKey(environmentId); // fails here, in apply, for a key that cannot be derived
+    if (!this.keyIdsChecked.has(environmentId)) {
+      this.encryptionKey(environmentId); // fails here, in apply, for a key that cannot be derived
+      this.keyIdsChecked.add(environmentId);
+    }
     const n = this.plaintexts.length;
     this.plaintexts.push(plaintext);
     this.keyIdsQueued.push(environmentId);
@@ -80,17 +84,42 @@ export class DeferredSealingKeyring extends Keyring {
       if (d.key.includes(this.marker) || (d.partition !== null && d.partition.includes(this.marker))) {
         throw new Error(`a document key or partition of ${d.collection} holds an encrypted value: a rebuild cannot write it`);
       }
-      if (!d.json.includes(marker)) {
+      const text = d.json;
+      let at = text.indexOf(marker);
+      if (at < 0) {
         yield d;
         continue;
       }
-      const json = d.json.replace(this.placeholder, (_m, n: string) => {
-        const envelope = this.envelopes[Number(n)];
+      // One pass: each placeholder must be a whole JSON string value ("<marker><n>", not a key,
+      // not inside another string); it is replaced by its envelope.
+      let json = '';
+      let from = 0;
+      while (at >= 0) {
+        const digits = at + marker.length;
+        let end = digits;
+        while (end < text.length && text.charCodeAt(end) >= 48 && text.charCodeAt(end) <= 57) end++;
+        if (end === digits || !wholeStringValue(text, at - 1, end)) {
+          throw new Error(`a document of ${d.collection} holds an encrypted value inside another value: a rebuild cannot write it`);
+        }
+        const envelope = this.envelopes[Number(text.slice(digits, end))];
         if (envelope === undefined) throw new Error('an encrypted field was not sealed before the rebuild wrote it');
-        return `"${envelope}"`;
-      });
-      if (json.includes(marker)) throw new Error(`a document of ${d.collection} holds an encrypted value inside another value: a rebuild cannot write it`);
-      yield { ...d, json };
+        json += text.slice(from, at) + envelope;
+        from = end;
+        at = text.indexOf(marker, end);
+      }
+      yield { ...d, json: json + text.slice(from) };
     }
   }
+}
+
+/**
+ * In JSON.stringify's output, the characters at `open` and `close` are the quotes of one whole
+ * string that is a value (not a key): `open` is a quote no backslash escapes, `close` a quote
+ * followed by no colon.
+ */
+function wholeStringValue(text: string, open: number, close: number): boolean {
+  if (open < 0 || text.charCodeAt(open) !== 34 || text.charCodeAt(close) !== 34 || text.charCodeAt(close + 1) === 58) return false;
+  let backslashes = 0;
+  for (let i = open - 1; i >= 0 && text.charCodeAt(i) === 92; i--) backslashes++;
+  return backslashes % 2 === 0;
 }

@@ -16,8 +16,12 @@ export interface RebuildOptions {
   progress?: boolean;
 }
 
-/** Events read from the log per page, and pages read ahead of the one being applied. */
-const PAGE = 5000;
+/**
+ * Events read from the log per page, and pages read ahead of the one being applied. Small pages:
+ * a page read ahead lives until it is applied, and pages of 5,000 outlived V8's young generation
+ * (promoted, then collected by full collections): 500 takes 15% off the rebuild's CPU (bench/README.md).
+ */
+const PAGE = 500;
 const PAGES_AHEAD = 2;
 /** How often a --json run writes a progress record. */
 const JSON_PROGRESS_MS = 1000;
@@ -208,11 +212,19 @@ export async function rebuildReadModels(
       ahead.push(opened);
     }
   };
+  /** The reads of the log, one after the other; they go on while a page is applied (a failure is thrown below). */
+  let reading: Promise<void> = readAhead();
+  reading.catch(() => undefined);
   try {
-    await readAhead();
-    while (ahead.length) {
+    for (;;) {
+      if (!ahead.length) {
+        await reading;
+        if (!ahead.length) break;
+      }
       const page = await (ahead.shift() as Promise<RecordedEvent[]>);
-      await readAhead();
+      // Read on while this page is applied: a remote store's round trips overlap the replay.
+      reading = reading.then(readAhead);
+      reading.catch(() => undefined);
       for (const e of page) {
         await replay.apply(e);
         count++;
@@ -223,6 +235,7 @@ export async function rebuildReadModels(
     await source.sealing?.settle();
   } finally {
     more = false;
+    await reading.catch(() => undefined);
     await Promise.allSettled(ahead);
   }
   const replayed = process.hrtime.bigint();
