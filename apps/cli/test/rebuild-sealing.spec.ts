@@ -101,6 +101,20 @@ describe('svc rebuild: payloads opened by PayloadCrypto, fields sealed by Deferr
     }
   });
 
+  it('a placeholder opens only under the key id it was sealed under, as the real key ring', async () => {
+    const crypto = new PayloadCrypto((id) => keyring.encryptionKey(id), { threads: 0 });
+    try {
+      const deferred = new DeferredSealingKeyring(master, crypto);
+      const placeholder = deferred.encrypt('env-a', 'for env-a only');
+      expect(deferred.decrypt('env-a', placeholder)).toBe('for env-a only');
+      expect(() => deferred.decrypt('env-b', placeholder)).toThrow();
+      const real = keyring.encrypt('env-a', 'for env-a only');
+      expect(() => keyring.decrypt('env-b', real)).toThrow();
+    } finally {
+      await crypto.close();
+    }
+  });
+
   it('a payload that does not authenticate fails the page, naming the event and nothing of its data', async () => {
     const raw = new InMemoryEventStore();
     const sealedLog = new EncryptingEventStore(raw, (id) => keyring.encryptionKey(id));

@@ -17,6 +17,8 @@ export class DeferredSealingKeyring extends Keyring {
   private readonly marker = `\u0000${randomBytes(8).toString('hex')}:`;
   private readonly escapedMarker = JSON.stringify(this.marker).slice(1, -1);
   private readonly plaintexts: string[] = [];
+  /** The key id each placeholder was handed out under (decrypt answers only under the same one, as Keyring does). */
+  private readonly keyIds: string[] = [];
   private readonly keyIdsQueued: string[] = [];
   private readonly plaintextsQueued: string[] = [];
   private readonly envelopes: string[] = [];
@@ -40,6 +42,7 @@ export class DeferredSealingKeyring extends Keyring {
     }
     const n = this.plaintexts.length;
     this.plaintexts.push(plaintext);
+    this.keyIds.push(environmentId);
     this.keyIdsQueued.push(environmentId);
     this.plaintextsQueued.push(plaintext);
     return `${this.marker}${n}`;
@@ -47,8 +50,9 @@ export class DeferredSealingKeyring extends Keyring {
 
   override decrypt(environmentId: string, envelope: string): string {
     if (envelope.startsWith(this.marker)) {
-      const text = this.plaintexts[Number(envelope.slice(this.marker.length))];
-      if (text !== undefined) return text;
+      const n = Number(envelope.slice(this.marker.length));
+      const text = this.plaintexts[n];
+      if (text !== undefined && this.keyIds[n] === environmentId) return text;
     }
     return super.decrypt(environmentId, envelope);
   }
