@@ -76,6 +76,10 @@ export class SqliteReadStore implements ReadStore {
     if (isFile(path)) mkdirSync(dirname(path), { recursive: true });
     this.db = new Database(path, options.exclusive ? { timeout: 1000 } : undefined);
     this.exclusive = options.exclusive === true && isFile(path);
+    // 2 KiB pages for a new file (an existing one keeps its own): a projection's commit rewrites a
+    // page or two per document it touches, and smaller pages make each WAL frame cheaper. Set
+    // first: the exclusive lock below writes the header of a new file, fixing its page size.
+    this.db.pragma('page_size = 2048');
     if (options.exclusive) {
       // Taken before anything else is read, and kept until close (locking_mode EXCLUSIVE keeps
       // the lock after each transaction): fails while any other connection has the file open (a
@@ -91,9 +95,6 @@ export class SqliteReadStore implements ReadStore {
         throw err;
       }
     }
-    // 2 KiB pages for a new file (an existing one keeps its own): a projection's commit rewrites a
-    // page or two per document it touches, and smaller pages make each WAL frame cheaper.
-    this.db.pragma('page_size = 2048');
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = NORMAL');
     // Cells a write replaces or deletes are zeroed in their page (FAST: only where that costs no

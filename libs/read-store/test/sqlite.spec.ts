@@ -210,6 +210,17 @@ describe('SqliteReadStore.replaceReadModels on a store opened exclusive (rollbac
   };
   const big = 'n'.repeat(2000);
 
+  it('a new file gets the pages a service-made one has (2 KiB), opened exclusive or not', async () => {
+    for (const exclusive of [false, true]) {
+      const store = new SqliteReadStore(join(dir, `pages-${exclusive}.db`), { exclusive, backgroundCheckpoint: false });
+      try {
+        expect((store as any).db.pragma('page_size', { simple: true })).toBe(2048);
+      } finally {
+        await store.close();
+      }
+    }
+  });
+
   it('a swap that fails leaves the old models, and the file back in WAL', async () => {
     const path = join(dir, 'swap-fails.db');
     await oldModel(path);
