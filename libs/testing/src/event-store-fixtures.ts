@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
-import { DEFAULT_DATABASE_URL, NewEvent, PostgresEventStore } from '@svc/eventstore';
+// Types only at load: libs/testing is also loaded outside Jest's module map (the distributed
+// target's global setup), where @svc/eventstore is imported when a method needs it.
+import type { NewEvent } from '@svc/eventstore';
 
 /** A NewEvent of `type` with test metadata: fresh ids, organization `o`, environment `e`, actor `system`. */
 export function testEvent(type: string, data: unknown = {}): NewEvent {
@@ -19,19 +21,28 @@ export function testEvent(type: string, data: unknown = {}): NewEvent {
 /**
  * A PostgreSQL event-store schema of one test file's own (`svc_<label>_t<random>`, so that runs
  * on one server never meet): `create` migrates it (a store opened and closed on it), `truncate`
- * empties tables between tests, `drop` removes it at the end.
+ * empties tables between tests, `drop` removes it at the end. Its server: `url` as given, else
+ * DATABASE_URL, else the event store's default (known once `create` has run).
  */
 export class TestEventSchema {
   readonly name: string;
+  private resolvedUrl: string | undefined;
 
   constructor(
     label: string,
-    readonly url: string = process.env.DATABASE_URL || DEFAULT_DATABASE_URL,
+    private readonly givenUrl: string | undefined = process.env.DATABASE_URL || undefined,
   ) {
     this.name = `svc_${label}_t${randomUUID().replace(/-/g, '').slice(0, 10)}`;
   }
 
+  get url(): string {
+    if (this.resolvedUrl === undefined) throw new Error('TestEventSchema: call create() first');
+    return this.resolvedUrl;
+  }
+
   async create(): Promise<void> {
+    const { DEFAULT_DATABASE_URL, PostgresEventStore } = await import('@svc/eventstore');
+    this.resolvedUrl = this.givenUrl ?? DEFAULT_DATABASE_URL;
     const store = await PostgresEventStore.open({ connectionString: this.url, schema: this.name, listen: false, poolSize: 1 });
     await store.close();
   }
