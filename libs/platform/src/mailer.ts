@@ -25,6 +25,11 @@ export interface Mailer {
 
 export const MAILER = Symbol('MAILER');
 
+/** The message both mailers hand to nodemailer: its Message-ID from the email's id, so a resend is recognisable. */
+function mailOf(email: OutgoingEmail, from: string, sentAt: Date) {
+  return { from, to: email.to, subject: email.subject, text: email.text, html: email.html, messageId: `<${email.id}@svc.invalid>`, date: sentAt };
+}
+
 /**
  * Standalone mail: nodemailer renders the message to an `.eml` file in `<dataDir>/outbox`,
  * with a JSON sidecar for `GET /dev/outbox`. Emails never carry clinical content, but a check-in
@@ -43,15 +48,7 @@ export class OutboxMailer implements Mailer {
   async send(email: OutgoingEmail, sentAt: Date): Promise<void> {
     const base = join(this.dir, email.id.replace(/[^a-zA-Z0-9_-]/g, '_'));
     if (existsSync(`${base}.json`)) return;
-    const info = await this.transport.sendMail({
-      from: this.from,
-      to: email.to,
-      subject: email.subject,
-      text: email.text,
-      html: email.html,
-      messageId: `<${email.id}@svc.invalid>`,
-      date: sentAt,
-    });
+    const info = await this.transport.sendMail(mailOf(email, this.from, sentAt));
     writeFileSync(`${base}.eml`, info.message as Buffer, { mode: PRIVATE_FILE_MODE });
     const stored: StoredEmail = { ...email, sentAt: sentAt.toISOString() };
     writeFileSync(`${base}.json.tmp`, JSON.stringify(stored), { mode: PRIVATE_FILE_MODE });
@@ -116,15 +113,7 @@ export class SmtpMailer implements Mailer {
   }
 
   async send(email: OutgoingEmail, sentAt: Date): Promise<void> {
-    await this.transport.sendMail({
-      from: this.from,
-      to: email.to,
-      subject: email.subject,
-      text: email.text,
-      html: email.html,
-      messageId: `<${email.id}@svc.invalid>`,
-      date: sentAt,
-    });
+    await this.transport.sendMail(mailOf(email, this.from, sentAt));
   }
 
   async list(): Promise<StoredEmail[]> {

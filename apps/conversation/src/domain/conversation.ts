@@ -86,12 +86,12 @@ export type ConversationCommand =
     }
   | { type: 'ReportDelivery'; environmentId: string; messageId: string; status: DeliveryStatus; errorCode: string | null; externalMessageId: string }
   /** `start` given: a thread not started yet is started and closed at once (the close must never be lost). */
-  | { type: 'CloseCaseThread'; environmentId: string; start?: { organizationId: string; conversationId: string; patientId: string | null } | null }
+  | { type: 'CloseCaseThread'; environmentId: string; start?: CaseThreadStart | null }
   /**
    * Before a resolve is recorded: patient messages wait from now on (see CASE_THREAD_CLOSE_LEASE_MS),
    * so none is accepted between the resolution and the final close. Starts a thread not started yet.
    */
-  | { type: 'BeginCaseThreadClose'; environmentId: string; start: { organizationId: string; conversationId: string; patientId: string | null } }
+  | { type: 'BeginCaseThreadClose'; environmentId: string; start: CaseThreadStart }
   /**
    * The resolve was not recorded: patient messages are taken again. `lease`: only while the hold is
    * still the one with this lease (a resolve begun since holds the thread with a lease of its own,
@@ -130,6 +130,26 @@ export const CASE_THREAD_CLOSE_LEASE_MS = 10_000;
 export const CASE_THREAD_CLOSING = 'CASE_THREAD_CLOSING';
 export const CASE_THREAD_CLOSE_EXPIRED = 'CASE_THREAD_CLOSE_EXPIRED';
 const notFound = () => new DomainError(404, 'NOT_FOUND', 'Conversation not found');
+
+/** What starts a case thread that a close (or the hold before it) finds not started yet. */
+export interface CaseThreadStart {
+  organizationId: string;
+  conversationId: string;
+  patientId: string | null;
+}
+
+/** The ConversationStarted of a case thread started by a close or the hold before it. */
+function caseThreadStarted(s: CaseThreadStart, environmentId: string, at: string): ConversationEvent {
+  return {
+    type: 'ConversationStarted',
+    conversationId: s.conversationId,
+    kind: 'case',
+    organizationId: s.organizationId,
+    environmentId,
+    patientId: s.patientId,
+    startedAt: at,
+  };
+}
 
 export const conversationDecider: Decider<ConversationCommand, ConversationEvent, ConversationState> = {
   initialState: () => ({
@@ -275,18 +295,7 @@ export const conversationDecider: Decider<ConversationCommand, ConversationEvent
         if (!state.conversationId) {
           const s = command.start;
           if (!s) return [];
-          return [
-            {
-              type: 'ConversationStarted',
-              conversationId: s.conversationId,
-              kind: 'case',
-              organizationId: s.organizationId,
-              environmentId: command.environmentId,
-              patientId: s.patientId,
-              startedAt: at,
-            },
-            { type: 'CaseThreadClosed', conversationId: s.conversationId, closedAt: at },
-          ];
+          return [caseThreadStarted(s, command.environmentId, at), { type: 'CaseThreadClosed', conversationId: s.conversationId, closedAt: at }];
         }
         if (state.environmentId !== command.environmentId || state.closed) return [];
         return [{ type: 'CaseThreadClosed', conversationId: state.conversationId, closedAt: at }];
@@ -295,18 +304,7 @@ export const conversationDecider: Decider<ConversationCommand, ConversationEvent
         const until = new Date(now.getTime() + CASE_THREAD_CLOSE_LEASE_MS).toISOString();
         if (!state.conversationId) {
           const s = command.start;
-          return [
-            {
-              type: 'ConversationStarted',
-              conversationId: s.conversationId,
-              kind: 'case',
-              organizationId: s.organizationId,
-              environmentId: command.environmentId,
-              patientId: s.patientId,
-              startedAt: at,
-            },
-            { type: 'CaseThreadClosing', conversationId: s.conversationId, until, at },
-          ];
+          return [caseThreadStarted(s, command.environmentId, at), { type: 'CaseThreadClosing', conversationId: s.conversationId, until, at }];
         }
         if (state.environmentId !== command.environmentId || state.closed) return [];
         return [{ type: 'CaseThreadClosing', conversationId: state.conversationId, until, at }];

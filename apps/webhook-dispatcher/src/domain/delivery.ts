@@ -135,6 +135,22 @@ export interface DeliveryState {
 
 const after = (at: string, ms: number) => new Date(Date.parse(at) + ms).toISOString();
 
+/** The first 2xx of a clinical_case.opened delivery: WEBHOOK_DELIVERED once (none for other events, none again). */
+function caseDelivered(state: DeliveryState, at: string): DeliveryEvent[] {
+  if (state.delivered || state.eventType !== 'clinical_case.opened') return [];
+  return [
+    {
+      type: WEBHOOK_DELIVERED,
+      organizationId: state.organizationId!,
+      environmentId: state.environmentId!,
+      eventId: state.eventId!,
+      eventType: state.eventType,
+      caseId: state.caseId,
+      deliveredAt: at,
+    },
+  ];
+}
+
 /** The retry policy of docs/decisions.md, "Endpoints, deliveries and retries": 2xx delivered; 410 stops; anything else retries on the schedule. */
 export function outcomeOf(statusCode: number | null): 'delivered' | 'gone' | 'retry' {
   if (statusCode !== null && statusCode >= 200 && statusCode < 300) return 'delivered';
@@ -271,17 +287,7 @@ export const deliveryDecider: Decider<DeliveryCommand, DeliveryEvent, DeliverySt
               stale: true,
             },
           ];
-          if (delivered && !state.delivered && state.eventType === 'clinical_case.opened') {
-            events.push({
-              type: WEBHOOK_DELIVERED,
-              organizationId: state.organizationId!,
-              environmentId: state.environmentId!,
-              eventId: state.eventId!,
-              eventType: state.eventType,
-              caseId: state.caseId,
-              deliveredAt: command.attempt.at,
-            });
-          }
+          if (delivered) events.push(...caseDelivered(state, command.attempt.at));
           return events;
         }
         const n = state.attempts + 1;
@@ -298,17 +304,7 @@ export const deliveryDecider: Decider<DeliveryCommand, DeliveryEvent, DeliverySt
         const events: DeliveryEvent[] = [
           { type: 'WebhookAttemptRecorded', deliveryId: state.deliveryId, leaseId: command.leaseId, attempt: command.attempt, status, nextAttemptAt },
         ];
-        if (status === 'delivered' && !state.delivered && state.eventType === 'clinical_case.opened') {
-          events.push({
-            type: WEBHOOK_DELIVERED,
-            organizationId: state.organizationId!,
-            environmentId: state.environmentId!,
-            eventId: state.eventId!,
-            eventType: state.eventType,
-            caseId: state.caseId,
-            deliveredAt: command.attempt.at,
-          });
-        }
+        if (status === 'delivered') events.push(...caseDelivered(state, command.attempt.at));
         return events;
       }
       case 'RequestRetry':
