@@ -49,7 +49,8 @@ export class ProjectionCheckpoint {
    */
   lose(target = 0): void {
     this.losses++;
-    this.rebuildTarget = Math.max(this.rebuildTarget, this.highest, this.visible, target);
+    // `highest` is at least `visible` (advance raises both).
+    this.rebuildTarget = Math.max(this.rebuildTarget, this.highest, target);
     this.visible = 0;
   }
 

@@ -2,7 +2,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { Api, Problem } from '../api';
 import { Go, Link, Organization, Route } from '../main';
-import { EnvBadge, Pager, ProblemBox, ScreenTitle, fieldError, when } from '../ui';
+import { EnvBadge, FieldError, Pager, ProblemBox, ScreenTitle, fieldError, invalid, when } from '../ui';
 import { SendCheckIn } from './protocols';
 
 interface CaseSummary {
@@ -63,29 +63,12 @@ function NewCase({ api, base, onOpened }: { api: Api; base: string; onOpened: (i
           value={patientId}
           onInput={(e) => setPatientId(e.currentTarget.value)}
           class="mono"
-          aria-invalid={pErr ? true : undefined}
-          aria-describedby={pErr ? 'c-patient-err' : undefined}
+          {...invalid('c-patient-err', pErr)}
         />
-        {pErr ? (
-          <p id="c-patient-err" class="field-error">
-            {pErr}
-          </p>
-        ) : null}
+        <FieldError id="c-patient-err" message={pErr} />
         <label for="c-request">Request</label>
-        <textarea
-          id="c-request"
-          required
-          rows={3}
-          value={request}
-          onInput={(e) => setRequest(e.currentTarget.value)}
-          aria-invalid={rErr ? true : undefined}
-          aria-describedby={rErr ? 'c-request-err' : undefined}
-        />
-        {rErr ? (
-          <p id="c-request-err" class="field-error">
-            {rErr}
-          </p>
-        ) : null}
+        <textarea id="c-request" required rows={3} value={request} onInput={(e) => setRequest(e.currentTarget.value)} {...invalid('c-request-err', rErr)} />
+        <FieldError id="c-request-err" message={rErr} />
         <button type="submit">Open case</button>
       </fieldset>
       <ProblemBox problem={problem} />

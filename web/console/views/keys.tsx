@@ -2,7 +2,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { Api, Problem } from '../api';
 import type { Organization } from '../main';
-import { EnvBadge, ProblemBox, ScreenTitle, SecretOnce, fieldError, when } from '../ui';
+import { EnvBadge, FieldError, ProblemBox, ScreenTitle, SecretOnce, fieldError, invalid, when } from '../ui';
 
 interface ApiKey {
   id: string;
@@ -92,12 +92,12 @@ function EnvironmentKeys({ api, org, env }: { api: Api; org: Organization; env: 
         <input
           id={`key-name-${env.kind}`}
           required
-          maxLength={100}
+          maxLength={120}
           value={name}
           onInput={(e) => setName(e.currentTarget.value)}
-          aria-invalid={nameErr ? true : undefined}
+          {...invalid(`key-name-${env.kind}-err`, nameErr)}
         />
-        {nameErr ? <p class="field-error">{nameErr}</p> : null}
+        <FieldError id={`key-name-${env.kind}-err`} message={nameErr} />
         <button type="submit">Create {kind.toLowerCase()} API key</button>
       </form>
       <h4>Secrets</h4>

@@ -2,7 +2,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { Api, Problem } from '../api';
 import type { Organization } from '../main';
-import { EnvBadge, ProblemBox, ScreenTitle, fieldError, when } from '../ui';
+import { EnvBadge, FieldError, ProblemBox, ScreenTitle, fieldError, invalid, when } from '../ui';
 
 export function CreateOrganization({ api, first, onCreated }: { api: Api; first: boolean; onCreated: (o: Organization) => void }) {
   const [name, setName] = useState('');
@@ -27,20 +27,8 @@ export function CreateOrganization({ api, first, onCreated }: { api: Api; first:
         }}
       >
         <label for="org-name">Organization name</label>
-        <input
-          id="org-name"
-          required
-          maxLength={200}
-          value={name}
-          onInput={(e) => setName(e.currentTarget.value)}
-          aria-invalid={err ? true : undefined}
-          aria-describedby={err ? 'org-name-err' : undefined}
-        />
-        {err ? (
-          <p id="org-name-err" class="field-error">
-            {err}
-          </p>
-        ) : null}
+        <input id="org-name" required maxLength={200} value={name} onInput={(e) => setName(e.currentTarget.value)} {...invalid('org-name-err', err)} />
+        <FieldError id="org-name-err" message={err} />
         <button type="submit" class="primary" disabled={busy}>
           Create organization
         </button>

@@ -2,7 +2,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { Api, Problem } from '../api';
 import { Go, Link, Organization, Route } from '../main';
-import { EnvBadge, Pager, ProblemBox, ScreenTitle, SecretOnce, fieldError, when } from '../ui';
+import { EnvBadge, FieldError, Pager, ProblemBox, ScreenTitle, SecretOnce, fieldError, invalid, when } from '../ui';
 
 /** The event catalog (the contract's WebhookEventType). */
 export const EVENT_TYPES = [
@@ -145,14 +145,9 @@ function Endpoints({ api, org, env, route, go }: Props) {
             value={url}
             onInput={(e) => setUrl(e.currentTarget.value)}
             placeholder="https://example.com/webhooks"
-            aria-invalid={urlErr ? true : undefined}
-            aria-describedby={urlErr ? 'wh-url-err' : undefined}
+            {...invalid('wh-url-err', urlErr)}
           />
-          {urlErr ? (
-            <p id="wh-url-err" class="field-error">
-              {urlErr}
-            </p>
-          ) : null}
+          <FieldError id="wh-url-err" message={urlErr} />
           <label for="wh-desc">Description (optional)</label>
           <input id="wh-desc" maxLength={300} value={description} onInput={(e) => setDescription(e.currentTarget.value)} />
           <fieldset class="events" aria-describedby={eventsErr ? 'wh-events-err' : undefined}>
@@ -168,11 +163,7 @@ function Endpoints({ api, org, env, route, go }: Props) {
                 <code>{t.type}</code> <span class="hint">{t.label}</span>
               </label>
             ))}
-            {eventsErr ? (
-              <p id="wh-events-err" class="field-error">
-                {eventsErr}
-              </p>
-            ) : null}
+            <FieldError id="wh-events-err" message={eventsErr} />
           </fieldset>
           <button type="submit" class="primary">
             Add endpoint
