@@ -16,7 +16,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Client, Pool } from 'pg';
-import { DEFAULT_DATABASE_URL, EventMetadata, PostgresEventStore } from '@svc/eventstore';
+import { DEFAULT_DATABASE_URL, PostgresEventStore } from '@svc/eventstore';
+import { Row, metadata, payload } from './append-support';
 
 interface Args {
   seconds: number;
@@ -45,31 +46,6 @@ function parseArgs(argv: string[]): Args {
   }
   if (!(args.seconds > 0) || args.writers.some((w) => !(w >= 1)) || args.stores.some((s) => !(s >= 1))) throw new Error('bad --seconds, --writers or --stores');
   return args;
-}
-
-function payload(i: number) {
-  return { caseId: `case-${i}`, sequence: i, note: 'x'.repeat(120) };
-}
-
-function metadata(): EventMetadata {
-  return {
-    eventId: randomUUID(),
-    correlationId: randomUUID(),
-    causationId: null,
-    organizationId: 'org_bench',
-    environmentId: 'env_bench',
-    actor: 'system',
-    recordedAt: new Date().toISOString(),
-  };
-}
-
-interface Row {
-  label: string;
-  writers: number;
-  appends: number;
-  seconds: number;
-  perSecond: number;
-  avgBatch?: number;
 }
 
 async function sql(url: string, text: string): Promise<void> {

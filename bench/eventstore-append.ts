@@ -14,11 +14,11 @@
  * waiting for each append to be durable before the next. A benchmark, not a test: never in CI.
  */
 import Database from 'better-sqlite3';
-import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { EventMetadata, EventStore, HashChainingEventStore, SqliteEventStore } from '@svc/eventstore';
+import { EventStore, HashChainingEventStore, SqliteEventStore } from '@svc/eventstore';
+import { Row, metadata, payload } from './append-support';
 
 interface Args {
   seconds: number;
@@ -59,33 +59,6 @@ function parseArgs(argv: string[]): Args {
   }
   if (!(args.seconds > 0) || args.writers.some((w) => !(w >= 1))) throw new Error('bad --seconds or --writers');
   return args;
-}
-
-function payload(i: number) {
-  return { caseId: `case-${i}`, sequence: i, note: 'x'.repeat(120) };
-}
-
-function metadata(): EventMetadata {
-  return {
-    eventId: randomUUID(),
-    correlationId: randomUUID(),
-    causationId: null,
-    organizationId: 'org_bench',
-    environmentId: 'env_bench',
-    actor: 'system',
-    recordedAt: new Date().toISOString(),
-  };
-}
-
-interface Row {
-  label: string;
-  writers: number;
-  appends: number;
-  seconds: number;
-  perSecond: number;
-  avgBatch?: number;
-  /** CPU time of this process (every thread) per append, in microseconds. */
-  cpuUsPerAppend?: number;
 }
 
 /** Baseline: every INSERT is its own autocommit transaction (one WAL fsync each). */
