@@ -24,6 +24,8 @@ export interface KafkaBusClientSettings {
 }
 
 export const KAFKA_CLIENT_DEFAULTS = { replyWaitMs: 5000 } as const;
+/** kafkajs retries of one attempt to reach a broker for the reply topics: about 0.3 s in all. */
+const CONNECT_RETRY = { retries: 2, initialRetryTime: 100, maxRetryTime: 200 };
 
 type ReplyState = 'idle' | 'joined' | 'rebalancing' | 'down';
 
@@ -66,7 +68,14 @@ export class KafkaBusClient extends ClientKafka {
   private async connectOnce(): Promise<Producer> {
     // Reply topics first: kafkajs cannot subscribe to a missing topic on Kafka 4.x.
     if (!this.producerOnlyMode && this.responsePatterns.length) {
-      await ensureTopics({ brokers: this.brokers as string[], topics: this.responsePatterns.map(topicSpec), clientId: `${this.clientId}-topics` });
+      // One short attempt to reach a broker (whenReady tries again until its caller's deadline):
+      // kafkajs's own retries would go on for about 10 s after the caller gave up, or the client closed.
+      await ensureTopics({
+        brokers: this.brokers as string[],
+        topics: this.responsePatterns.map(topicSpec),
+        clientId: `${this.clientId}-topics`,
+        retry: CONNECT_RETRY,
+      });
     }
     try {
       const producer = await super.connect();

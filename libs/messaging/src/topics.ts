@@ -1,4 +1,4 @@
-import { ITopicConfig, Kafka, logLevel } from 'kafkajs';
+import { ITopicConfig, Kafka, RetryOptions, logLevel } from 'kafkajs';
 import { kafkaBrokers } from './kafka';
 import { Patterns, Topics } from './names';
 
@@ -89,6 +89,8 @@ export interface EnsureTopicsOptions {
   clientId?: string;
   /** How long the broker may take to create them, and to elect their leaders. Default 30000 ms. */
   timeoutMs?: number;
+  /** kafkajs retries of the admin connection (reaching a broker). Default kafkajs's: 5 retries, about 10 s in all. */
+  retry?: RetryOptions;
 }
 
 export interface EnsureTopicsResult {
@@ -137,7 +139,12 @@ export function replicationFor(brokers: number): { replicationFactor: number; mi
 export async function ensureTopics(options: EnsureTopicsOptions = {}): Promise<EnsureTopicsResult> {
   const specs = [...new Map((options.topics ?? topicSpecs()).map((s) => [s.topic, s])).values()];
   const timeout = options.timeoutMs ?? 30_000;
-  const kafka = new Kafka({ clientId: options.clientId ?? 'svc-topics', brokers: options.brokers ?? kafkaBrokers(), logLevel: logLevel.NOTHING });
+  const kafka = new Kafka({
+    clientId: options.clientId ?? 'svc-topics',
+    brokers: options.brokers ?? kafkaBrokers(),
+    logLevel: logLevel.NOTHING,
+    retry: options.retry,
+  });
   const admin = kafka.admin();
   await admin.connect();
   try {

@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { freePort } from '@svc/testing';
 import { lastValueFrom } from 'rxjs';
 import { busClient, BusUnavailableError } from '../src';
@@ -38,4 +40,26 @@ describe('Kafka bus client', () => {
       await client.close();
     }
   });
+
+  it('a closed client stops trying to reach the broker: its process exits on its own soon after', async () => {
+    const port = await freePort();
+    const dir = join(__dirname, 'kafka-peer');
+    const child = spawn(process.execPath, [join(dir, 'register.js'), join(dir, 'closed-client.ts'), String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let closedAt = 0;
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (!closedAt && out.includes('closed')) closedAt = Date.now();
+    });
+    const exited = await new Promise<number>((resolve) => {
+      const kill = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      child.on('exit', () => {
+        clearTimeout(kill);
+        resolve(Date.now());
+      });
+    });
+    expect(out).toContain('closed BusUnavailableError');
+    // kafkajs alone would go on retrying the connection for about 10 s after the close.
+    expect(exited - closedAt).toBeLessThan(3000);
+  }, 40_000);
 });

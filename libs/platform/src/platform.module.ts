@@ -284,10 +284,11 @@ export class PlatformModule {
           useFactory: async (broker: InProcessBroker) => {
             if (config.bus === 'kafka') await ensureKafkaTopics(config, serviceName);
             const client = busClient(serviceName, { kind: config.bus, broker, brokers: config.kafkaBrokers, replyPatterns: Object.values(Patterns) });
-            await client.connect();
             // Kafka: a request needs the reply consumer joined (its reply partition goes in the
-            // request); the app serves and consumes nothing before (start fails past the bound).
-            await busClientReady(client, Object.values(Patterns), KAFKA_CLIENT_START_WAIT_MS);
+            // request); the app serves and consumes nothing before. busClientReady connects, and
+            // tries again until the bound (start fails past it).
+            if (config.bus === 'kafka') await busClientReady(client, Object.values(Patterns), KAFKA_CLIENT_START_WAIT_MS);
+            else await client.connect();
             return client;
           },
         },
