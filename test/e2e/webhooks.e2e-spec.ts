@@ -110,6 +110,18 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
 
   const deliveries = async (t: { staff: string; env: string }, endpointId: string) =>
     (await app.api.get(`${t.env}/webhook-endpoints/${endpointId}/deliveries`, t.staff)).body.deliveries;
+  /** The endpoint's newest delivery, once `ready` holds for it (polled for up to `ms`). */
+  const deliveryWhen = async (t: { staff: string; env: string }, endpointId: string, ready: (d: any) => boolean, ms: number, label: string) =>
+    (
+      await until(
+        async () => {
+          const list = await deliveries(t, endpointId);
+          return list[0] && ready(list[0]) ? list : null;
+        },
+        ms,
+        label,
+      )
+    )[0];
 
   it('manages endpoints: secret shown once, catalog-checked events, list, rotate, delete', async () => {
     const t = await app.tenant();
@@ -189,14 +201,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
       expect(got.headers['x-svc-event-type']).toBe('clinical_case.opened');
       expect(got.headers['content-type']).toBe('application/json');
 
-      const [d] = await until(
-        async () => {
-          const list = await deliveries(t, ep.id);
-          return list[0]?.status === 'delivered' ? list : null;
-        },
-        5000,
-        'delivered',
-      );
+      const d = await deliveryWhen(t, ep.id, (d) => d.status === 'delivered', 5000, 'delivered');
       expect(d.attempts).toEqual([{ at: expect.any(String), statusCode: 200, durationMs: expect.any(Number), error: null }]);
 
       const delivered = await until(
@@ -290,14 +295,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
       const eventId = (await deliveries(t, ep.id))[0].eventId;
       await verified(first, ep.secret);
       // The next attempt is 5-6 s away on the service clock (5 s plus up to 20% jitter).
-      const [afterFirst] = await until(
-        async () => {
-          const list = await deliveries(t, ep.id);
-          return list[0]?.attempts.length === 1 ? list : null;
-        },
-        5000,
-        'first attempt logged',
-      );
+      const afterFirst = await deliveryWhen(t, ep.id, (d) => d.attempts.length === 1, 5000, 'first attempt logged');
       expect(afterFirst.status).toBe('pending');
       const pause = Date.parse(afterFirst.nextAttemptAt) - Date.parse(afterFirst.attempts[0].at);
       expect(pause).toBeGreaterThanOrEqual(5000);
@@ -308,14 +306,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
       await app.advanceClock(7);
       const second = (await receiver.waitFor('/flaky', 2))[1];
       await verified(second, ep.secret);
-      const [afterSecond] = await until(
-        async () => {
-          const list = await deliveries(t, ep.id);
-          return list[0]?.attempts.length === 2 ? list : null;
-        },
-        5000,
-        'second attempt logged',
-      );
+      const afterSecond = await deliveryWhen(t, ep.id, (d) => d.attempts.length === 2, 5000, 'second attempt logged');
       const pause2 = Date.parse(afterSecond.nextAttemptAt) - Date.parse(afterSecond.attempts[1].at);
       expect(pause2).toBeGreaterThanOrEqual(300_000); // third attempt is 5-6 min after the second
       expect(pause2).toBeLessThanOrEqual(360_000);
@@ -338,14 +329,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
       for (const r of all) expect(Math.abs(Number(r.headers['x-svc-timestamp']) - Math.floor(r.arrivedAt / 1000))).toBeLessThanOrEqual(5);
       for (const r of all) expect(r.headers['x-svc-signature']).toBe(signWebhook(ep.secret, String(r.headers['x-svc-timestamp']), r.rawBody));
 
-      const [d] = await until(
-        async () => {
-          const list = await deliveries(t, ep.id);
-          return list[0]?.status === 'delivered' ? list : null;
-        },
-        5000,
-        'delivered',
-      );
+      const d = await deliveryWhen(t, ep.id, (d) => d.status === 'delivered', 5000, 'delivered');
       expect(d.attempts.map((a: { statusCode: number }) => a.statusCode)).toEqual([500, 500, 200]);
       expect(d.attempts[0].error).toBe('http_500');
       expect(d.nextAttemptAt).toBeNull();
@@ -366,14 +350,7 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     const ep = await endpoint(t, '/gone', ['clinical_case.opened'], [410]);
     await openCase(t);
     await receiver.waitFor('/gone', 1);
-    const [d] = await until(
-      async () => {
-        const list = await deliveries(t, ep.id);
-        return list[0]?.status === 'failed' ? list : null;
-      },
-      5000,
-      'failed',
-    );
+    const d = await deliveryWhen(t, ep.id, (d) => d.status === 'failed', 5000, 'failed');
     expect(d.attempts).toEqual([{ at: expect.any(String), statusCode: 410, durationMs: expect.any(Number), error: 'http_410' }]);
     expect(d.nextAttemptAt).toBeNull();
     await app.advanceClock(86_400);
@@ -388,28 +365,14 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
     const ep = await endpoint(t, '/bad-request', ['clinical_case.opened'], [400, 200]);
     await openCase(t);
     await receiver.waitFor('/bad-request', 1);
-    const [d] = await until(
-      async () => {
-        const list = await deliveries(t, ep.id);
-        return list[0]?.attempts.length === 1 ? list : null;
-      },
-      5000,
-      'first attempt logged',
-    );
+    const d = await deliveryWhen(t, ep.id, (d) => d.attempts.length === 1, 5000, 'first attempt logged');
     expect(d).toMatchObject({ status: 'pending', attempts: [expect.objectContaining({ statusCode: 400, error: 'http_400' })] });
     const pause = Date.parse(d.nextAttemptAt) - Date.parse(d.attempts[0].at);
     expect(pause).toBeGreaterThanOrEqual(5000);
     expect(pause).toBeLessThanOrEqual(6000);
     await app.advanceClock(7);
     await receiver.waitFor('/bad-request', 2);
-    const [done] = await until(
-      async () => {
-        const list = await deliveries(t, ep.id);
-        return list[0]?.status === 'delivered' ? list : null;
-      },
-      5000,
-      'delivered',
-    );
+    const done = await deliveryWhen(t, ep.id, (d) => d.status === 'delivered', 5000, 'delivered');
     expect(done.attempts.map((a: { statusCode: number }) => a.statusCode)).toEqual([400, 200]);
   });
 
@@ -430,24 +393,10 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
       }
       // The late 500 is logged without cancelling the requested retry, which then delivers.
       await receiver.waitFor('/late-fail', 2);
-      const [fail] = await until(
-        async () => {
-          const list = await deliveries(t, lateFail.id);
-          return list[0]?.status === 'delivered' ? list : null;
-        },
-        10_000,
-        'late-fail delivered by the retry',
-      );
+      const fail = await deliveryWhen(t, lateFail.id, (d) => d.status === 'delivered', 10_000, 'late-fail delivered by the retry');
       expect(fail.attempts.map((a: { statusCode: number }) => a.statusCode)).toEqual([500, 200]);
       // The late 200 is logged and delivers: the receiver has the event, the retry is not needed.
-      const [ok] = await until(
-        async () => {
-          const list = await deliveries(t, lateOk.id);
-          return list[0]?.status === 'delivered' ? list : null;
-        },
-        10_000,
-        'late-ok delivered by its first attempt',
-      );
+      const ok = await deliveryWhen(t, lateOk.id, (d) => d.status === 'delivered', 10_000, 'late-ok delivered by its first attempt');
       expect(ok).toMatchObject({ status: 'delivered', nextAttemptAt: null, attempts: [expect.objectContaining({ statusCode: 200, error: null })] });
       await settleTimers();
       expect(receiver.on('/late-ok')).toHaveLength(1);
@@ -468,27 +417,13 @@ describe('webhooks (e2e, real HTTP, real receiver)', () => {
       const ep = await endpoint(t, '/lease', ['clinical_case.opened'], [500, 200], [0, 300]);
       await openCase(t);
       await receiver.waitFor('/lease', 1);
-      const [d] = await until(
-        async () => {
-          const list = await deliveries(t, ep.id);
-          return list[0]?.attempts.length === 1 ? list : null;
-        },
-        5000,
-        'first attempt logged',
-      );
+      const d = await deliveryWhen(t, ep.id, (d) => d.attempts.length === 1, 5000, 'first attempt logged');
       // Three senders (as three replicas' workers would) fire the same due timer at once.
       const attempt = (webhooks as unknown as { attempt(timer: { id: string; dueAt: string; deliveryId: string }): Promise<void> }).attempt.bind(webhooks);
       const timer = { id: d.id, dueAt: d.nextAttemptAt, deliveryId: d.id };
       await Promise.all([attempt(timer), attempt(timer), attempt(timer)]);
       expect(receiver.on('/lease')).toHaveLength(2);
-      const [after] = await until(
-        async () => {
-          const list = await deliveries(t, ep.id);
-          return list[0]?.status === 'delivered' ? list : null;
-        },
-        5000,
-        'delivered',
-      );
+      const after = await deliveryWhen(t, ep.id, (d) => d.status === 'delivered', 5000, 'delivered');
       expect(after.attempts.map((a: { statusCode: number }) => a.statusCode)).toEqual([500, 200]);
     },
   );
