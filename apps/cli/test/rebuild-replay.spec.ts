@@ -3,17 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { InMemoryEventStore, type EventStore, type RecordedEvent } from '@svc/eventstore';
 import { ProjectionReplay, SqliteReadStore, type Projection } from '@svc/read-store';
+import { fixedMetadata } from '@svc/testing';
 import { rebuildReadModels, type RebuildSource } from '../src/commands/rebuild';
 
-const meta = {
-  eventId: '',
-  correlationId: '',
-  causationId: null,
-  organizationId: null,
-  environmentId: null,
-  actor: 'test',
-  recordedAt: '2026-01-01T00:00:00.000Z',
-};
+const meta = fixedMetadata();
 
 /** A counter per stream and the last position seen per stream, partitioned by parity. */
 const counting: Projection = {

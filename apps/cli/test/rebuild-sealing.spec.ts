@@ -2,17 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { EncryptingEventStore, InMemoryEventStore, PayloadCrypto } from '@svc/eventstore';
 import { ProjectionReplay, type Projection, type RebuiltDoc } from '@svc/read-store';
 import { Keyring } from '@svc/security';
+import { fixedMetadata } from '@svc/testing';
 import { DeferredSealingKeyring } from '../src/commands/rebuild-sealing';
 
-const meta = (environmentId: string | null) => ({
-  eventId: '',
-  correlationId: '',
-  causationId: null,
-  organizationId: null,
-  environmentId,
-  actor: 'test',
-  recordedAt: '2026-01-01T00:00:00.000Z',
-});
+const meta = (environmentId: string | null) => fixedMetadata({ environmentId });
 
 /** A projection that seals a field per event, keeps the last one, and nests one in an object. */
 const notes = (keyring: Keyring): Projection => ({

@@ -7,16 +7,9 @@ import { ProjectionRunner } from '../src/projection-runner';
 import { ReadStoreInUseError, SqliteReadStore } from '../src/sqlite-read-store';
 import { Projection } from '../src/types';
 import { InMemoryEventStore } from '@svc/eventstore';
+import { fixedMetadata } from '@svc/testing';
 
-const meta = {
-  eventId: '',
-  correlationId: '',
-  causationId: null,
-  organizationId: null,
-  environmentId: null,
-  actor: 'test',
-  recordedAt: '2026-01-01T00:00:00.000Z',
-};
+const meta = fixedMetadata();
 
 /** A counter per stream, a list partitioned by parity, a delete when a stream reaches 3. */
 const counting = (name = 'counting'): Projection => ({

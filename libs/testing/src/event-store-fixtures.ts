@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 // Types only at load: libs/testing is also loaded outside Jest's module map (the distributed
 // target's global setup), where @svc/eventstore is imported when a method needs it.
-import type { NewEvent } from '@svc/eventstore';
+import type { EventMetadata, NewEvent } from '@svc/eventstore';
 
 /** A NewEvent of `type` with test metadata: fresh ids, organization `o`, environment `e`, actor `system`. */
 export function testEvent(type: string, data: unknown = {}): NewEvent {
@@ -16,6 +16,20 @@ export function testEvent(type: string, data: unknown = {}): NewEvent {
     recordedAt: new Date().toISOString(),
   };
   return { type, data, metadata };
+}
+
+/** Metadata that is the same on every call (empty ids, no tenant, actor `test`, 2026-01-01), with `overrides`. */
+export function fixedMetadata(overrides: Partial<EventMetadata> = {}): EventMetadata {
+  return {
+    eventId: '',
+    correlationId: '',
+    causationId: null,
+    organizationId: null,
+    environmentId: null,
+    actor: 'test',
+    recordedAt: '2026-01-01T00:00:00.000Z',
+    ...overrides,
+  };
 }
 
 /**

@@ -10,7 +10,7 @@ import type { OidcIssuer } from './oidc-issuer';
 export { OidcIssuer } from './oidc-issuer';
 export { TcpForwarder } from './tcp-forwarder';
 export { DistributedTopology } from './topology';
-export { TestEventSchema, testEvent } from './event-store-fixtures';
+export { TestEventSchema, fixedMetadata, testEvent } from './event-store-fixtures';
 export { OwnKafka, OwnRedis, WebhookReceiver, appExits, eventually, faultSuite, freePortRun, keepOutput, subscribedTenant, topologyTenant } from './faults';
 export type { WebhookArrival } from './faults';
 export { CaseLoad } from './case-load';
