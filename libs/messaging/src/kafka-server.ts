@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
-import { KafkaOptions, ServerKafka } from '@nestjs/microservices';
-import type { Consumer, EachBatchPayload, EachMessagePayload } from 'kafkajs';
+import { KafkaContext, KafkaOptions, OutgoingResponse, ServerKafka } from '@nestjs/microservices';
+import type { Consumer, EachBatchPayload, EachMessagePayload, RecordMetadata } from 'kafkajs';
 import { deadLetterRecord, errorCode } from './dead-letters';
 import { consumedTopicSpecs, deadLetterTopic, ensureTopics } from './topics';
 
@@ -60,7 +60,10 @@ export function nestBusLogger(context: string): BusLogger {
  *   with a running count, and marked consumed, so the messages behind it go on. Failing to
  *   produce the dead letter fails the batch: kafkajs delivers the message again.
  * - `listen()` calls back once the group has joined (bounded by `joinTimeoutMs`).
- * Request/reply handlers answer errors to the caller (Nest does): they are never retried here.
+ * Request/reply handlers answer errors to the caller (Nest does): they are never retried here. A
+ * reply that cannot be produced (no broker past kafkajs's retries) is logged and dropped: the
+ * caller's wait ends without it (its app answers 503, and the request is safe to send again).
+ * Nest sends replies from a callback nobody awaits, so its failure would otherwise end the process.
  */
 export class KafkaBusServer extends ServerKafka {
   private readonly settings: Required<Omit<KafkaConsumerSettings, 'logger' | 'maxWaitTimeInMs'>>;
@@ -139,6 +142,21 @@ export class KafkaBusServer extends ServerKafka {
     for (const t of this.resumeTimers) clearTimeout(t);
     this.resumeTimers.clear();
     await super.close();
+  }
+
+  override async sendMessage(
+    message: OutgoingResponse,
+    replyTopic: string,
+    replyPartition: string | undefined | null,
+    correlationId: string,
+    context: KafkaContext,
+  ): Promise<RecordMetadata[]> {
+    try {
+      return await super.sendMessage(message, replyTopic, replyPartition, correlationId, context);
+    } catch (err) {
+      this.log.warn({ replyTopic, replyPartition: replyPartition ?? null, group: this.groupId, errorCode: errorCode(err) }, 'bus reply not sent');
+      return [];
+    }
   }
 
   /**

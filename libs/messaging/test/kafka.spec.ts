@@ -166,6 +166,7 @@ const CASE_EVENTS = name('case-ledger.events');
 const GATEWAY_EVENTS = name('gateway.events');
 const PEER_ECHO = name('peer.echo');
 const PEER_REFUSE = name('peer.refuse');
+const PEER_LOSE_REPLY = name('peer.lose-reply');
 const RESUME = name('resume');
 const EARLIEST = name('earliest');
 const FAILING = name('failing');
@@ -351,6 +352,10 @@ class PeerCaller implements OnApplicationBootstrap, OnApplicationShutdown {
   refuse(n: number): Promise<unknown> {
     return lastValueFrom(this.client.send(PEER_REFUSE, { n }).pipe(timeout(30_000)));
   }
+
+  loseReply(n: number, waitMs: number): Promise<unknown> {
+    return lastValueFrom(this.client.send(PEER_LOSE_REPLY, { n }).pipe(timeout(waitMs)));
+  }
 }
 
 @Module({})
@@ -359,23 +364,29 @@ class CallerModule {
     return {
       module: CallerModule,
       providers: [
-        { provide: BUS_CLIENT, useFactory: () => busClient(`kafka-spec-caller-${RUN}`, { kind: 'kafka', brokers, replyPatterns: [PEER_ECHO, PEER_REFUSE] }) },
+        {
+          provide: BUS_CLIENT,
+          useFactory: () => busClient(`kafka-spec-caller-${RUN}`, { kind: 'kafka', brokers, replyPatterns: [PEER_ECHO, PEER_REFUSE, PEER_LOSE_REPLY] }),
+        },
         PeerCaller,
       ],
     };
   }
 }
 
-/** Starts the peer app (libs/messaging/test/kafka-peer/peer.ts) in a process of its own. */
-async function startPeer(brokers: string[]): Promise<ChildProcess> {
+/** Starts the peer app (libs/messaging/test/kafka-peer/peer.ts) in a process of its own; `stderr` collects what it writes there. */
+async function startPeer(brokers: string[], stderr: string[] = []): Promise<ChildProcess> {
   const dir = resolve(__dirname, 'kafka-peer');
   const child = spawn(process.execPath, [join(dir, 'register.js'), join(dir, 'peer.ts')], {
     cwd: resolve(__dirname, '../../..'),
-    env: { ...process.env, KAFKA_BROKERS: brokers.join(','), PEER_SERVICE: `kafka-spec-peer-${RUN}`, PEER_ECHO, PEER_REFUSE },
+    env: { ...process.env, KAFKA_BROKERS: brokers.join(','), PEER_SERVICE: `kafka-spec-peer-${RUN}`, PEER_ECHO, PEER_REFUSE, PEER_LOSE_REPLY },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let err = '';
-  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => {
+    err += d.toString();
+    stderr.push(d.toString());
+  });
   await new Promise<void>((ready, fail) => {
     const timer = setTimeout(() => fail(new Error(`peer not ready within 90 s: ${err}`)), 90_000);
     let out = '';
@@ -641,9 +652,10 @@ if (SOURCE === 'none' && REQUIRED) {
   describe('request/reply between two Nest apps in two processes', () => {
     let peer: ChildProcess | undefined;
     let caller: INestApplicationContext | undefined;
+    const peerStderr: string[] = [];
 
     beforeAll(async () => {
-      peer = await startPeer(brokers);
+      peer = await startPeer(brokers, peerStderr);
       caller = await NestFactory.createApplicationContext(CallerModule.forBrokers(brokers), { logger: false });
       caller.enableShutdownHooks();
       await caller.init();
@@ -668,6 +680,23 @@ if (SOURCE === 'none' && REQUIRED) {
         message: 'request 7 refused',
         details: { n: 7 },
       });
+    });
+
+    // Last of the group: the peer's producer stays disconnected after it.
+    it('a reply that cannot be sent (its producer lost) is logged, and the answering process carries on', async () => {
+      const exited = new Promise<number | null>((r) => peer!.once('exit', (code) => r(code)));
+      // The caller's wait ends without the reply (an app answers that 503; the request is safe to repeat).
+      await expect(caller!.get(PeerCaller).loseReply(9, 3000)).rejects.toMatchObject({ name: 'TimeoutError' });
+      const outcome = await Promise.race([exited, new Promise<'alive'>((r) => setTimeout(() => r('alive'), 2000))]);
+      expect(outcome).toBe('alive');
+      const lines = peerStderr
+        .join('')
+        .split('\n')
+        .filter((l) => l.startsWith('{'));
+      const notSent = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'bus reply not sent');
+      expect(notSent).toMatchObject({ level: 'warn', replyTopic: `${PEER_LOSE_REPLY}.reply`, errorCode: expect.any(String) });
+      // Metadata only: nothing of the request or of the reply.
+      expect(JSON.stringify(notSent)).not.toContain('"n"');
     });
   });
 

@@ -282,9 +282,15 @@ export async function topologyTenant(
   return { staff, ownerSub, orgId: org.body.id as string, env, apiKey: key.body.key as string };
 }
 
-/** The topology's output lines saying that an app exited (the command restarted it). */
+/**
+ * The topology's output lines saying that an app exited (the command restarted it), each followed
+ * by the 12 output lines before it (where a crashed app's last words are), so a failure says why.
+ */
 export function appExits(topology: DistributedTopology): string[] {
-  return topology.output.split('\n').filter((l) => /^distributed: \S+ exited /.test(l));
+  const lines = topology.output.split('\n');
+  return lines.flatMap((line, i) =>
+    /^distributed: \S+ exited /.test(line) ? [[line, ...lines.slice(Math.max(0, i - 12), i).map((before) => `  before it: ${before}`)].join('\n')] : [],
+  );
 }
 
 /** Writes the topology's whole output (its lines and the apps' log lines) to a file in the temp dir, for a failure's post-mortem; returns its path. */
