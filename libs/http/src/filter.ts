@@ -67,6 +67,15 @@ function errorResponse(err: unknown): { status: number; body: ErrorBody; headers
       headers: { 'retry-after': '1' },
     };
   }
+  // A request to another app got no reply within its wait (BusReplyTimeoutError of @svc/messaging):
+  // it may have been carried out; the same request again is safe (queries, commands idempotent by id).
+  if (e?.name === 'BusReplyTimeoutError') {
+    return {
+      status: 503,
+      body: { code: 'UNAVAILABLE', message: 'A service this request needs did not answer in time; retry with the same request' },
+      headers: { 'retry-after': '1' },
+    };
+  }
   // A store the request needs is not reachable (the Redis client gave up on the request after its
   // retries, or a connection was refused or reset): nothing was answered from it, so the same
   // request again is safe once it is back.

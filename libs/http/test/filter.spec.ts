@@ -1,6 +1,6 @@
 import { WrongExpectedRevisionError } from '@svc/eventstore';
 import { toErrorResponse } from '@svc/http';
-import { BusUnavailableError } from '@svc/messaging';
+import { BusReplyTimeoutError, BusUnavailableError } from '@svc/messaging';
 import Redis from 'ioredis';
 
 describe('toErrorResponse', () => {
@@ -23,6 +23,16 @@ describe('toErrorResponse', () => {
       headers: { 'retry-after': '1' },
     });
     expect(JSON.stringify(r.body)).not.toContain('case-ledger');
+  });
+
+  it('a bus request with no reply within its wait is 503 UNAVAILABLE with retry-after, never 500', () => {
+    const r = toErrorResponse(new BusReplyTimeoutError('patient-pathway.query.patient-contact', 5000));
+    expect(r).toEqual({
+      status: 503,
+      body: { code: 'UNAVAILABLE', message: 'A service this request needs did not answer in time; retry with the same request' },
+      headers: { 'retry-after': '1' },
+    });
+    expect(JSON.stringify(r.body)).not.toContain('patient-pathway');
   });
 
   it('a Redis request the client gave up on (its server down) is 503 UNAVAILABLE with retry-after, never 500', async () => {

@@ -1,8 +1,27 @@
-import { lastValueFrom, timeout } from 'rxjs';
+import { catchError, lastValueFrom, throwError, timeout, TimeoutError } from 'rxjs';
 import type { AnyClientProxy } from './bus';
 
+/**
+ * No reply to a bus request within its wait: the other app is slow, or the reply was lost (a
+ * broker away when it was produced). The request may have been carried out; sending it again is
+ * safe (queries, and commands idempotent by their id). The HTTP edge answers it 503 UNAVAILABLE
+ * with Retry-After.
+ */
+export class BusReplyTimeoutError extends Error {
+  override readonly name = 'BusReplyTimeoutError';
+  readonly status = 503;
+  readonly code = 'UNAVAILABLE';
+
+  constructor(
+    readonly pattern: string,
+    readonly timeoutMs: number,
+  ) {
+    super(`no reply to bus request ${pattern} within ${timeoutMs} ms`);
+  }
+}
+
 export interface AskOptions {
-  /** Longest wait for the reply; past it the request fails with rxjs's TimeoutError. */
+  /** Longest wait for the reply; past it the request fails with BusReplyTimeoutError. */
   timeoutMs: number;
 }
 
@@ -33,7 +52,13 @@ export async function ask<TReply, TFallback>(
   payload: unknown,
   options: AskOptions & Partial<AskOptionsWithFallback<TFallback>>,
 ): Promise<TReply | TFallback> {
-  const request = () => lastValueFrom(bus.send<TReply>(pattern, payload).pipe(timeout(options.timeoutMs)));
+  const request = () =>
+    lastValueFrom(
+      bus.send<TReply>(pattern, payload).pipe(
+        timeout(options.timeoutMs),
+        catchError((err: unknown) => throwError(() => (err instanceof TimeoutError ? new BusReplyTimeoutError(pattern, options.timeoutMs) : err))),
+      ),
+    );
   if (!options.onError) return request();
   try {
     return await request();

@@ -1,5 +1,5 @@
-import { NEVER, Observable, TimeoutError, of, throwError } from 'rxjs';
-import { AnyClientProxy, ask } from '../src/index';
+import { NEVER, Observable, of, throwError } from 'rxjs';
+import { AnyClientProxy, BusReplyTimeoutError, ask } from '../src/index';
 
 /** A bus whose `send` answers with the observable the test gives for the pattern, and records what was sent. */
 function bus(answer: (pattern: string, payload: unknown) => Observable<unknown>): AnyClientProxy & { sent: [string, unknown][] } {
@@ -20,7 +20,7 @@ describe('ask (bus request/reply)', () => {
     expect(b.sent).toEqual([['p.q', { a: 1 }]]);
   });
 
-  it('fails with TimeoutError when no reply comes within timeoutMs', async () => {
+  it('fails with BusReplyTimeoutError (503 UNAVAILABLE) when no reply comes within timeoutMs', async () => {
     const started = Date.now();
     await expect(
       ask(
@@ -29,7 +29,7 @@ describe('ask (bus request/reply)', () => {
         {},
         { timeoutMs: 50 },
       ),
-    ).rejects.toBeInstanceOf(TimeoutError);
+    ).rejects.toMatchObject({ name: 'BusReplyTimeoutError', pattern: 'p.q', status: 503, code: 'UNAVAILABLE' });
     expect(Date.now() - started).toBeLessThan(1000);
   }, 5000);
 
@@ -60,7 +60,7 @@ describe('ask (bus request/reply)', () => {
       },
     );
     expect(r).toBeNull();
-    expect(seen[0]).toBeInstanceOf(TimeoutError);
+    expect(seen[0]).toBeInstanceOf(BusReplyTimeoutError);
   }, 5000);
 
   it('with onError, a failure becomes what onError throws', async () => {
