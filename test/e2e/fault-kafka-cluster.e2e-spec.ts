@@ -1,6 +1,6 @@
 import { Kafka, logLevel } from 'kafkajs';
 import { topicSpecs } from '@svc/messaging';
-import { CaseLoad, appExits, eventually, faultSuite, subscribedTenant } from '@svc/testing';
+import { FaultRun, eventually, faultSuite } from '@svc/testing';
 
 /**
  * Issue 21, fault tests: a three-broker cluster of this suite's own (scripts/kafka.js --brokers 3,
@@ -41,14 +41,9 @@ describe('fault: a three-broker cluster loses one broker under load', () => {
   });
 
   it('with one broker killed, writes are answered, relayed and delivered; nothing lost, nothing twice, no app restarted', async () => {
-    const t0 = Date.now();
-    const marks: string[] = [];
-    const mark = (what: string) => marks.push(`${what} ${Math.round((Date.now() - t0) / 100) / 10}s`);
-    const { t, patientId } = await subscribedTenant(suite);
-    const load = new CaseLoad(suite.topology, t, patientId);
-    await load.prepare(30);
-    const pidsBefore = new Map(suite.topology.pids);
-    mark('set up');
+    const run = await FaultRun.start(suite);
+    const { load } = run;
+    const mark = (what: string) => run.mark(what);
 
     load.start();
     await sleep(5000);
@@ -67,8 +62,7 @@ describe('fault: a three-broker cluster loses one broker under load', () => {
     expect(kafka.pid(1)).toBeNull();
     await load.verify(receiver, 60_000);
     mark('verified');
-    expect(appExits(suite.topology)).toEqual([]);
-    expect(new Map(suite.topology.pids)).toEqual(pidsBefore);
-    process.stdout.write(`fault-kafka-cluster: ${load.summary()}, webhooks ${receiver.arrivals.length}; ${marks.join(', ')}\n`);
+    expect(run.restarts()).toEqual([]);
+    process.stdout.write(`fault-kafka-cluster: ${load.summary()}, webhooks ${receiver.arrivals.length}; ${run.marks.join(', ')}\n`);
   }, 200_000);
 });

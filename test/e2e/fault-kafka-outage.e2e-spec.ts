@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Kafka, KafkaMessage, logLevel } from 'kafkajs';
-import { CaseLoad, appExits, eventually, faultSuite, subscribedTenant } from '@svc/testing';
+import { FaultRun, eventually, faultSuite } from '@svc/testing';
 
 /**
  * Issue 21, fault tests: the Kafka broker stopped for ten seconds and started again under a steady
@@ -26,14 +26,9 @@ describe('fault: the Kafka broker stopped for ten seconds under load', () => {
   const { kafka, receiver } = suite;
 
   it('apps carry on without a restart, no acknowledged write is lost, and nothing is delivered twice', async () => {
-    const t0 = Date.now();
-    const marks: string[] = [];
-    const mark = (what: string) => marks.push(`${what} ${Math.round((Date.now() - t0) / 100) / 10}s`);
-    const { t, patientId } = await subscribedTenant(suite);
-    const load = new CaseLoad(suite.topology, t, patientId);
-    await load.prepare(30);
-    const pidsBefore = new Map(suite.topology.pids);
-    mark('set up');
+    const run = await FaultRun.start(suite);
+    const { load } = run;
+    const mark = (what: string) => run.mark(what);
 
     load.start();
     await sleep(5000);
@@ -62,13 +57,12 @@ describe('fault: the Kafka broker stopped for ten seconds under load', () => {
     mark('verified');
 
     // No app was restarted: same pids, no exit reported.
-    expect(appExits(suite.topology)).toEqual([]);
-    expect(new Map(suite.topology.pids)).toEqual(pidsBefore);
+    expect(run.restarts()).toEqual([]);
 
     // What the relay published more than once (at least once), besides the test's own replay.
     const republished = (await topicCounts(kafka.brokers, 'svc.case-ledger.events')).filter((n) => n > 2).length;
     process.stdout.write(
-      `fault-kafka-outage: ${load.summary()}, webhooks ${receiver.arrivals.length}; case events published more than once by the relay: ${republished}, replayed by the test: ${replayed}; ${marks.join(', ')}\n`,
+      `fault-kafka-outage: ${load.summary()}, webhooks ${receiver.arrivals.length}; case events published more than once by the relay: ${republished}, replayed by the test: ${replayed}; ${run.marks.join(', ')}\n`,
     );
   }, 240_000);
 });

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { EnrolmentTenant } from './index';
-import { WebhookReceiver, eventually } from './faults';
+import { FaultSuite, WebhookReceiver, appExits, eventually, subscribedTenant } from './faults';
 import type { DistributedTopology } from './topology';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -21,6 +21,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * fails `stop()`. `verify()` waits until every write answered 2xx has its effect, then checks that
  * nothing reached the receiver twice.
  */
+export type CaseLoadOptions = { updaters?: number; ackEveryMs?: number; openEveryMs?: number; updateEveryMs?: number };
+
 export class CaseLoad {
   phase = 'before';
   readonly refused: Record<string, number> = {};
@@ -40,7 +42,7 @@ export class CaseLoad {
     readonly topology: DistributedTopology,
     readonly tenant: EnrolmentTenant,
     readonly patientId: string,
-    readonly options: { updaters?: number; ackEveryMs?: number; openEveryMs?: number; updateEveryMs?: number } = {},
+    readonly options: CaseLoadOptions = {},
   ) {}
 
   private open() {
@@ -224,5 +226,47 @@ export class CaseLoad {
 
   summary(): string {
     return `answered 2xx ${JSON.stringify(this.answered)}, refused 503 ${JSON.stringify(this.refused)}, cases opened ${this.opened.length}, acknowledged ${this.acknowledged.length}, updated ${this.acked.size}`;
+  }
+}
+
+/**
+ * One fault test's run under a CaseLoad: a tenant subscribed at the suite's receiver with an
+ * enrolled patient, the load's cases prepared, the apps' pids at the start, and timed marks of the
+ * test's steps for its summary line.
+ */
+export class FaultRun {
+  /** The steps so far, each with its time since the start ("broker stopped 9.8s"). */
+  readonly marks: string[] = [];
+
+  private constructor(
+    private readonly suite: FaultSuite,
+    readonly load: CaseLoad,
+    readonly pidsBefore: ReadonlyMap<string, number>,
+    private readonly t0: number,
+  ) {}
+
+  /** Prepares `cases` cases to acknowledge (default 30) before any fault; marks "set up". */
+  static async start(suite: FaultSuite, options: CaseLoadOptions = {}, cases = 30): Promise<FaultRun> {
+    const t0 = Date.now();
+    const { t, patientId } = await subscribedTenant(suite);
+    const load = new CaseLoad(suite.topology, t, patientId, options);
+    await load.prepare(cases);
+    const run = new FaultRun(suite, load, new Map(suite.topology.pids), t0);
+    run.mark('set up');
+    return run;
+  }
+
+  mark(what: string): void {
+    this.marks.push(`${what} ${Math.round((Date.now() - this.t0) / 100) / 10}s`);
+  }
+
+  /** The apps (but `except`) that exited (each with the lines before it) or run under another pid than at the start. */
+  restarts(except: string[] = []): string[] {
+    const { topology } = this.suite;
+    const exits = appExits(topology).filter((line) => !except.some((app) => line.startsWith(`distributed: ${app} exited`)));
+    const moved = [...this.pidsBefore]
+      .filter(([app, pid]) => !except.includes(app) && topology.pids.get(app) !== pid)
+      .map(([app, pid]) => `${app}: pid ${pid} at the start, ${topology.pids.get(app)} now`);
+    return [...exits, ...moved];
   }
 }

@@ -13,7 +13,8 @@ export { DistributedTopology } from './topology';
 export { TestEventSchema, fixedMetadata, testEvent } from './event-store-fixtures';
 export { OwnKafka, OwnRedis, WebhookReceiver, appExits, eventually, faultSuite, freePortRun, keepOutput, subscribedTenant, topologyTenant } from './faults';
 export type { WebhookArrival } from './faults';
-export { CaseLoad } from './case-load';
+export { CaseLoad, FaultRun } from './case-load';
+export type { CaseLoadOptions } from './case-load';
 export { describeInProcess, e2eTarget, inProcess, onTopology, topologyBaseUrl, topologyDatabaseUrl, topologyDataDir, topologyKafkaBrokers } from './e2e-target';
 import { onTopology, topologyBaseUrl } from './e2e-target';
 
