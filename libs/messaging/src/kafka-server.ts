@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import { KafkaContext, KafkaOptions, OutgoingResponse, ServerKafka } from '@nestjs/microservices';
 import type { Consumer, EachBatchPayload, EachMessagePayload, RecordMetadata } from 'kafkajs';
 import { deadLetterRecord, errorCode } from './dead-letters';
+import { KAFKA_GROUP_MEMBERSHIP } from './kafka';
 import { consumedTopicSpecs, deadLetterTopic, ensureTopics } from './topics';
 
 /** Pino-compatible logger (`logger.warn({ ...meta }, 'message')`): metadata only, never record values. */
@@ -170,6 +171,9 @@ export class KafkaBusServer extends ServerKafka {
     for (const message of batch.messages) {
       if (!isRunning() || isStale() || this.stopping) return;
       const attemptKey = `${topic}/${partition}/${message.offset}`;
+      // Heartbeats while the handler runs (kafkajs sends one only between messages): a handler
+      // slower than the session timeout would otherwise lose the group its partitions.
+      const beat = setInterval(() => void heartbeat().catch(() => undefined), KAFKA_GROUP_MEMBERSHIP.heartbeatInterval);
       try {
         await this.handleMessage({ topic, partition, message, heartbeat, pause });
       } catch (err) {
@@ -192,6 +196,8 @@ export class KafkaBusServer extends ServerKafka {
         // Producing the dead letter may fail too: then this throws, nothing is marked consumed,
         // and kafkajs delivers the message again.
         await this.deadLetter({ topic, partition, message }, err, attempt, where);
+      } finally {
+        clearInterval(beat);
       }
       this.attempts.delete(attemptKey);
       resolveOffset(message.offset);

@@ -25,6 +25,16 @@ export interface KafkaWiringOptions {
   maxWaitTimeInMs?: number;
 }
 
+/**
+ * Consumer group membership (every group: the apps' handlers and their reply consumers). A member
+ * whose heartbeats stop for `sessionTimeout` is dropped from its group. kafkajs starts a crashed
+ * consumer as a new member (a broker restart crashes every consumer), and its group can rebalance
+ * only once the old member is dropped: with kafkajs's 30 s, a group stayed stopped for 30 s after
+ * its broker came back. KafkaBusServer heartbeats while a handler runs, so a slow handler does not
+ * lose its member.
+ */
+export const KAFKA_GROUP_MEMBERSHIP = { sessionTimeout: 10_000, heartbeatInterval: 3000 } as const;
+
 function producerConfig() {
   // Keyed records (aggregate id) land on the partition Java clients would pick too.
   return { createPartitioner: Partitioners.DefaultPartitioner, allowAutoTopicCreation: true };
@@ -44,6 +54,7 @@ export function kafkaServerOptions(serviceName: string, brokers: string[] = kafk
       consumer: {
         groupId: serviceName,
         allowAutoTopicCreation: true,
+        ...KAFKA_GROUP_MEMBERSHIP,
         ...(wiring.maxWaitTimeInMs !== undefined ? { maxWaitTimeInMs: wiring.maxWaitTimeInMs } : {}),
       },
       subscribe: { fromBeginning: wiring.fromBeginning ?? true },
@@ -72,7 +83,7 @@ export function kafkaClientOptions(serviceName: string, brokers: string[] = kafk
     transport: Transport.KAFKA,
     options: {
       client: { clientId: serviceName, brokers },
-      consumer: { groupId: serviceName, allowAutoTopicCreation: true },
+      consumer: { groupId: serviceName, allowAutoTopicCreation: true, ...KAFKA_GROUP_MEMBERSHIP },
       subscribe: { fromBeginning: true },
       producer: producerConfig(),
       producerOnlyMode: wiring.producerOnlyMode ?? false,

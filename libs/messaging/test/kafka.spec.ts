@@ -51,6 +51,7 @@ import {
   deadLetterTopic,
   ensureTopics,
   KafkaConsumerSettings,
+  KAFKA_GROUP_MEMBERSHIP,
   topicSpecs,
   MetadataHeaders,
 } from '../src';
@@ -170,6 +171,7 @@ const PEER_LOSE_REPLY = name('peer.lose-reply');
 const RESUME = name('resume');
 const EARLIEST = name('earliest');
 const FAILING = name('failing');
+const SLOW = name('slow');
 const ORDERED = name('ordered');
 const POISON = name('poison');
 const EARLY = name('command.early');
@@ -251,6 +253,23 @@ class ResumeController {
 
 @Module({ controllers: [ResumeController] })
 class ResumeModule {}
+
+/** SLOW: each message's handler runs longer than a group member's session (KAFKA_GROUP_MEMBERSHIP). */
+const slowRuns: { n: number; startedAt: number; endedAt?: number }[] = [];
+
+@Controller()
+class SlowController {
+  @EventPattern(SLOW)
+  async on(@Payload() data: { n: number; ms: number }) {
+    const run: (typeof slowRuns)[number] = { n: data.n, startedAt: Date.now() };
+    slowRuns.push(run);
+    await new Promise((r) => setTimeout(r, data.ms));
+    run.endedAt = Date.now();
+  }
+}
+
+@Module({ controllers: [SlowController] })
+class SlowModule {}
 
 /** The app now reading EARLIEST (the test runs one at a time). */
 let earliestReader = '';
@@ -497,7 +516,7 @@ if (SOURCE === 'none' && REQUIRED) {
       topics: [
         ...[ECHO, `${ECHO}.reply`, REFUSE, `${REFUSE}.reply`, CASE_EVENTS, GATEWAY_EVENTS].map((t) => topic(t, PARTITIONS)),
         ...[PEER_ECHO, `${PEER_ECHO}.reply`, PEER_REFUSE, `${PEER_REFUSE}.reply`].map((t) => topic(t, PARTITIONS)),
-        ...[RESUME, EARLIEST, FAILING].map((t) => topic(t, 1)),
+        ...[RESUME, EARLIEST, FAILING, SLOW].map((t) => topic(t, 1)),
         // No reply topic for EARLY (its client is the first to need it), and no dead-letter topics:
         // the apps' wiring creates those.
         ...[ORDERED, POISON, EARLY].map((t) => topic(t, PARTITIONS)),
@@ -751,6 +770,31 @@ if (SOURCE === 'none' && REQUIRED) {
       }
       expect(await committed(`${service}-server`, RESUME)).toEqual(['6']);
     });
+
+    it('a handler slower than the group session keeps its partition: it runs once, and the next message follows it', async () => {
+      const service = `kafka-spec-slow-${RUN}`;
+      const ms = await startConsumer(SlowModule, service);
+      try {
+        const handlerMs = KAFKA_GROUP_MEMBERSHIP.sessionTimeout + 3000;
+        await lastValueFrom(emitter.emit(SLOW, new BusRecord('one-key', { n: 1, ms: handlerMs })), { defaultValue: undefined });
+        await lastValueFrom(emitter.emit(SLOW, new BusRecord('one-key', { n: 2, ms: 0 })), { defaultValue: undefined });
+        await eventually(
+          () =>
+            expect(slowRuns.map((r) => [r.n, r.endedAt !== undefined])).toEqual([
+              [1, true],
+              [2, true],
+            ]),
+          handlerMs + 15_000,
+        );
+        // Had the member lost its session, its partition would have gone back to the last commit:
+        // message 1 would have run a second time.
+        await new Promise((r) => setTimeout(r, 3000));
+        expect(slowRuns.map((r) => r.n)).toEqual([1, 2]);
+      } finally {
+        await ms.close();
+      }
+      expect(await committed(`${service}-server`, SLOW)).toEqual(['2']);
+    }, 60_000);
 
     it('a message whose handler fails is tried again, and the ones after it on its partition wait for it', async () => {
       const service = `kafka-spec-failing-${RUN}`;
