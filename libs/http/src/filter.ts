@@ -166,8 +166,12 @@ export class ErrorFilter implements ExceptionFilter {
 /** Answers an error in the form of docs/decisions.md, "Errors and the HTTP edge" (the ErrorFilter's answer; also the lean routes'). */
 export function sendError(exception: unknown, reply: FastifyReply): void {
   const { status, body, headers } = toErrorResponse(exception);
-  if (status >= 500) {
-    const err = exception as Error;
+  const err = exception as Error;
+  if (status === 503) {
+    // Expected while a dependency is away (the client retries): a warning, with the error's name
+    // and the answer's code only.
+    getLogger().warn({ err: { name: err?.name }, code: body.code }, 'request answered 503');
+  } else if (status >= 500) {
     // Name and stack only: messages of lower layers may quote data.
     getLogger().error({ err: { name: err?.name, stack: err?.stack?.split('\n').slice(1, 6).join('\n') } }, 'unhandled error');
   }
