@@ -5,6 +5,8 @@ import type { DistributedTopology } from './topology';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+export type CaseLoadOptions = { updaters?: number; ackEveryMs?: number; openEveryMs?: number; updateEveryMs?: number };
+
 /**
  * A steady load of writes through a topology's gateway for the fault tests, each answer recorded
  * with the phase of the fault it arrived in (`phase`, set by the test):
@@ -21,8 +23,6 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * fails `stop()`. `verify()` waits until every write answered 2xx has its effect, then checks that
  * nothing reached the receiver twice.
  */
-export type CaseLoadOptions = { updaters?: number; ackEveryMs?: number; openEveryMs?: number; updateEveryMs?: number };
-
 export class CaseLoad {
   phase = 'before';
   readonly refused: Record<string, number> = {};
