@@ -2,7 +2,7 @@ import { ArgumentsHost, Catch, ExceptionFilter, HttpException } from '@nestjs/co
 import type { FastifyReply } from 'fastify';
 import { DomainError, WrongExpectedRevisionError } from '@svc/eventstore';
 import { ApiError } from './errors';
-import { getLogger } from './logger';
+import { getLogger, loggableError } from './logger';
 
 const STATUS_CODES: Record<number, string> = {
   400: 'VALIDATION_FAILED',
@@ -166,14 +166,13 @@ export class ErrorFilter implements ExceptionFilter {
 /** Answers an error in the form of docs/decisions.md, "Errors and the HTTP edge" (the ErrorFilter's answer; also the lean routes'). */
 export function sendError(exception: unknown, reply: FastifyReply): void {
   const { status, body, headers } = toErrorResponse(exception);
-  const err = exception as Error;
   if (status === 503) {
     // Expected while a dependency is away (the client retries): a warning, with the error's name
     // and the answer's code only.
-    getLogger().warn({ err: { name: err?.name }, code: body.code }, 'request answered 503');
+    getLogger().warn({ err: { name: loggableError(exception).name }, code: body.code }, 'request answered 503');
   } else if (status >= 500) {
-    // Name and stack only: messages of lower layers may quote data.
-    getLogger().error({ err: { name: err?.name, stack: err?.stack?.split('\n').slice(1, 6).join('\n') } }, 'unhandled error');
+    // Name and stack frames only: messages of lower layers may quote data.
+    getLogger().error({ err: loggableError(exception) }, 'unhandled error');
   }
   if (headers) for (const [k, v] of Object.entries(headers)) reply.header(k, v);
   void reply.status(status).send(body);

@@ -27,3 +27,20 @@ export function getLogger(): Logger {
   }
   return logger;
 }
+
+/**
+ * What a log line may say of an error: its name and up to `max` stack frames (the `at …` lines),
+ * never its message, which lower layers may fill with data (and which may span lines).
+ */
+export function loggableError(err: unknown, max = 5): { name: string; stack?: string } {
+  const e = err as { name?: unknown; stack?: unknown } | null | undefined;
+  const name = typeof e?.name === 'string' ? e.name : typeof err;
+  const frames =
+    typeof e?.stack === 'string'
+      ? e.stack
+          .split('\n')
+          .filter((line) => /^\s+at /.test(line))
+          .slice(0, max)
+      : [];
+  return frames.length ? { name, stack: frames.join('\n') } : { name };
+}

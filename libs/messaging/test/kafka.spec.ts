@@ -396,7 +396,7 @@ class CallerModule {
 /** Starts the peer app (libs/messaging/test/kafka-peer/peer.ts) in a process of its own; `stderr` collects what it writes there. */
 async function startPeer(brokers: string[], stderr: string[] = []): Promise<ChildProcess> {
   const dir = resolve(__dirname, 'kafka-peer');
-  const child = spawn(process.execPath, [join(dir, 'register.js'), join(dir, 'peer.ts')], {
+  const child = spawn(process.execPath, [join(__dirname, '../../testing/ts-register.js'), join(dir, 'peer.ts')], {
     cwd: resolve(__dirname, '../../..'),
     env: { ...process.env, KAFKA_BROKERS: brokers.join(','), PEER_SERVICE: `kafka-spec-peer-${RUN}`, PEER_ECHO, PEER_REFUSE, PEER_LOSE_REPLY },
     stdio: ['pipe', 'pipe', 'pipe'],

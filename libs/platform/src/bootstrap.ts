@@ -11,6 +11,7 @@ import { BackgroundWork } from './background';
 import { BODY_LIMIT, registerContentTypeGate, registerJsonParser } from './body-parsing';
 import { ServiceConfig, loadConfig } from './config';
 import { corsHook } from './cors';
+import { exitOnCrash } from './crash';
 import { answerClientError, answerFrameworkError, registerConnectionAnswers, registerRequestGate } from './edge-answers';
 import { proxiedRoute, requestIdFrom, trustedPeer } from './gateway-proxy';
 import { IN_PROCESS_BROKER, PROJECTIONS, PlatformModule } from './platform.module';
@@ -224,6 +225,7 @@ export async function runService(
   // Before anything is written: whatever is created without a mode of its own is owner-only (docs/decisions.md, "Deployment safety").
   process.umask(PRIVATE_UMASK);
   process.env.SVC_SERVICE_NAME ??= serviceName;
+  exitOnCrash();
   const config = loadConfig(process.env, 'distributed');
   try {
     class ServiceRoot {}

@@ -17,3 +17,4 @@ export * from './upstreams';
 export * from './gateway-proxy';
 export * from './dev-clock-sync';
 export * from './leases';
+export * from './crash';

@@ -1,15 +1,15 @@
 /**
  * Loads TypeScript in a plain `node` process the way Jest does (SWC, decorators with metadata,
- * the `paths` aliases of tsconfig.base.json such as `@svc/decider`), so kafka.spec.ts can run
- * another Nest app in a process of its own:
- *   node libs/messaging/test/kafka-peer/register.js <file.ts>
+ * the `paths` aliases of tsconfig.base.json such as `@svc/decider`), so a test can run code of the
+ * checkout in a process of its own (another Nest app, a process that must exit or crash):
+ *   node libs/testing/ts-register.js <file.ts> [args...]
  */
 const fs = require('node:fs');
 const path = require('node:path');
 const Module = require('node:module');
 const { transformSync } = require('@swc/core');
 
-const root = path.resolve(__dirname, '../../../..');
+const root = path.resolve(__dirname, '../..');
 const { paths = {} } = JSON.parse(fs.readFileSync(path.join(root, 'tsconfig.base.json'), 'utf8')).compilerOptions ?? {};
 /** `@svc/x` → its folder; `@apps/*` → apps/<name>/src. */
 const aliases = Object.entries(paths).map(([alias, [target]]) => ({ alias, target }));
@@ -35,4 +35,6 @@ require.extensions['.ts'] = function compileTs(module, filename) {
   module._compile(code, filename);
 };
 
-require(path.resolve(process.argv[2]));
+// The file's own arguments start at process.argv[2], as if it had been run by node itself.
+const [file] = process.argv.splice(2, 1);
+require(path.resolve(file));
