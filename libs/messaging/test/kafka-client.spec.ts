@@ -44,7 +44,9 @@ describe('Kafka bus client', () => {
   it('a closed client stops trying to reach the broker: its process exits on its own soon after', async () => {
     const port = await freePort();
     const dir = join(__dirname, 'kafka-peer');
-    const child = spawn(process.execPath, [join(__dirname, '../../testing/ts-register.js'), join(dir, 'closed-client.ts'), String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [join(__dirname, '../../testing/ts-register.js'), join(dir, 'closed-client.ts'), String(port)], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let closedAt = 0;
     child.stdout.on('data', (d: Buffer) => {
