@@ -62,8 +62,8 @@ describe('sendError logging', () => {
     expect(JSON.stringify(lines)).not.toContain('patient-contact');
   });
 
-  it('a 500 is an error with the stack, without the message', () => {
-    const { status, lines } = answer(new TypeError('cannot read the note of patient Jane Roe'));
+  it('a 500 is an error with the stack frames, without any line of the message', () => {
+    const { status, lines } = answer(new TypeError('cannot read the note\nof patient Jane Roe (a message over two lines)'));
     expect(status).toBe(500);
     expect(lines).toEqual([expect.objectContaining({ level: 50, msg: 'unhandled error', err: expect.objectContaining({ name: 'TypeError' }) })]);
     expect((lines[0].err as { stack: string }).stack).toContain('error-log.spec');
