@@ -7,12 +7,12 @@ import { getLogger, loggableError } from '@svc/http';
  * stderr), then the process exits with code 1 as Node would, for its supervisor to start it again.
  * Installed first thing by both mains (runService, the standalone main).
  */
-export function exitOnCrash(exit: (code: number) => void = (code) => process.exit(code)): void {
+export function exitOnCrash(): void {
   const crash = (what: string) => (err: unknown) => {
     try {
       getLogger().fatal({ err: loggableError(err, 10) }, what);
     } finally {
-      exit(1);
+      process.exit(1);
     }
   };
   process.on('uncaughtException', crash('uncaught exception; the process exits'));
