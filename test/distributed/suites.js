@@ -104,6 +104,7 @@ const excluded = {
     "drives the retry worker's scheduler inside the process (tick, in-flight count) and reads its read store, to meet attempts in flight",
   // Browser suites.
   'test/browser/console-oidc.e2e-spec.ts': 'signs staff in through an OpenID provider of its own (STAFF_OIDC_ISSUER set on its service)',
+  'test/browser/unavailable-page.e2e-spec.ts': 'starts a gateway of its own whose route table sends the check-in page to an app that is down',
 };
 
 module.exports = { distributed, browser, excluded };

@@ -8,6 +8,7 @@ import { plainTransferEncoding } from './body-parsing';
 import { onBodyBreak, passBodyOn } from './edge-answers';
 import { Replica, ReplicaPool, ReplicaPoolOptions } from './replica-pool';
 import { RouteMatch, RouteTable, UpstreamAnnouncement, readUpstreams, withdrawUpstreams } from './upstreams';
+import { pageHeaders, prefersHtml, unavailablePage } from './web-pages';
 
 /**
  * The gateway's reverse proxy in distributed mode (docs/decisions.md, "Distributed topology"):
@@ -262,7 +263,12 @@ export class GatewayProxy {
       }
       // What is left of a body not read is not read: the connection closes after the answer.
       if (!raw.complete) reply.header('connection', 'close');
-      return reply.code(503).header('retry-after', '1').header('content-type', 'application/json; charset=utf-8').send(UNAVAILABLE_BODY);
+      reply.code(503).header('retry-after', '1');
+      // A browser opening a page (a patient's check-in link) gets a page, in its language.
+      if ((raw.method === 'GET' || raw.method === 'HEAD') && prefersHtml(raw.headers.accept)) {
+        return reply.headers({ ...pageHeaders('no-store'), 'referrer-policy': 'no-referrer' }).send(unavailablePage(raw.headers['accept-language']));
+      }
+      return reply.header('content-type', 'application/json; charset=utf-8').send(UNAVAILABLE_BODY);
     });
   }
 

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { pageHeaders, prefersHtml, unavailablePage } from './web-pages';
 
 /** What the gate asks of the app's projections (ProjectionRunner). */
 export interface ReadModelState {
@@ -14,8 +15,15 @@ export const READ_MODELS_UNAVAILABLE_BODY = JSON.stringify({
   message: 'The read models are being checked or rebuilt from the event log; retry shortly',
 });
 
-function unavailable(reply: FastifyReply): FastifyReply {
-  return reply.code(503).header('retry-after', '1').header('content-type', 'application/json; charset=utf-8');
+/** Sets the 503's status and headers on `reply`; answers the body to send: a page for a browser opening one (a patient's check-in link), else the JSON. */
+function unavailable(req: FastifyRequest, reply: FastifyReply): string {
+  reply.code(503).header('retry-after', '1');
+  if ((req.method === 'GET' || req.method === 'HEAD') && prefersHtml(req.headers.accept)) {
+    reply.headers({ ...pageHeaders('no-store'), 'referrer-policy': 'no-referrer' });
+    return unavailablePage(req.headers['accept-language']);
+  }
+  reply.header('content-type', 'application/json; charset=utf-8');
+  return READ_MODELS_UNAVAILABLE_BODY;
 }
 
 /**
@@ -23,7 +31,7 @@ function unavailable(reply: FastifyReply): FastifyReply {
  * while the app's projections say their models are not available (the store's connection dropped
  * and they have not checked them since, or they rebuild a model the store lost), every request
  * under `prefix` but `exempt` (health and readiness) is 503 UNAVAILABLE with `Retry-After: 1`
- * before anything reads the store. A request that began while they were available and that is
+ * before anything reads the store (a browser opening a page gets a page saying so instead). A request that began while they were available and that is
  * answered after a drop or a loss (a read already on its way to the store when it went away) gets
  * the same 503 instead of what it read: its answer may come from the emptied store. A write
  * keeps a success (it was done; a retry of a write without an idempotency id would do it twice)
@@ -39,7 +47,7 @@ export function registerReadModelGate(fastify: FastifyInstance, state: ReadModel
   fastify.addHook('onRequest', (req, reply, done) => {
     if (!gated(req.url)) return done();
     if (!state.available) {
-      void unavailable(reply).send(READ_MODELS_UNAVAILABLE_BODY);
+      void reply.send(unavailable(req, reply));
       return;
     }
     (req as GatedRequest)[EPOCH] = state.readEpoch;
@@ -53,7 +61,6 @@ export function registerReadModelGate(fastify: FastifyInstance, state: ReadModel
     if (reply.statusCode < 400 && req.method !== 'GET' && req.method !== 'HEAD') return done(null, payload);
     if (payload !== null && typeof payload === 'object' && typeof (payload as { pipe?: unknown }).pipe === 'function') return done(null, payload);
     for (const name of ['location', 'etag', 'last-modified', 'content-length', 'content-encoding']) reply.removeHeader(name);
-    unavailable(reply);
-    done(null, READ_MODELS_UNAVAILABLE_BODY);
+    done(null, unavailable(req, reply));
   });
 }

@@ -226,6 +226,66 @@ export function prefersHtml(accept: string | undefined): boolean {
   return qualityOf(list, 'text', 'html') > qualityOf(list, 'application', 'json');
 }
 
+/** The pages' language for a request (docs/decisions.md, "Pages for people"): Spanish when its Accept-Language asks for it before English, else English. */
+export function pageLanguage(acceptLanguage: string | undefined): 'en' | 'es' {
+  const tags = (acceptLanguage ?? '')
+    .split(',')
+    .map((part, i) => {
+      const [tag, ...params] = part.trim().toLowerCase().split(';');
+      const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
+      return { tag: tag.trim(), q: q ? Number(q.slice(2)) : 1, i };
+    })
+    .filter((t) => t.tag && t.q > 0)
+    .sort((a, b) => b.q - a.q || a.i - b.i);
+  for (const { tag } of tags) {
+    if (tag.startsWith('es')) return 'es';
+    if (tag.startsWith('en')) return 'en';
+  }
+  return 'en';
+}
+
+const UNAVAILABLE_WORDS = {
+  en: {
+    title: 'Please try again in a minute',
+    heading: 'This page is not available right now',
+    text: 'The service is busy for a moment. Please try again in a minute.',
+    again: 'Try again',
+  },
+  es: {
+    title: 'Inténtelo de nuevo en un minuto',
+    heading: 'Esta página no está disponible en este momento',
+    text: 'El servicio está ocupado por un momento. Inténtelo de nuevo en un minuto.',
+    again: 'Intentar de nuevo',
+  },
+} as const;
+
+/**
+ * The page a browser gets instead of a 503's JSON (an app behind the gateway restarting, or its
+ * read models being rebuilt): a few plain words in the reader's language and a link that loads the
+ * same address again. No script, no style, nothing from the request in it.
+ */
+export function unavailablePage(acceptLanguage: string | undefined): string {
+  const lang = pageLanguage(acceptLanguage);
+  const w = UNAVAILABLE_WORDS[lang];
+  return `<!doctype html>
+<html lang="${lang}">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>${w.title}</title>
+</head>
+<body>
+<main>
+<h1>${w.heading}</h1>
+<p>${w.text}</p>
+<p><a href="">${w.again}</a></p>
+</main>
+</body>
+</html>
+`;
+}
+
 /** Headers of an HTML page: its type, the policy, and how it may be cached. */
 export function pageHeaders(cache: 'no-store' | 'no-cache'): Record<string, string> {
   return {

@@ -127,7 +127,10 @@ describe('GatewayProxy', () => {
     await announceUpstream(store, {
       app: 'down-app',
       origin: `http://127.0.0.1:${downPort}`,
-      routes: [{ method: 'GET', url: '/api/down/:id' }],
+      routes: [
+        { method: 'GET', url: '/api/down/:id' },
+        { method: 'POST', url: '/api/down/:id' },
+      ],
       announcedAt: new Date().toISOString(),
     });
 
@@ -401,6 +404,33 @@ describe('GatewayProxy', () => {
     expect(res.headers.get('cache-control')).toBe('no-store');
     expect(await res.json()).toEqual({ code: 'UNAVAILABLE', message: expect.any(String) });
     expect(performance.now() - started).toBeLessThan(1000);
+  });
+
+  it('a browser opening a page of an app that is down gets a page (503, in its language, no script), an API client the JSON', async () => {
+    const browser = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8';
+    const english = await fetch(`${base}/api/down/1?token=canary-token`, { headers: { accept: browser, 'accept-language': 'en-US,en;q=0.9,es;q=0.5' } });
+    expect(english.status).toBe(503);
+    expect(english.headers.get('retry-after')).toBe('1');
+    expect(english.headers.get('content-type')).toBe('text/html; charset=utf-8');
+    expect(english.headers.get('cache-control')).toBe('no-store');
+    expect(english.headers.get('referrer-policy')).toBe('no-referrer');
+    expect(english.headers.get('content-security-policy')).toContain("default-src 'none'");
+    const page = await english.text();
+    expect(page).toContain('<html lang="en">');
+    expect(page).toContain('Please try again in a minute.');
+    expect(page).not.toMatch(/<script|<style|UNAVAILABLE|canary-token|down\/1/);
+
+    const spanish = await fetch(`${base}/api/down/1`, { headers: { accept: browser, 'accept-language': 'es-MX,es;q=0.9,en;q=0.8' } });
+    expect(spanish.status).toBe(503);
+    expect(await spanish.text()).toContain('Inténtelo de nuevo en un minuto.');
+
+    for (const accept of [undefined, '*/*', 'application/json']) {
+      const api = await fetch(`${base}/api/down/1`, { headers: accept ? { accept } : {} });
+      expect([accept, api.status, api.headers.get('content-type')]).toEqual([accept, 503, 'application/json; charset=utf-8']);
+    }
+    // A write is never a page.
+    const post = await fetch(`${base}/api/down/1`, { method: 'POST', headers: { accept: browser, 'content-type': 'application/json' }, body: '{}' });
+    expect([post.status, post.headers.get('content-type')]).toEqual([503, 'application/json; charset=utf-8']);
   });
 
   it('an app that does not answer is 503 UNAVAILABLE after the timeout, never a hang', async () => {

@@ -64,6 +64,30 @@ describe('read-model gate', () => {
     expect((await fetch(`${base}/page`)).status).toBe(200);
   });
 
+  it('a browser opening a page while they are not gets a page saying so (503), in its language', async () => {
+    state.available = false;
+    const accept = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8';
+    const r = await fetch(`${base}/api/v1/thing`, { headers: { accept, 'accept-language': 'es-ES,es;q=0.9' } });
+    expect([r.status, r.headers.get('retry-after'), r.headers.get('content-type'), r.headers.get('cache-control')]).toEqual([
+      503,
+      '1',
+      'text/html; charset=utf-8',
+      'no-store',
+    ]);
+    expect(await r.text()).toContain('Inténtelo de nuevo en un minuto.');
+    // The answer of a request that began while they were available is a page too.
+    state.available = true;
+    const slow = fetch(`${base}/api/v1/slow`, { headers: { accept } });
+    while (!release) await new Promise((res) => setTimeout(res, 5));
+    state.readEpoch++;
+    const answer = release;
+    release = null;
+    answer();
+    const late = await slow;
+    expect([late.status, late.headers.get('content-type')]).toEqual([503, 'text/html; charset=utf-8']);
+    expect(await late.text()).toContain('This page is not available right now');
+  });
+
   it('a request answered after a drop began while available: 503, not what it read', async () => {
     const pending = fetch(`${base}/api/v1/slow`);
     while (!release) await new Promise((r) => setTimeout(r, 5));
