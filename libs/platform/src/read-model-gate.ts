@@ -31,9 +31,10 @@ function unavailable(req: FastifyRequest, reply: FastifyReply): string {
  * while the app's projections say their models are not available (the store's connection dropped
  * and they have not checked them since, or they rebuild a model the store lost), every request
  * under `prefix` but `exempt` (health and readiness) is 503 UNAVAILABLE with `Retry-After: 1`
- * before anything reads the store (a browser opening a page gets a page saying so instead). A request that began while they were available and that is
- * answered after a drop or a loss (a read already on its way to the store when it went away) gets
- * the same 503 instead of what it read: its answer may come from the emptied store. A write
+ * before anything reads the store (a browser opening a page gets a page saying so instead). A
+ * request that began while they were available and that is answered after a drop or a loss (a
+ * read already on its way to the store when it went away) gets the same 503 instead of what it
+ * read: its answer may come from the emptied store. A write
  * keeps a success (it was done; a retry of a write without an idempotency id would do it twice)
  * and gets the 503 for a refusal (nothing was written: a 404 or 401 may come from the emptied
  * store). Streamed answers (a body already flowing) are left as they are.
