@@ -1,12 +1,13 @@
 import 'reflect-metadata';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { AddressInfo, createServer } from 'node:net';
+import { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Module } from '@nestjs/common';
 import { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { GatewayProxy, announceUpstream, createHttpApp, loadConfig, routesOf } from '@svc/platform';
 import { SqliteReadStore } from '@svc/read-store';
+import { freePort } from '@svc/testing';
 import { Browser, axe, describeInBrowser, launch, watch } from './browser';
 
 @Module({})
@@ -28,13 +29,8 @@ describeInBrowser('the page a browser gets from the gateway when the app behind 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'unavailable-page-'));
     store = new SqliteReadStore(join(dir, 'read.sqlite'));
-    const downPort = await new Promise<number>((r) => {
-      const s = createServer();
-      s.listen(0, '127.0.0.1', () => {
-        const p = (s.address() as AddressInfo).port;
-        s.close(() => r(p));
-      });
-    });
+    // A port nothing listens on (an app that is down).
+    const downPort = await freePort();
     await announceUpstream(store, {
       app: 'patient-pathway',
       origin: `http://127.0.0.1:${downPort}`,

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { Body, CanActivate, Controller, ExecutionContext, Get, Module, Post, UnauthorizedException, UseGuards } from '@nestjs/common';
 import { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { SqliteReadStore } from '@svc/read-store';
+import { freePort } from '@svc/testing';
 import { GatewayProxy, announceUpstream, createHttpApp, loadConfig, requestIdFrom, routesOf, trustedPeer } from '@svc/platform';
 
 /**
@@ -100,13 +101,7 @@ describe('GatewayProxy', () => {
     await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
     const silentPort = (silent.address() as AddressInfo).port;
     // A port nothing listens on (an app that is down).
-    const downPort = await new Promise<number>((r) => {
-      const s = createServer();
-      s.listen(0, '127.0.0.1', () => {
-        const p = (s.address() as AddressInfo).port;
-        s.close(() => r(p));
-      });
-    });
+    const downPort = await freePort();
     await announceUpstream(store, {
       app: 'case-ledger',
       origin: `http://127.0.0.1:${upstreamPort}`,
