@@ -41,7 +41,7 @@ describe('fault: the Kafka broker stopped for ten seconds under load', () => {
     mark('broker back');
     // Recovery without a restart: a case, which needs a Kafka round trip, is opened again, once
     // the groups have dropped the members their consumers had before the outage (a 10 s session,
-    // KAFKA_GROUP_MEMBERSHIP; with kafkajs's 30 s this took over 30 s).
+    // KAFKA_GROUP_MEMBERSHIP; kafkajs's default of 30 s would not fit the bound).
     await eventually(() => load.openedIn('after') > 0, 25_000, 'a case opened within 25 s of the broker coming back');
     mark('first case opened after');
     await sleep(3000);

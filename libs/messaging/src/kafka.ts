@@ -29,9 +29,9 @@ export interface KafkaWiringOptions {
  * Consumer group membership (every group: the apps' handlers and their reply consumers). A member
  * whose heartbeats stop for `sessionTimeout` is dropped from its group. kafkajs starts a crashed
  * consumer as a new member (a broker restart crashes every consumer), and its group can rebalance
- * only once the old member is dropped: with kafkajs's 30 s, a group stayed stopped for 30 s after
- * its broker came back. KafkaBusServer heartbeats while a handler runs, so a slow handler does not
- * lose its member.
+ * only once the old member is dropped: a group stays stopped for up to one session after its
+ * broker comes back (kafkajs's default would make that 30 s). KafkaBusServer heartbeats while a
+ * handler runs, so a slow handler does not lose its member.
  */
 export const KAFKA_GROUP_MEMBERSHIP = { sessionTimeout: 10_000, heartbeatInterval: 3000 } as const;
 

@@ -8,7 +8,7 @@ import { plainTransferEncoding } from './body-parsing';
 import { onBodyBreak, passBodyOn } from './edge-answers';
 import { Replica, ReplicaPool, ReplicaPoolOptions } from './replica-pool';
 import { RouteMatch, RouteTable, UpstreamAnnouncement, readUpstreams, withdrawUpstreams } from './upstreams';
-import { pageHeaders, prefersHtml, unavailablePage } from './web-pages';
+import { unavailablePageFor } from './web-pages';
 
 /**
  * The gateway's reverse proxy in distributed mode (docs/decisions.md, "Distributed topology"):
@@ -265,9 +265,8 @@ export class GatewayProxy {
       if (!raw.complete) reply.header('connection', 'close');
       reply.code(503).header('retry-after', '1');
       // A browser opening a page (a patient's check-in link) gets a page, in its language.
-      if ((raw.method === 'GET' || raw.method === 'HEAD') && prefersHtml(raw.headers.accept)) {
-        return reply.headers({ ...pageHeaders('no-store'), 'referrer-policy': 'no-referrer' }).send(unavailablePage(raw.headers['accept-language']));
-      }
+      const page = unavailablePageFor(raw.method, raw.headers);
+      if (page) return reply.headers(page.headers).send(page.body);
       return reply.header('content-type', 'application/json; charset=utf-8').send(UNAVAILABLE_BODY);
     });
   }

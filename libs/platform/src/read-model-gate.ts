@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { pageHeaders, prefersHtml, unavailablePage } from './web-pages';
+import { unavailablePageFor } from './web-pages';
 
 /** What the gate asks of the app's projections (ProjectionRunner). */
 export interface ReadModelState {
@@ -18,9 +18,10 @@ export const READ_MODELS_UNAVAILABLE_BODY = JSON.stringify({
 /** Sets the 503's status and headers on `reply`; answers the body to send: a page for a browser opening one (a patient's check-in link), else the JSON. */
 function unavailable(req: FastifyRequest, reply: FastifyReply): string {
   reply.code(503).header('retry-after', '1');
-  if ((req.method === 'GET' || req.method === 'HEAD') && prefersHtml(req.headers.accept)) {
-    reply.headers({ ...pageHeaders('no-store'), 'referrer-policy': 'no-referrer' });
-    return unavailablePage(req.headers['accept-language']);
+  const page = unavailablePageFor(req.method, req.headers);
+  if (page) {
+    reply.headers(page.headers);
+    return page.body;
   }
   reply.header('content-type', 'application/json; charset=utf-8');
   return READ_MODELS_UNAVAILABLE_BODY;

@@ -260,6 +260,19 @@ const UNAVAILABLE_WORDS = {
 } as const;
 
 /**
+ * What a 503 answers a browser opening a page (a `GET` or `HEAD` preferring HTML): the page's
+ * headers and the page below; null for anyone else (API clients keep the JSON). Used by the
+ * gateway's proxy (an app not reachable) and the read-model gate (read models being rebuilt).
+ */
+export function unavailablePageFor(
+  method: string | undefined,
+  headers: { accept?: string; 'accept-language'?: string },
+): { headers: Record<string, string>; body: string } | null {
+  if ((method !== 'GET' && method !== 'HEAD') || !prefersHtml(headers.accept)) return null;
+  return { headers: { ...pageHeaders('no-store'), 'referrer-policy': 'no-referrer' }, body: unavailablePage(headers['accept-language']) };
+}
+
+/**
  * The page a browser gets instead of a 503's JSON (an app behind the gateway restarting, or its
  * read models being rebuilt): a few plain words in the reader's language and a link that loads the
  * same address again. No script, no style, nothing from the request in it.
