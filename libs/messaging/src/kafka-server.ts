@@ -166,14 +166,22 @@ export class KafkaBusServer extends ServerKafka {
    * back to it, and the batch ends there (the messages behind it wait; other partitions go on).
    * Out of attempts, it goes to the dead-letter topic and is marked consumed.
    */
-  private async consumeBatch({ batch, resolveOffset, heartbeat, pause, isRunning, isStale }: EachBatchPayload): Promise<void> {
+  private async consumeBatch(payload: EachBatchPayload): Promise<void> {
+    // Heartbeats while the handlers run (kafkajs sends one only between messages): a handler
+    // slower than the session timeout would otherwise lose the group its partitions.
+    const beat = setInterval(() => void payload.heartbeat().catch(() => undefined), KAFKA_GROUP_MEMBERSHIP.heartbeatInterval);
+    try {
+      await this.consumeMessages(payload);
+    } finally {
+      clearInterval(beat);
+    }
+  }
+
+  private async consumeMessages({ batch, resolveOffset, heartbeat, pause, isRunning, isStale }: EachBatchPayload): Promise<void> {
     const { topic, partition } = batch;
     for (const message of batch.messages) {
       if (!isRunning() || isStale() || this.stopping) return;
       const attemptKey = `${topic}/${partition}/${message.offset}`;
-      // Heartbeats while the handler runs (kafkajs sends one only between messages): a handler
-      // slower than the session timeout would otherwise lose the group its partitions.
-      const beat = setInterval(() => void heartbeat().catch(() => undefined), KAFKA_GROUP_MEMBERSHIP.heartbeatInterval);
       try {
         await this.handleMessage({ topic, partition, message, heartbeat, pause });
       } catch (err) {
@@ -196,8 +204,6 @@ export class KafkaBusServer extends ServerKafka {
         // Producing the dead letter may fail too: then this throws, nothing is marked consumed,
         // and kafkajs delivers the message again.
         await this.deadLetter({ topic, partition, message }, err, attempt, where);
-      } finally {
-        clearInterval(beat);
       }
       this.attempts.delete(attemptKey);
       resolveOffset(message.offset);
